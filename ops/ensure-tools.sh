@@ -1,0 +1,65 @@
+# Sourced by ops/start.sh and ops/test.sh from the repository root: installs what a fresh
+# machine with only Node lacks. Functions only; the caller decides which tools it needs.
+
+PACELINE_TOOLS_LOG=".data/install.log"
+paceline_apt_updated=""
+
+# Installs node_modules when missing or older than package-lock.json.
+ensure_node_modules() {
+  if [ -d node_modules ] && ! [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    return 0
+  fi
+  echo "installing dependencies (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+}
+
+# Installs Debian packages quietly when running as root with apt-get; returns 1 otherwise.
+paceline_apt_install() {
+  if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+    return 1
+  fi
+  mkdir -p "$(dirname "$PACELINE_TOOLS_LOG")"
+  if [ -z "$paceline_apt_updated" ]; then
+    apt-get update -qq >>"$PACELINE_TOOLS_LOG" 2>&1 || return 1
+    paceline_apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >>"$PACELINE_TOOLS_LOG" 2>&1
+}
+
+# Makes sure redis-server exists. With --always it is needed even when REDIS_URL is set
+# (the tests start their own); otherwise REDIS_URL pointing elsewhere is enough.
+ensure_redis_server() {
+  if command -v redis-server >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "${1:-}" != "--always" ] && [ -n "${REDIS_URL:-}" ]; then
+    return 0
+  fi
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "redis-server not found: installing Debian's redis-server (log: $PACELINE_TOOLS_LOG)"
+    if paceline_apt_install redis-server && command -v redis-server >/dev/null 2>&1; then
+      return 0
+    fi
+    echo "installing redis-server failed: see $PACELINE_TOOLS_LOG, or set REDIS_URL" >&2
+    exit 1
+  fi
+  echo "redis-server not found: install it (sudo apt-get install redis-server) or set REDIS_URL" >&2
+  exit 1
+}
+
+# Installs prometheus when it can, for the tests that scrape metrics with it. Never fails the
+# caller: tests that use prometheus are expected to skip when it is missing.
+ensure_prometheus() {
+  if command -v prometheus >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "prometheus not found (sudo apt-get install prometheus): its tests will be skipped"
+    return 0
+  fi
+  echo "prometheus not found: installing Debian's prometheus (log: $PACELINE_TOOLS_LOG)"
+  if ! paceline_apt_install prometheus || ! command -v prometheus >/dev/null 2>&1; then
+    echo "installing prometheus failed (see $PACELINE_TOOLS_LOG): its tests will be skipped"
+  fi
+  return 0
+}

@@ -1,0 +1,49 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/database.js';
+import { DECOY_HASH, verifyPassword } from './passwords.js';
+import { findUserByName, type User } from './users.repository.js';
+
+export interface IssuedToken {
+  token: string;
+  expiresAt: Date;
+}
+
+/** Tokens are stored only as their SHA-256, so a database leak does not leak credentials. */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+/**
+ * Exchanges a username and password for a new bearer token (32 random bytes, hex) that expires
+ * after `ttlMs`. Returns null for an unknown user or a wrong password, in the same time.
+ */
+export async function issueToken(db: Kysely<Database>, username: string, password: string, ttlMs: number, now: Date): Promise<IssuedToken | null> {
+  const user = await findUserByName(db, username);
+  const matches = await verifyPassword(password, user?.password_hash ?? DECOY_HASH);
+  if (!user || !matches) return null;
+  const token = randomBytes(32).toString('hex');
+  const expiresAt = new Date(now.getTime() + ttlMs);
+  await db.insertInto('tokens').values({ token_hash: hashToken(token), user_id: user.id, expires_at: expiresAt }).execute();
+  return { token, expiresAt };
+}
+
+/** The user a live token belongs to, or null when it is unknown, revoked or expired. */
+export async function resolveToken(db: Kysely<Database>, token: string, now: Date): Promise<User | null> {
+  const row = await db
+    .selectFrom('tokens')
+    .innerJoin('users', 'users.id', 'tokens.user_id')
+    .select(['users.id', 'users.username'])
+    .where('tokens.token_hash', '=', hashToken(token))
+    .where('tokens.expires_at', '>', now)
+    .executeTakeFirst();
+  return row ?? null;
+}
+
+/** Revokes one token; expired tokens are swept at the same time. */
+export async function revokeToken(db: Kysely<Database>, token: string, now: Date): Promise<void> {
+  await db
+    .deleteFrom('tokens')
+    .where((eb) => eb.or([eb('token_hash', '=', hashToken(token)), eb('expires_at', '<=', now)]))
+    .execute();
+}

@@ -1,0 +1,124 @@
+import { createInterface } from 'node:readline';
+import { join, resolve } from 'node:path';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../ops/embedded/postgres.js';
+import { readPassword } from '../ops/embedded/postgres-data-dir.js';
+import { connectDatabase } from '../db/connect.js';
+import type { Database } from '../db/database.js';
+import { migrateToLatest } from '../db/migrate.js';
+import { createUser, isValidUsername } from './auth/users.repository.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+
+const USAGE = `usage: npm run cli -- <command>
+  user:create NAME   create a user (password from $PASSWORD, else prompted)
+  migrate            apply pending database migrations
+  rebuild            rebuild every projection from the event log`;
+
+/** Administrative commands, run against DATABASE_URL or the embedded database under DATA_DIR. */
+async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  const config = loadConfig(process.env);
+  if (command === 'user:create') {
+    const username = args[0] ?? '';
+    if (!isValidUsername(username)) return fail('user:create needs a NAME of 1-150 letters, digits or @.+-_');
+    const password = process.env.PASSWORD ?? (await prompt(`Password for ${username}: `));
+    if (password.length < 8) return fail('the password must have at least 8 characters');
+    return withDatabase(config, async (db) => {
+      await migrateToLatest(db);
+      const outcome = await createUser(db, username, password);
+      if (!outcome.ok) return fail(`user "${username}" already exists`);
+      process.stdout.write(`created user "${username}" (id ${outcome.user.id})\n`);
+      return 0;
+    });
+  }
+  if (command === 'migrate') {
+    return withDatabase(config, async (db) => {
+      const applied = await migrateToLatest(db);
+      process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
+      return 0;
+    });
+  }
+  if (command === 'rebuild') {
+    const { rebuildProjections } = await import('./events/rebuild.js');
+    return withDatabase(config, async (db) => {
+      await migrateToLatest(db);
+      await rebuildProjections(db, process.stderr);
+      return 0;
+    });
+  }
+  process.stderr.write(`${USAGE}\n`);
+  return command ? 2 : 0;
+}
+
+/** Runs `work` on DATABASE_URL; without it, on the embedded database, starting it if it is down. */
+async function withDatabase(config: Config, work: (db: Kysely<Database>) => Promise<number>): Promise<number> {
+  let url = config.DATABASE_URL;
+  let stop = async () => {};
+  if (!url) {
+    const dataDir = join(resolve(config.DATA_DIR), 'pg');
+    const running = await embeddedUrlIfRunning(dataDir, config.EMBEDDED_PG_PORT);
+    if (running) url = running;
+    else {
+      const server = await startEmbeddedPostgres({ dataDir, port: config.EMBEDDED_PG_PORT, persistent: true });
+      url = server.url;
+      stop = () => server.stop();
+    }
+  }
+  const db = connectDatabase(url, 2, 'paceline-cli');
+  try {
+    return await work(db);
+  } finally {
+    await db.destroy();
+    await stop();
+  }
+}
+
+async function embeddedUrlIfRunning(dataDir: string, port: number): Promise<string | null> {
+  let password: string;
+  try {
+    password = await readPassword(dataDir);
+  } catch {
+    return null;
+  }
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/paceline`;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    return url;
+  } catch {
+    return null;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+function prompt(question: string): Promise<string> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
+  return new Promise((resolveAnswer) => {
+    if (process.stdin.isTTY) {
+      // Echo nothing while the password is typed.
+      (rl as unknown as { _writeToOutput: (s: string) => void })._writeToOutput = (s) => {
+        if (s.includes(question)) process.stderr.write(question);
+      };
+    }
+    rl.question(question, (answer) => {
+      rl.close();
+      if (process.stdin.isTTY) process.stderr.write('\n');
+      resolveAnswer(answer);
+    });
+  });
+}
+
+function fail(message: string): number {
+  process.stderr.write(`paceline: ${message}\n`);
+  return 1;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`paceline: ${error instanceof ConfigError || error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

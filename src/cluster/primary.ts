@@ -1,0 +1,77 @@
+import type { Logger } from 'pino';
+import { connectDatabase } from '../../db/connect.js';
+import { migrateToLatest } from '../../db/migrate.js';
+import type { Config } from '../config.js';
+import { createLogger } from '../logger.js';
+import { provideBackends } from './embedded.js';
+import { startMetricsHub } from './metrics-hub.js';
+import { Supervisor } from './supervisor.js';
+
+/**
+ * The primary process: provides PostgreSQL and Redis (embedded when no URL is given), migrates
+ * under an advisory lock, forks the children, serves the host's metrics, and drains everything
+ * on SIGTERM/SIGINT. SIGHUP replaces the web children one at a time.
+ */
+export async function runPrimary(config: Config): Promise<void> {
+  const logger = createLogger(config, 'primary');
+  const backends = await provideBackends(config, logger);
+  const migrator = connectDatabase(backends.databaseUrl, 1, 'paceline-migrate');
+  try {
+    const applied = await migrateToLatest(migrator);
+    if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  } finally {
+    await migrator.destroy();
+  }
+
+  const metrics = await startMetricsHub(config, logger);
+  const supervisor = new Supervisor({
+    logger,
+    shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    env: { DATABASE_URL: backends.databaseUrl, REDIS_URL: backends.redisUrl, CURSOR_SECRET: backends.cursorSecret },
+    onRestart: (role) => metrics.countRestart(role),
+    onExit: (worker) => metrics.retire(worker),
+  });
+  metrics.attach(() => supervisor.workers());
+  const shutdown = onceShutdown(logger, config, async () => {
+    await supervisor.stop();
+    await metrics.close();
+    await backends.stop();
+  });
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGHUP', () => {
+    logger.info('SIGHUP: replacing web workers one at a time');
+    void supervisor.reload('web').then(() => logger.info('web workers replaced'));
+  });
+
+  if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
+  if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
+  logger.info(
+    { port: config.PORT, metricsPort: config.METRICS_PORT, web: config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY, jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY },
+    `Paceline is up: http://127.0.0.1:${config.PORT}/api/tasks/`,
+  );
+}
+
+function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<void>) {
+  let started = false;
+  return (signal: string) => {
+    if (started) return;
+    started = true;
+    logger.info({ signal }, 'shutting down: draining children');
+    // Backstop: the children have SHUTDOWN_TIMEOUT_MS; the stores need a few seconds after that.
+    setTimeout(() => {
+      logger.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, config.SHUTDOWN_TIMEOUT_MS + 20_000).unref();
+    stopAll().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (error) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+}

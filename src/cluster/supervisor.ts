@@ -1,0 +1,109 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+
+export type ChildRole = 'web' | 'jobs';
+
+interface Slot {
+  role: ChildRole;
+  worker: Worker;
+  crashes: number[];
+  retiring: boolean;
+}
+
+const CRASH_WINDOW_MS = 60_000;
+const CRASH_LOOP_THRESHOLD = 5;
+const MAX_BACKOFF_MS = 30_000;
+
+/**
+ * Keeps `count` children of each role alive. A child that dies unexpectedly is replaced after a
+ * back-off that doubles with each crash in the last minute (capped at 30 s); five crashes in a
+ * minute are reported as a crash loop. `reload` replaces web children one at a time, starting
+ * the new one before retiring the old, so no request is refused. `stop` drains every child.
+ */
+export class Supervisor {
+  #slots = new Set<Slot>();
+  #stopping = false;
+  #timers = new Set<NodeJS.Timeout>();
+
+  constructor(
+    private readonly options: {
+      logger: Logger;
+      env: Record<string, string>;
+      shutdownTimeoutMs: number;
+      onRestart?: (role: ChildRole) => void;
+      onExit?: (worker: Worker) => void;
+    },
+  ) {}
+
+  async start(role: ChildRole, count: number): Promise<void> {
+    await Promise.all(Array.from({ length: count }, () => this.#spawn(role, [])));
+  }
+
+  /** Replaces every child of `role`, one at a time. */
+  async reload(role: ChildRole): Promise<void> {
+    for (const slot of [...this.#slots].filter((s) => s.role === role && !s.retiring)) {
+      if (this.#stopping) return;
+      await this.#spawn(role, []);
+      await this.#retire(slot);
+    }
+  }
+
+  /** Stops every child gracefully, killing those still running after the shutdown timeout. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    for (const timer of this.#timers) clearTimeout(timer);
+    await Promise.all([...this.#slots].map((slot) => this.#retire(slot)));
+  }
+
+  workers(): Worker[] {
+    return [...this.#slots].map((s) => s.worker);
+  }
+
+  #spawn(role: ChildRole, crashes: number[]): Promise<void> {
+    const worker = cluster.fork({ ...this.options.env, PACELINE_CHILD_ROLE: role });
+    const slot: Slot = { role, worker, crashes, retiring: false };
+    this.#slots.add(slot);
+    worker.on('exit', (code, signal) => this.#onExit(slot, code, signal));
+    return new Promise((resolve) => {
+      const ready = (message: unknown) => {
+        if ((message as { type?: string })?.type !== 'ready') return;
+        worker.off('message', ready);
+        resolve();
+      };
+      worker.on('message', ready);
+      worker.once('exit', () => resolve());
+    });
+  }
+
+  #onExit(slot: Slot, code: number | null, signal: string | null): void {
+    this.#slots.delete(slot);
+    this.options.onExit?.(slot.worker);
+    if (this.#stopping || slot.retiring) return;
+    const now = Date.now();
+    const crashes = [...slot.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    const delay = Math.min(MAX_BACKOFF_MS, 250 * 2 ** (crashes.length - 1));
+    const log = crashes.length >= CRASH_LOOP_THRESHOLD ? this.options.logger.error.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+    log({ role: slot.role, pid: slot.worker.process.pid, code, signal, crashesLastMinute: crashes.length, restartInMs: delay },
+      crashes.length >= CRASH_LOOP_THRESHOLD ? 'child is crash-looping; restarting with back-off' : 'child exited unexpectedly; restarting');
+    this.options.onRestart?.(slot.role);
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      if (!this.#stopping) void this.#spawn(slot.role, crashes);
+    }, delay);
+    this.#timers.add(timer);
+  }
+
+  #retire(slot: Slot): Promise<void> {
+    slot.retiring = true;
+    const { worker } = slot;
+    if (worker.isDead()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const kill = setTimeout(() => worker.process.kill('SIGKILL'), this.options.shutdownTimeoutMs);
+      worker.once('exit', () => {
+        clearTimeout(kill);
+        resolve();
+      });
+      worker.process.kill('SIGTERM');
+    });
+  }
+}

@@ -1,0 +1,97 @@
+import { availableParallelism } from 'node:os';
+import { z } from 'zod';
+import { parseRate } from './throttle/rate.js';
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, 'expected a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const rate = z.string().trim().superRefine((text, ctx) => {
+  try {
+    parseRate(text);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+});
+
+const duration = z
+  .string()
+  .trim()
+  .regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as 30s, 15m, 24h or 7d')
+  .transform(parseDuration);
+
+const schema = z.object({
+  NODE_ENV: z.string().default('production'),
+  ROLE: z.enum(['all', 'web', 'jobs']).default('all'),
+  HOST: z.string().default('0.0.0.0'),
+  PORT: integer(0, 65535).default(8000),
+  METRICS_PORT: integer(0, 65535).default(9464),
+  METRICS_HOST: z.string().default('0.0.0.0'),
+  WEB_CONCURRENCY: integer(1, 256).default(availableParallelism()),
+  JOB_CONCURRENCY: integer(0, 64).default(1),
+  SHUTDOWN_TIMEOUT_MS: integer(100).default(10_000),
+  DATABASE_URL: z.string().url().optional(),
+  DATABASE_POOL_SIZE: integer(1, 500).default(10),
+  REDIS_URL: z.string().url().optional(),
+  REDIS_PREFIX: z.string().default('paceline:'),
+  DATA_DIR: z.string().default('.data'),
+  EMBEDDED_PG_PORT: integer(1, 65535).default(54329),
+  EMBEDDED_REDIS_PORT: integer(1, 65535).default(63799),
+  PAGE_SIZE: integer(1, 1000).default(10),
+  MAX_PAGE_SIZE: integer(1, 10_000).default(100),
+  CURSOR_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  THROTTLE_ENABLED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  THROTTLE_ANON: rate.default('20/min'),
+  THROTTLE_USER: rate.default('100/min'),
+  THROTTLE_TOKEN_OBTAIN: rate.default('5/min'),
+  THROTTLE_REPORTS: rate.default('10/hour'),
+  THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(100),
+  THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
+  TRUST_PROXY_HOPS: integer(0, 16).default(0),
+  ANON_IPV6_PREFIX: integer(1, 128).default(64),
+  TOKEN_TTL: duration.default(24 * 3_600_000),
+  BODY_LIMIT_BYTES: integer(1, 100 * 1024 * 1024).default(64 * 1024),
+  APPEND_BATCH_MAX: integer(1, 10_000).default(256),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+type Parsed = z.output<typeof schema>;
+
+/** Every setting Paceline reads, validated once at start. */
+export type Config = Readonly<Parsed>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/**
+ * Reads the configuration from an environment map. Empty strings count as unset, so
+ * `PORT= npm start` uses the default. A bad value throws a ConfigError whose message is one
+ * line naming the variable, its value and what was expected.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const present = Object.fromEntries(
+    Object.keys(schema.shape)
+      .filter((key) => env[key] !== undefined && env[key] !== '')
+      .map((key) => [key, env[key]]),
+  );
+  const result = schema.safeParse(present);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const key = String(issue.path[0]);
+    throw new ConfigError(`invalid ${key}=${JSON.stringify(env[key] ?? '')}: ${issue.message}`);
+  }
+  return Object.freeze(result.data);
+}
+
+/** Parses `30s`, `15m`, `24h`, `7d`, `500ms` to milliseconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!match) throw new ConfigError(`invalid duration "${text}"`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms'];
+  return Number(match[1]) * unit;
+}

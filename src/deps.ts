@@ -1,0 +1,81 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import { connectDatabase } from '../db/connect.js';
+import type { Database } from '../db/database.js';
+import { systemClock, type Clock } from './clock.js';
+import type { Config } from './config.js';
+import { appendBatch } from './events/append-batch.js';
+import { GroupCommitter, type CommandBus } from './events/group-commit.js';
+import type { TaskCommand } from './events/task.events.js';
+import { createLogger } from './logger.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { createThrottler, type Throttler } from './throttle/index.js';
+
+/** What every request handler may use, built once per process by its entry point. */
+export interface Deps {
+  config: Config;
+  db: Kysely<Database>;
+  redis: Redis;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  commands: CommandBus;
+  throttler: Throttler;
+  cursorSecret: string;
+}
+
+/** Builds the dependencies of a child process from its configuration; `close()` is safe twice. */
+export async function buildDeps(config: Config, role: string): Promise<{ deps: Deps; close(): Promise<void> }> {
+  const logger = createLogger(config, role);
+  const metrics = createMetrics();
+  const db = connectDatabase(requireUrl(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE);
+  const redis = connectRedis(requireUrl(config.REDIS_URL, 'REDIS_URL'), config);
+  const appendAndCount = async (batch: readonly TaskCommand[]) => {
+    const outcomes = await appendBatch(db, batch);
+    for (const outcome of outcomes) for (const event of (outcome.ok && outcome.events) || []) metrics.eventsAppended.inc({ type: event.type });
+    return outcomes;
+  };
+  const commands = new GroupCommitter(appendAndCount, config.APPEND_BATCH_MAX, (size) => metrics.appendBatchSize.observe(size));
+  const deps: Deps = {
+    config,
+    db,
+    redis,
+    clock: systemClock,
+    logger,
+    metrics,
+    commands,
+    throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX }),
+    cursorSecret: config.CURSOR_SECRET ?? randomBytes(32).toString('base64url'),
+  };
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      await commands.close();
+      await Promise.allSettled([db.destroy(), redis.quit()]);
+    })());
+  return { deps, close };
+}
+
+function requireUrl(url: string | undefined, name: string): string {
+  if (!url) throw new Error(`${name} is not set`);
+  return url;
+}
+
+/**
+ * A Redis connection for request-path work: commands fail fast while disconnected instead of
+ * queueing (the throttle has its own failure mode), and reconnection retries forever.
+ */
+export function connectRedis(url: string, config: Pick<Config, 'THROTTLE_TIMEOUT_MS'>): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: Math.max(config.THROTTLE_TIMEOUT_MS * 10, 1000),
+    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+  });
+  redis.on('error', () => {
+    // Reported where the command failed (throttle store errors are counted and logged there).
+  });
+  return redis;
+}

@@ -1,0 +1,73 @@
+/** The facts a task stream records, in the past tense. `data` is what `evolve` needs and no more. */
+export type TaskEvent =
+  | { type: 'TaskCreated'; data: { title: string; description: string; completed: boolean; owner_id: number; owner: string } }
+  | { type: 'TaskDetailsChanged'; data: { title?: string; description?: string } }
+  | { type: 'TaskCompleted'; data: Record<string, never> }
+  | { type: 'TaskReopened'; data: Record<string, never> }
+  | { type: 'TaskDeleted'; data: Record<string, never> };
+
+export type TaskEventType = TaskEvent['type'];
+
+/** An event as stored: its global position, its stream (task id) and version within the stream. */
+export type StoredEvent = TaskEvent & {
+  position: number;
+  streamId: number;
+  version: number;
+  metadata: EventMetadata;
+  recordedAt: Date;
+};
+
+export interface EventMetadata {
+  actor: string;
+  actor_id: number;
+  request_id?: string;
+}
+
+/** A task as its events leave it. */
+export interface TaskState {
+  id: number;
+  title: string;
+  description: string;
+  completed: boolean;
+  ownerId: number;
+  owner: string;
+  createdAt: Date;
+  updatedAt: Date;
+  version: number;
+}
+
+/** The editable fields of a task. */
+export interface TaskFields {
+  title: string;
+  description: string;
+  completed: boolean;
+}
+
+export interface Actor {
+  userId: number;
+  username: string;
+  requestId?: string;
+}
+
+export type TaskCommand =
+  | { type: 'CreateTask'; actor: Actor; fields: TaskFields; idempotency?: IdempotencyClaim }
+  | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: number }
+  | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: number };
+
+/** An `Idempotency-Key` and a digest of the request it came with. */
+export interface IdempotencyClaim {
+  key: string;
+  requestHash: string;
+}
+
+export type Rejection =
+  | { ok: false; error: 'not_found' }
+  | { ok: false; error: 'forbidden' }
+  | { ok: false; error: 'version_conflict'; currentVersion: number }
+  | { ok: false; error: 'idempotency_mismatch' };
+
+/** What running a command gave: the task after it (null once deleted) and the events appended. */
+export type CommandOutcome =
+  | { ok: true; task: TaskState | null; events: StoredEvent[]; replayed?: undefined }
+  | { ok: true; replayed: { status: number; body: unknown }; task?: undefined; events?: undefined }
+  | Rejection;

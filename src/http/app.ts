@@ -1,0 +1,80 @@
+import Koa, { type Middleware } from 'koa';
+import type Router from '@koa/router';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import { buildScopes, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { authRoutes } from './auth.routes.js';
+import { handleErrors } from './errors.middleware.js';
+import { createGuard } from './guard.js';
+import { healthRoutes } from './health.routes.js';
+import { rateLimitRoutes } from './rate-limits.routes.js';
+import { requestContext } from './request-context.middleware.js';
+import { taskRoutes } from './tasks.routes.js';
+
+/** The throttle scopes of DESIGN §4 with their configured rates. */
+export function scopeRules(config: Deps['config']): ReadonlyMap<ScopeName, ScopeRule> {
+  return buildScopes({
+    anon: config.THROTTLE_ANON,
+    user: config.THROTTLE_USER,
+    'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
+    reports: config.THROTTLE_REPORTS,
+  });
+}
+
+/** Builds the Koa application; `extraRoutes` lets later features mount their routers. */
+export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: ReturnType<typeof createGuard>) => Router> = []): Koa {
+  const app = new Koa();
+  const rules = scopeRules(deps.config);
+  const guard = createGuard(deps, rules);
+  const routers = [
+    healthRoutes(deps),
+    taskRoutes(deps, guard),
+    authRoutes(deps, guard),
+    rateLimitRoutes(rules, guard),
+    ...extraRoutes.map((build) => build(deps, guard)),
+  ];
+  app.use(requestContext(deps.logger, deps.metrics));
+  app.use(handleErrors(deps.logger));
+  app.use(baseHeaders);
+  app.use(negotiate);
+  app.use(redirectToSlash);
+  for (const router of routers) {
+    app.use(router.routes());
+    app.use(router.allowedMethods());
+  }
+  app.use(answerUnrouted);
+  app.on('error', () => {
+    // Errors are answered and logged by handleErrors; socket errors after that are the client's.
+  });
+  return app;
+}
+
+const baseHeaders: Middleware = async (ctx, next) => {
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.set('Vary', 'Accept, Authorization');
+  await next();
+};
+
+/** JSON is the only representation; a client that refuses it gets 406. */
+const negotiate: Middleware = async (ctx, next) => {
+  const accept = ctx.get('Accept');
+  if (accept && !ctx.accepts('application/json')) throw Errors.notAcceptable();
+  await next();
+};
+
+/** `/api/tasks` → 308 to `/api/tasks/`, keeping the method and the query string. */
+const redirectToSlash: Middleware = async (ctx, next) => {
+  if (ctx.path.startsWith('/api') && !ctx.path.endsWith('/')) {
+    ctx.status = 308;
+    ctx.set('Location', `${ctx.path}/${ctx.search}`);
+    ctx.body = { detail: `Moved to ${ctx.path}/` };
+    return;
+  }
+  await next();
+};
+
+/** After the routers: 405 with `Allow` for a known path, 404 for anything else. */
+const answerUnrouted: Middleware = async (ctx) => {
+  if (ctx.status === 405 || ctx.status === 501) throw Errors.methodNotAllowed(ctx.method, ctx.response.get('Allow') as string);
+  if (ctx.body === undefined && ctx.status === 404) throw Errors.notFound();
+};

@@ -1,0 +1,49 @@
+import Router from '@koa/router';
+import { issueToken, revokeToken } from '../auth/tokens.js';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import { readBody } from './body.js';
+import type { Guard } from './guard.js';
+import { requireUser } from './users.js';
+
+/** Login (`POST`) and logout (`DELETE`) of bearer tokens. Login has its own `token-obtain` budget. */
+export function authRoutes(deps: Deps, guard: Guard): Router {
+  const router = new Router();
+  const { db, clock, config } = deps;
+
+  router.post('/api/auth/token/', guard({ scope: 'token-obtain' }), async (ctx) => {
+    const { username, password } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES, true));
+    const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now());
+    if (!issued) throw Errors.validation({ non_field_errors: ['Unable to log in with provided credentials.'] });
+    ctx.body = { token: issued.token, expires_at: issued.expiresAt.toISOString() };
+  });
+
+  router.delete('/api/auth/token/', guard(), async (ctx) => {
+    requireUser(ctx);
+    const token = ctx.get('Authorization').trim().split(/\s+/)[1]!;
+    await revokeToken(db, token, clock.now());
+    ctx.status = 204;
+  });
+
+  return router;
+}
+
+function readCredentials(body: unknown): { username: string; password: string } {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${Array.isArray(body) ? 'list' : typeof body}.`] });
+  }
+  const input = body as Record<string, unknown>;
+  const errors: Record<string, string[]> = {};
+  const read = (name: 'username' | 'password') => {
+    const value = input[name];
+    if (value === undefined) errors[name] = ['This field is required.'];
+    else if (value === null) errors[name] = ['This field may not be null.'];
+    else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];
+    else if (value.trim() === '') errors[name] = ['This field may not be blank.'];
+    else return value;
+    return '';
+  };
+  const credentials = { username: read('username').trim(), password: read('password') };
+  if (Object.keys(errors).length > 0) throw Errors.validation(errors);
+  return credentials;
+}

@@ -1,0 +1,68 @@
+import type { TaskFields } from '../events/task.events.js';
+import { Errors } from '../errors.js';
+
+const TITLE_MAX = 200;
+const DESCRIPTION_MAX = 10_000;
+
+type FieldErrors = Record<string, string[]>;
+
+/**
+ * Validates a task body with DRF's rules and texts. `partial` (PATCH) makes every field
+ * optional; otherwise `title` is required and the others take their defaults. Unknown fields and
+ * `id` are ignored. Throws a 400 whose body maps each bad field to its messages.
+ */
+export function parseTaskInput(body: unknown, partial: boolean): Partial<TaskFields> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    const got = Array.isArray(body) ? 'list' : body === null ? 'null' : typeof body === 'string' ? 'str' : typeof body;
+    throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${got}.`] });
+  }
+  const input = body as Record<string, unknown>;
+  const errors: FieldErrors = {};
+  const fields: Partial<TaskFields> = {};
+  const title = readString(input, 'title', { required: !partial, allowBlank: false, max: TITLE_MAX }, errors);
+  if (title !== undefined) fields.title = title;
+  const description = readString(input, 'description', { required: false, allowBlank: true, max: DESCRIPTION_MAX }, errors);
+  if (description !== undefined) fields.description = description;
+  else if (!partial) fields.description = '';
+  const completed = readBoolean(input, 'completed', errors);
+  if (completed !== undefined) fields.completed = completed;
+  else if (!partial) fields.completed = false;
+  if (Object.keys(errors).length > 0) throw Errors.validation(errors);
+  return fields;
+}
+
+function readString(
+  input: Record<string, unknown>,
+  name: string,
+  rule: { required: boolean; allowBlank: boolean; max: number },
+  errors: FieldErrors,
+): string | undefined {
+  if (!(name in input)) {
+    if (rule.required) errors[name] = ['This field is required.'];
+    return undefined;
+  }
+  const value = input[name];
+  if (value === null) return fail(errors, name, 'This field may not be null.');
+  if (typeof value !== 'string' && typeof value !== 'number') return fail(errors, name, 'Not a valid string.');
+  const text = String(value).trim();
+  if (text === '' && !rule.allowBlank) return fail(errors, name, 'This field may not be blank.');
+  if ([...text].length > rule.max) return fail(errors, name, `Ensure this field has no more than ${rule.max} characters.`);
+  return text;
+}
+
+const TRUE = new Set([true, 'true', 'True', 'TRUE', '1', 1, 'yes', 'on']);
+const FALSE = new Set([false, 'false', 'False', 'FALSE', '0', 0, 'no', 'off']);
+
+function readBoolean(input: Record<string, unknown>, name: string, errors: FieldErrors): boolean | undefined {
+  if (!(name in input)) return undefined;
+  const value = input[name];
+  if (value === null) return fail(errors, name, 'This field may not be null.');
+  if (TRUE.has(value as never)) return true;
+  if (FALSE.has(value as never)) return false;
+  return fail(errors, name, 'Must be a valid boolean.');
+}
+
+function fail(errors: FieldErrors, name: string, message: string): undefined {
+  errors[name] = [message];
+  return undefined;
+}

@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import type { CommandOutcome, TaskState } from '../events/task.events.js';
+import { findTask, streamExists, taskEventsSource, tasksSource } from '../events/task.queries.js';
+import { taskPath, viewTask } from '../events/task.view.js';
+import { readBody } from './body.js';
+import type { Guard } from './guard.js';
+import { respondWithPage } from './paginated.js';
+import { requestUrl } from './request-url.js';
+import { parseTaskInput } from './task.input.js';
+import { requireUser } from './users.js';
+
+/** The task collection: list, create, retrieve, change, delete, and each task's history. */
+export function taskRoutes(deps: Deps, guard: Guard): Router {
+  const router = new Router();
+  const { db, commands, config } = deps;
+
+  router.get('/api/tasks/', guard(), (ctx) => respondWithPage(ctx, deps, tasksSource(db), viewTask));
+
+  router.post('/api/tasks/', guard(), async (ctx) => {
+    const user = requireUser(ctx);
+    const fields = parseTaskInput(await readBody(ctx, config.BODY_LIMIT_BYTES, true), false) as Required<ReturnType<typeof parseTaskInput>>;
+    const key = ctx.get('Idempotency-Key');
+    if (key.length > 255) throw Errors.badRequest('Idempotency-Key must be at most 255 characters.');
+    const idempotency = key ? { key, requestHash: hashFields(fields) } : undefined;
+    const outcome = await commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
+    if (outcome.ok && outcome.replayed) {
+      const body = outcome.replayed.body as { id: number; version: number };
+      ctx.set('Idempotent-Replayed', 'true');
+      respondWithTask(ctx, outcome.replayed.status, body);
+      return;
+    }
+    respondWithTask(ctx, 201, viewTask(expectTask(outcome)));
+  });
+
+  router.get('/api/tasks/:id/', guard(), async (ctx) => {
+    const task = await findTask(db, parseId(ctx.params.id));
+    if (!task) throw Errors.notFound();
+    if (matchesEtag(ctx.get('If-None-Match'), task)) {
+      ctx.status = 304;
+      ctx.set('ETag', etagOf(task));
+      return;
+    }
+    respondWithTask(ctx, 200, viewTask(task));
+  });
+
+  const change = (replace: boolean) => async (ctx: Context) => {
+    const user = requireUser(ctx);
+    const taskId = parseId(ctx.params.id);
+    const fields = parseTaskInput(await readBody(ctx, config.BODY_LIMIT_BYTES, true), !replace);
+    const expectedVersion = readIfMatch(ctx);
+    const outcome = await commands.execute({ type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion });
+    respondWithTask(ctx, 200, viewTask(expectTask(outcome)));
+  };
+  router.patch('/api/tasks/:id/', guard(), change(false));
+  router.put('/api/tasks/:id/', guard(), change(true));
+
+  router.delete('/api/tasks/:id/', guard(), async (ctx) => {
+    const user = requireUser(ctx);
+    const outcome = await commands.execute({ type: 'DeleteTask', actor: actorOf(ctx, user), taskId: parseId(ctx.params.id), expectedVersion: readIfMatch(ctx) });
+    if (!outcome.ok) throw rejectionError(outcome);
+    ctx.status = 204;
+  });
+
+  router.get('/api/tasks/:id/events/', guard(), async (ctx) => {
+    const taskId = parseId(ctx.params.id);
+    if (!(await streamExists(db, taskId))) throw Errors.notFound();
+    await respondWithPage(ctx, deps, taskEventsSource(db, taskId), (e) => e, 'version');
+  });
+
+  function respondWithTask(ctx: Context, status: number, task: { id: number; version: number }) {
+    ctx.status = status;
+    ctx.set('ETag', etagOf(task));
+    if (status === 201) ctx.set('Location', new URL(taskPath(task.id), requestUrl(ctx, config.TRUST_PROXY_HOPS)).href);
+    ctx.body = task;
+  }
+
+  return router;
+}
+
+function actorOf(ctx: Context, user: { id: number; username: string }) {
+  return { userId: user.id, username: user.username, requestId: ctx.state.requestId as string };
+}
+
+function expectTask(outcome: CommandOutcome): TaskState {
+  if (!outcome.ok) throw rejectionError(outcome);
+  if (!outcome.task) throw new Error('command produced no task');
+  return outcome.task;
+}
+
+function rejectionError(outcome: Extract<CommandOutcome, { ok: false }>) {
+  switch (outcome.error) {
+    case 'not_found':
+      return Errors.notFound();
+    case 'forbidden':
+      return Errors.forbidden();
+    case 'version_conflict':
+      return Errors.preconditionFailed(outcome.currentVersion);
+    case 'idempotency_mismatch':
+      return Errors.idempotencyMismatch();
+  }
+}
+
+function parseId(raw: string | undefined): number {
+  if (!raw || !/^\d{1,15}$/.test(raw)) throw Errors.notFound();
+  return Number(raw);
+}
+
+/** Strong validator: the task id and its version. */
+export function etagOf(task: { id: number; version: number }): string {
+  return `"${task.id}-${task.version}"`;
+}
+
+function matchesEtag(header: string, task: TaskState): boolean {
+  if (!header) return false;
+  const tag = etagOf(task);
+  return header.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === tag);
+}
+
+/** The version an `If-Match` header expects; an unknown tag can never match, so it expects version 0. */
+function readIfMatch(ctx: Context): number | undefined {
+  const header = ctx.get('If-Match').trim();
+  if (!header || header === '*') return undefined;
+  const match = /^"(\d+)-(\d+)"$/.exec(header);
+  if (!match || match[1] !== String(ctx.params.id)) return 0;
+  return Number(match[2]);
+}
+
+function hashFields(fields: object): string {
+  return createHash('sha256').update(JSON.stringify(fields)).digest('base64url');
+}

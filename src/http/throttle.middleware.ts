@@ -1,0 +1,73 @@
+import type { Context, Middleware } from 'koa';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
+import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+
+/** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
+const STORE_DOWN_RETRY_S = 5;
+
+/**
+ * Counts the request against its scope before any permission check or other work. Without a
+ * named scope the general rate applies: `user` for an authenticated client, `anon` otherwise.
+ * A named scope (e.g. `token-obtain`) replaces the general rate on its route.
+ */
+export function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, scope?: ScopeName): Middleware {
+  const { config, metrics } = deps;
+  const storeErrors = createBurstLogger(deps);
+  return async (ctx, next) => {
+    if (!config.THROTTLE_ENABLED) return next();
+    const rule = rules.get(scope ?? (ctx.state.user ? 'user' : 'anon'));
+    if (!rule) throw new Error(`throttle scope "${scope}" is not configured`);
+    const ident = identify(ctx, rule, deps);
+    const stopTimer = metrics.throttleCheckDuration.startTimer({ scope: rule.scope });
+    let decisions: Decision[];
+    try {
+      decisions = await withTimeout(deps.throttler.consume([{ rule, ident }]), config.THROTTLE_TIMEOUT_MS);
+    } catch (error) {
+      stopTimer();
+      metrics.throttleDecisions.inc({ scope: rule.scope, decision: 'store_error' });
+      storeErrors.report(error);
+      if (config.THROTTLE_FAILURE_MODE === 'closed') {
+        throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
+      }
+      return next();
+    }
+    stopTimer();
+    storeErrors.recovered();
+    const headers = rateLimitHeaders(decisions);
+    const rejected = longestWait(decisions);
+    metrics.throttleDecisions.inc({ scope: rule.scope, decision: rejected ? 'throttled' : 'allowed' });
+    if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
+    ctx.set(headers);
+    await next();
+  };
+}
+
+function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
+  if (rule.keyedBy === 'user' && ctx.state.user) return `user:${ctx.state.user.id}`;
+  const ip = clientIp(ctx.req.socket.remoteAddress, ctx.get('X-Forwarded-For') || undefined, deps.config.TRUST_PROXY_HOPS);
+  return `ip:${ipKey(ip, deps.config.ANON_IPV6_PREFIX)}`;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`throttle store did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Logs the first store error of a burst and the recovery, not every failed request. */
+function createBurstLogger({ logger }: Pick<Deps, 'logger'>) {
+  let failing = 0;
+  return {
+    report(error: unknown) {
+      if (failing++ === 0) logger.error({ err: error }, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
+    },
+    recovered() {
+      if (failing > 0) logger.warn({ failedChecks: failing }, 'throttle store recovered');
+      failing = 0;
+    },
+  };
+}

@@ -1,0 +1,18 @@
+import cluster from 'node:cluster';
+import { ConfigError, loadConfig } from './config.js';
+import { runChild } from './cluster/child.js';
+import { runPrimary } from './cluster/primary.js';
+
+/** The one entry point: the primary, or a child of the role the primary gave it. */
+async function main(): Promise<void> {
+  const config = loadConfig(process.env);
+  if (cluster.isPrimary) await runPrimary(config);
+  else await runChild(config, process.env.PACELINE_CHILD_ROLE);
+}
+
+main().catch((error: unknown) => {
+  // One line, whatever went wrong: a bad setting names the variable, anything else says what failed.
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`paceline: ${error instanceof ConfigError ? '' : 'could not start: '}${message.split('\n')[0]}\n`);
+  process.exit(1);
+});

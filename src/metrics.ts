@@ -1,0 +1,56 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Every metric Paceline records, defined in one place. Labels never carry client data. */
+export function createMetrics(registry = new Registry()) {
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    throttleDecisions: new Counter({
+      name: 'paceline_throttle_decisions_total',
+      help: 'Throttle checks by scope and outcome: allowed, throttled (answered 429) or store_error (Redis failed or timed out).',
+      labelNames: ['scope', 'decision'] as const,
+      registers,
+    }),
+    throttleCheckDuration: new Histogram({
+      name: 'paceline_throttle_check_duration_seconds',
+      help: 'Time one throttle check took, including the Redis round trip.',
+      labelNames: ['scope'] as const,
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+      registers,
+    }),
+    httpRequests: new Counter({
+      name: 'paceline_http_requests_total',
+      help: 'HTTP requests answered, by method, route template and status code.',
+      labelNames: ['method', 'route', 'status'] as const,
+      registers,
+    }),
+    httpDuration: new Histogram({
+      name: 'paceline_http_request_duration_seconds',
+      help: 'Time from receiving a request to sending its response, by method and route template.',
+      labelNames: ['method', 'route'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    eventsAppended: new Counter({
+      name: 'paceline_events_appended_total',
+      help: 'Events appended to the event store, by event type.',
+      labelNames: ['type'] as const,
+      registers,
+    }),
+    appendBatchSize: new Histogram({
+      name: 'paceline_append_batch_size',
+      help: 'Commands committed together in one group-commit transaction.',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+      registers,
+    }),
+    jobs: new Gauge({
+      name: 'paceline_jobs',
+      help: 'Jobs in each BullMQ queue by state (waiting, active, delayed, failed, completed).',
+      labelNames: ['queue', 'state'] as const,
+      registers,
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

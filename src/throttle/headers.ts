@@ -1,0 +1,43 @@
+import type { Decision } from './consume.js';
+
+/**
+ * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, structured-field lists) for
+ * a request's decisions, one list member per scope, e.g.
+ * `RateLimit-Policy: "user";q=100;w=60` and `RateLimit: "user";r=42;t=18`.
+ *
+ * `q` is the limit, `w` the window in seconds, `r` the remaining requests and `t` the seconds
+ * until `r` next grows (`ceil(resetMs / 1000)`; on a 429 the same as `Retry-After`, as the draft
+ * asks). No decisions, no fields.
+ */
+export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<string, string> {
+  if (decisions.length === 0) return {};
+  const policies = decisions.map(
+    (decision) => `${quote(decision.scope)};q=${decision.limit};w=${Math.ceil(decision.windowMs / 1000)}`,
+  );
+  const states = decisions.map(
+    (decision) => `${quote(decision.scope)};r=${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`,
+  );
+  return { 'RateLimit-Policy': policies.join(', '), RateLimit: states.join(', ') };
+}
+
+/** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */
+export function throttledDetail(seconds: number): string {
+  return `Request was throttled. Expected available in ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`;
+}
+
+/**
+ * The rejecting decision with the longest wait, whose `retryAfterS` the 429 reports; undefined
+ * when every decision allowed the request.
+ */
+export function longestWait(decisions: ReadonlyArray<Decision>): Decision | undefined {
+  let longest: Decision | undefined;
+  for (const decision of decisions) {
+    if (!decision.allowed && (!longest || decision.retryAfterS > longest.retryAfterS)) longest = decision;
+  }
+  return longest;
+}
+
+/** A structured-field String (RFC 8941 §3.3.3): quotes with `"` and `\` escaped. */
+function quote(value: string): string {
+  return `"${value.replace(/[\\"]/g, '\\$&')}"`;
+}

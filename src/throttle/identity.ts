@@ -1,0 +1,55 @@
+import { isIP } from 'node:net';
+import { formatIpv6, maskIpv6, parseIpv6, unmapIpv4 } from './ipv6.js';
+
+/**
+ * The client's IP address for throttling.
+ *
+ * With `trustProxyHops` = 0 (the default deployment) `X-Forwarded-For` is ignored, so a client
+ * cannot dodge its limit by inventing one. With N > 0 there are N trusted proxies in front and
+ * the client is the N-th address from the right of the header (DRF's `NUM_PROXIES`). The socket
+ * address is used when the header is absent, has fewer than N addresses, or that address is not
+ * an IP. IPv4-mapped IPv6 (`::ffff:1.2.3.4`) becomes plain IPv4; ports and brackets are dropped.
+ *
+ * @returns the address, or `''` when the socket address is unknown (the socket is gone).
+ */
+export function clientIp(
+  socketAddress: string | undefined,
+  xForwardedFor: string | undefined,
+  trustProxyHops: number,
+): string {
+  const socketIp = normaliseAddress(socketAddress ?? '') ?? socketAddress ?? '';
+  const hops = Math.trunc(trustProxyHops);
+  if (!(hops > 0) || !xForwardedFor) return socketIp;
+  const addresses = xForwardedFor.split(',');
+  if (addresses.length < hops) return socketIp;
+  return normaliseAddress(addresses[addresses.length - hops] ?? '') ?? socketIp;
+}
+
+/**
+ * The throttle key part for an IP: IPv4 as is; IPv6 (whose holders usually get a whole /64)
+ * masked to `ipv6Prefix` bits and written in RFC 5952 form with the prefix, e.g.
+ * `2001:db8:1:2::/64`. Anything that is not an IP address is returned unchanged.
+ *
+ * @param ipv6Prefix 0–128, default 64.
+ */
+export function ipKey(ip: string, ipv6Prefix = 64): string {
+  const address = normaliseAddress(ip);
+  if (address === undefined || isIP(address) === 4) return address ?? ip;
+  const prefix = Math.min(128, Math.max(0, Math.trunc(ipv6Prefix)));
+  return `${formatIpv6(maskIpv6(parseIpv6(address), prefix))}/${prefix}`;
+}
+
+/** A bare, valid IP address from a socket or header value, or undefined. */
+function normaliseAddress(raw: string): string | undefined {
+  const address = stripPortAndZone(raw.trim().toLowerCase());
+  const family = isIP(address);
+  if (family === 4) return address;
+  if (family !== 6) return undefined;
+  return unmapIpv4(parseIpv6(address)) ?? address;
+}
+
+function stripPortAndZone(address: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
+  const bare = bracketed?.[1] ?? address.replace(/^(\d+\.\d+\.\d+\.\d+):\d+$/, '$1');
+  return bare.replace(/%.*$/, '');
+}

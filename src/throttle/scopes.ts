@@ -1,0 +1,47 @@
+import { parseRate, type Rate } from './rate.js';
+
+/** A throttle scope: `'anon' | 'user' | 'token-obtain' | 'reports'` or any other declared one. */
+export type ScopeName = string;
+
+/** What a client is counted by in a scope: its client IP (see `ipKey`) or its user id. */
+export type KeyedBy = 'ip' | 'user';
+
+/** One scope's budget and what it is counted by. */
+export interface ScopeRule {
+  scope: ScopeName;
+  rate: Rate;
+  keyedBy: KeyedBy;
+}
+
+/** What the scopes of DESIGN §4 are keyed by; other scopes must say so in `buildScopes`. */
+export const DEFAULT_KEYED_BY: Readonly<Record<string, KeyedBy>> = {
+  anon: 'ip',
+  user: 'user',
+  'token-obtain': 'ip',
+  reports: 'user',
+};
+
+const SCOPE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+
+/**
+ * Builds the scope table (scope name → rule) from configured rate texts, e.g.
+ * `buildScopes({ anon: '20/min', user: '100/min', 'token-obtain': '5/min', reports: '10/hour' })`.
+ *
+ * `keyedBy` adds to (or overrides) {@link DEFAULT_KEYED_BY} for other scopes. Scope names are
+ * lower-case letters, digits, `.`, `_` and `-`, so they are safe in Redis keys and header fields.
+ *
+ * @throws Error on a bad scope name, a bad rate (see `parseRate`), or a scope whose key is unknown.
+ */
+export function buildScopes(
+  rates: Readonly<Record<ScopeName, string>>,
+  keyedBy: Readonly<Record<ScopeName, KeyedBy>> = {},
+): ReadonlyMap<ScopeName, ScopeRule> {
+  const table = new Map<ScopeName, ScopeRule>();
+  for (const [scope, text] of Object.entries(rates)) {
+    if (!SCOPE_NAME.test(scope)) throw new Error(`invalid throttle scope name ${JSON.stringify(scope)}`);
+    const key = keyedBy[scope] ?? DEFAULT_KEYED_BY[scope];
+    if (key === undefined) throw new Error(`throttle scope "${scope}" needs keyedBy 'ip' or 'user'`);
+    table.set(scope, { scope, rate: parseRate(text), keyedBy: key });
+  }
+  return table;
+}

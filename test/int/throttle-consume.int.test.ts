@@ -1,0 +1,265 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createThrottler, isAdmitted, throttleKey, type Decision, type Throttler } from '../../src/throttle/consume.js';
+import { parseRate } from '../../src/throttle/rate.js';
+import type { ScopeRule } from '../../src/throttle/scopes.js';
+
+const REDIS_URL = process.env.TEST_REDIS_URL;
+if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: the test command starts Redis and sets it');
+
+const PREFIX = `test:throttle-consume:${process.pid}:${Date.now()}:`;
+const connections: Redis[] = [];
+let redis: Redis;
+let throttler: Throttler;
+
+function connect(): Redis {
+  const connection = new Redis(REDIS_URL as string, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  connections.push(connection);
+  return connection;
+}
+
+const rule = (rate: string, scope = 'anon'): ScopeRule => ({ scope, rate: parseRate(rate), keyedBy: 'ip' });
+const keyOf = (r: ScopeRule, ident: string) => throttleKey(PREFIX, { rule: r, ident });
+const hit = async (r: ScopeRule, ident: string, via = throttler): Promise<Decision> =>
+  (await via.consume([{ rule: r, ident }]))[0] as Decision;
+const burst = (r: ScopeRule, ident: string, count: number) =>
+  Promise.all(Array.from({ length: count }, () => hit(r, ident)));
+const admittedCount = (decisions: Decision[]) => decisions.filter((d) => d.allowed).length;
+
+/** Redis's clock in microseconds, the clock the script records with. */
+async function redisNowUs(): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1e6 + Number(micros);
+}
+
+/** The admission stamps (µs) held in a ring, oldest first. White-box: the layout of ring.lua.ts. */
+async function readStamps(key: string): Promise<number[]> {
+  const bytes = await redis.getBuffer(key);
+  if (!bytes) return [];
+  const size = bytes.length / 8 - 1;
+  const head = bytes.readDoubleLE(0);
+  const stamps = Array.from({ length: size }, (_, j) => bytes.readDoubleLE(8 * (1 + ((head + j) % size))));
+  return stamps.filter((stamp) => stamp > 0);
+}
+
+/** The most admissions inside any window (t − W, t], given every admission's stamp. */
+function mostInAnyWindow(stamps: number[], windowUs: number): number {
+  const sorted = [...new Set(stamps)].sort((a, b) => a - b);
+  let most = 0;
+  sorted.forEach((end, i) => {
+    const inside = sorted.slice(0, i + 1).filter((stamp) => stamp > end - windowUs).length;
+    most = Math.max(most, inside);
+  });
+  return most;
+}
+
+/** A fixed-window counter (INCR + PEXPIRE per aligned window), only to show the tests can tell. */
+const FIXED_WINDOW = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local key = KEYS[1] .. ':' .. math.floor(now / (ARGV[2] * 1000))
+local count = redis.call('INCR', key)
+if count == 1 then redis.call('PEXPIRE', key, ARGV[2]) end
+return { count <= tonumber(ARGV[1]) and 1 or 0, now }
+`;
+
+async function hitFixedWindow(r: ScopeRule, ident: string): Promise<{ allowed: boolean; at: number }> {
+  const [allowed, at] = (await redis.eval(FIXED_WINDOW, 1, `${PREFIX}fixed:${ident}`, r.rate.limit, r.rate.windowMs)) as number[];
+  return { allowed: allowed === 1, at: at as number };
+}
+
+const consume = suite('consume: exact sliding-log throttling in Redis');
+
+consume.before(() => {
+  redis = connect();
+  throttler = createThrottler({ redis, keyPrefix: PREFIX });
+});
+
+consume.after(async () => {
+  const keys = await redis.keys(`${PREFIX}*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await Promise.all(connections.map((connection) => connection.quit()));
+});
+
+consume('N requests are admitted, counting down, then refused for the whole window', async () => {
+  const r = rule('20/min');
+  const admitted = [];
+  for (let i = 0; i < 20; i++) admitted.push(await hit(r, 'ip:10.0.0.1'));
+  assert.equal(admitted.map((d) => d.remaining), Array.from({ length: 20 }, (_, i) => 19 - i));
+  assert.ok(admitted.every((d) => d.allowed && d.retryAfterS === 0 && d.limit === 20 && d.scope === 'anon'));
+  assert.is(admitted[0]?.resetMs, 60_000, 'a lone request comes back after a full window');
+  const refused = await hit(r, 'ip:10.0.0.1');
+  assert.is(refused.allowed, false);
+  assert.is(refused.remaining, 0);
+  assert.is(refused.retryAfterS, 60, 'ceil of the time until the first leaves the window');
+  assert.ok(refused.resetMs > 59_000 && refused.resetMs <= 60_000, `resetMs ${refused.resetMs}`);
+  assert.is(Math.ceil(refused.resetMs / 1000), refused.retryAfterS);
+  assert.is((await hit(r, 'ip:10.0.0.2')).remaining, 19, 'another client has its own budget');
+});
+
+consume('refused requests are not recorded', async () => {
+  const r = rule('2/1s');
+  assert.is(admittedCount(await burst(r, 'ip:10.0.1.1', 2)), 2);
+  const [first] = await readStamps(keyOf(r, 'ip:10.0.1.1'));
+  for (let i = 0; i < 15; i++) {
+    assert.is((await hit(r, 'ip:10.0.1.1')).allowed, false);
+    await sleep(50);
+  }
+  assert.is((await readStamps(keyOf(r, 'ip:10.0.1.1'))).length, 2);
+  await sleep(((first as number) + 1_000_000 - (await redisNowUs())) / 1000 + 20);
+  const after = await burst(r, 'ip:10.0.1.1', 4);
+  assert.is(admittedCount(after), 2, 'the refusals during the window did not push the budget back');
+});
+
+consume('after waiting Retry-After seconds, exactly one more request is admitted', async () => {
+  const r = rule('3/2s');
+  assert.ok((await hit(r, 'ip:10.0.2.1')).allowed);
+  await sleep(1000);
+  assert.is(admittedCount(await burst(r, 'ip:10.0.2.1', 2)), 2);
+  const refused = await hit(r, 'ip:10.0.2.1');
+  assert.is(refused.allowed, false);
+  assert.is(refused.retryAfterS, 1, 'the first request leaves the window in under a second');
+  await sleep(refused.retryAfterS * 1000);
+  const again = await burst(r, 'ip:10.0.2.1', 3);
+  assert.is(admittedCount(again), 1);
+  const next = again.find((d) => !d.allowed);
+  assert.is(next?.retryAfterS, 1);
+});
+
+consume('the window slides: never more than N in any window, not N per slice', async () => {
+  const r = rule('5/2s');
+  const key = keyOf(r, 'ip:10.0.3.1');
+  for (let i = 0; i < 5; i++) {
+    assert.ok((await hit(r, 'ip:10.0.3.1')).allowed);
+    await sleep(250);
+  }
+  const phase1 = await readStamps(key);
+  await sleep(((phase1[0] as number) + 2_000_000 - (await redisNowUs())) / 1000 + 30);
+  const phase2 = await burst(r, 'ip:10.0.3.1', 5);
+  assert.is(admittedCount(phase2), 1, 'only the first request has left the window');
+  assert.ok(phase2.filter((d) => !d.allowed).every((d) => d.retryAfterS === 1));
+  const stamps = [...phase1, ...(await readStamps(key))];
+  assert.is(new Set(stamps).size, 6);
+  assert.is(mostInAnyWindow(stamps, 2_000_000), 5);
+});
+
+consume('a fixed-window counter would admit 2N across its boundary; the sliding log admits N', async () => {
+  const r = rule('4/1s');
+  const toBoundary = 1_000_000 - ((await redisNowUs()) % 1_000_000);
+  const lead = toBoundary / 1000 - 300;
+  await sleep(lead >= 0 ? lead : lead + 1000);
+  const sliding: Decision[] = [];
+  const fixed: Array<{ allowed: boolean; at: number }> = [];
+  for (const pause of [0, 330]) {
+    await sleep(pause);
+    for (let i = 0; i < 4; i++) {
+      sliding.push(await hit(r, 'ip:10.0.4.1'));
+      fixed.push(await hitFixedWindow(r, 'ip:10.0.4.1'));
+    }
+  }
+  const fixedStamps = fixed.filter((f) => f.allowed).map((f) => f.at);
+  assert.is(fixedStamps.length, 8, 'the fixed window resets at the boundary');
+  assert.ok(mostInAnyWindow(fixedStamps, 1_000_000) === 8, 'the window check catches the fixed window');
+  assert.is(admittedCount(sliding), 4);
+  assert.is(mostInAnyWindow(await readStamps(keyOf(r, 'ip:10.0.4.1')), 1_000_000), 4);
+});
+
+consume('remaining counts only the requests still inside the window', async () => {
+  const r = rule('3/1s');
+  assert.is((await hit(r, 'ip:10.0.5.1')).remaining, 2);
+  await sleep(500);
+  assert.is((await hit(r, 'ip:10.0.5.1')).remaining, 1);
+  const [first] = await readStamps(keyOf(r, 'ip:10.0.5.1'));
+  await sleep(((first as number) + 1_000_000 - (await redisNowUs())) / 1000 + 20);
+  const third = await hit(r, 'ip:10.0.5.1');
+  assert.is(third.remaining, 1, 'the first left: one inside plus this one');
+  assert.ok(third.resetMs > 0 && third.resetMs <= 500, `resetMs ${third.resetMs} is when the second leaves`);
+});
+
+consume('500 concurrent requests over 20 connections: exactly N admitted', async () => {
+  const throttlers = Array.from({ length: 20 }, () => createThrottler({ redis: connect(), keyPrefix: PREFIX }));
+  const r = rule('37/min');
+  const decisions = await Promise.all(
+    Array.from({ length: 500 }, (_, i) => hit(r, 'ip:10.0.6.1', throttlers[i % throttlers.length])),
+  );
+  const admitted = decisions.filter((d) => d.allowed);
+  assert.is(admitted.length, 37);
+  assert.equal(admitted.map((d) => d.remaining).sort((a, b) => a - b), Array.from({ length: 37 }, (_, i) => i));
+  assert.ok(decisions.filter((d) => !d.allowed).every((d) => d.retryAfterS === 60 && d.remaining === 0));
+  assert.is((await readStamps(keyOf(r, 'ip:10.0.6.1'))).length, 37);
+});
+
+consume('several scopes are decided together: one refusal records nothing anywhere', async () => {
+  const user = rule('100/min', 'user');
+  const reports = rule('2/hour', 'reports');
+  const both = [{ rule: user, ident: 'user:42' }, { rule: reports, ident: 'user:42' }];
+  assert.equal((await throttler.consume(both)).map((d) => d.remaining), [99, 1]);
+  assert.equal((await throttler.consume(both)).map((d) => d.remaining), [98, 0]);
+  const [u, rep] = await throttler.consume(both);
+  assert.is(isAdmitted([u as Decision, rep as Decision]), false);
+  assert.equal([u?.allowed, u?.remaining, u?.retryAfterS], [true, 98, 0], 'user had room but did not count it');
+  assert.equal([rep?.allowed, rep?.remaining, rep?.retryAfterS], [false, 0, 3600]);
+  assert.is((await readStamps(keyOf(user, 'user:42'))).length, 2);
+  assert.is((await hit(user, 'user:42')).remaining, 97, 'user alone is still admitted and counts from 2');
+  const reversed = await throttler.consume([{ rule: reports, ident: 'user:42' }, { rule: user, ident: 'user:42' }]);
+  assert.equal(reversed.map((d) => d.scope), ['reports', 'user']);
+  assert.equal(reversed.map((d) => d.allowed), [false, true]);
+  assert.is((await readStamps(keyOf(user, 'user:42'))).length, 3);
+});
+
+consume('keys expire by themselves one window after the last admission', async () => {
+  const r = rule('5/min');
+  await hit(r, 'ip:10.0.7.1');
+  const ttl = await redis.pttl(keyOf(r, 'ip:10.0.7.1'));
+  assert.ok(ttl > 59_000 && ttl <= 60_000, `PTTL ${ttl}`);
+  const short = rule('1/1s', 'short');
+  assert.ok((await hit(short, 'ip:10.0.7.1')).allowed);
+  assert.ok((await redis.pttl(keyOf(short, 'ip:10.0.7.1'))) <= 1_000);
+  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), 8 * 6, '8·(N+1) bytes');
+});
+
+consume('a changed limit applies at once and keeps the history exact', async () => {
+  const ident = 'ip:10.0.8.1';
+  const key = keyOf(rule('5/min'), ident);
+  assert.is(admittedCount(await burst(rule('5/min'), ident, 6)), 5);
+  const grown = [];
+  for (let i = 0; i < 4; i++) grown.push(await hit(rule('8/min'), ident));
+  assert.equal(grown.map((d) => [d.allowed, d.remaining]), [[true, 2], [true, 1], [true, 0], [false, 0]]);
+  assert.is(await redis.strlen(key), 8 * 9);
+  const lowered = await hit(rule('3/min'), ident);
+  assert.equal([lowered.allowed, lowered.remaining, lowered.retryAfterS], [false, 0, 60]);
+  assert.is((await hit(rule('8/min'), ident)).allowed, false, 'flipping back lost nothing');
+  assert.is(admittedCount(await burst(rule('10/min'), ident, 5)), 2);
+  assert.is(await redis.strlen(key), 8 * 11);
+});
+
+consume('a smaller limit shrinks the ring only by entries already outside the window', async () => {
+  const ident = 'ip:10.0.9.1';
+  const key = keyOf(rule('4/s'), ident);
+  assert.is(admittedCount(await burst(rule('4/s'), ident, 4)), 4);
+  await sleep(1050);
+  assert.is(admittedCount(await burst(rule('2/s'), ident, 3)), 2);
+  assert.is(await redis.strlen(key), 8 * 3);
+  assert.is(admittedCount(await burst(rule('4/s'), ident, 3)), 2, 'the two inside still count');
+});
+
+consume('one round trip per request, the script sent by SHA', async () => {
+  const connection = connect();
+  const sent: string[] = [];
+  const send = connection.sendCommand.bind(connection);
+  connection.sendCommand = (command, ...rest) => {
+    sent.push(command.name);
+    return send(command, ...rest);
+  };
+  const own = createThrottler({ redis: connection, keyPrefix: PREFIX });
+  await own.consume([{ rule: rule('5/min'), ident: 'ip:10.0.10.1' }, { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' }]);
+  sent.length = 0;
+  await own.consume([{ rule: rule('5/min'), ident: 'ip:10.0.10.1' }, { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' }]);
+  assert.equal(sent, ['evalsha']);
+  assert.equal(await own.consume([]), []);
+  assert.throws(() => keyOf(rule('5/min'), 'ip:{x}'), /braces/);
+});
+
+consume.run();
