@@ -1,6 +1,6 @@
 /**
- * `npm test [-- filter...]`: starts a throwaway PostgreSQL and Redis, runs every
- * `test/**\/*.test.ts` whose path contains one of the filters (all when none), each as its own
+ * `npm test [-- filter...]`: starts a throwaway PostgreSQL and Redis, runs every `*.test.ts`
+ * under `test/` whose path contains one of the filters (all when none), each as its own
  * `node --import tsx <file>` process (uvu suites), tears the servers down whatever happens, and
  * ends with one line: `N passed, M failed`. Order: `*.unit.test.ts` (two at a time), then
  * `*.int.test.ts`, then the rest, then `test/cluster/**`.
@@ -238,7 +238,7 @@ async function runAll(files: string[], env: Record<string, string>): Promise<voi
   for (const file of files.slice(unitFiles.length)) {
     if (interruptedBy) return;
     record(await runFile(file, env, true));
-    await restartRedis();
+    if (!interruptedBy) await restartRedis();
   }
 }
 

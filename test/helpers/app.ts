@@ -1,0 +1,70 @@
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
+import { createUser } from '../../src/auth/users.repository.js';
+import { loadConfig } from '../../src/config.js';
+import { buildDeps, type Deps } from '../../src/deps.js';
+import { createApp } from '../../src/http/app.js';
+import { createTestDatabase } from './database.js';
+import { request } from './http.js';
+
+export interface TestApp {
+  /** `http://127.0.0.1:<port>` */
+  base: string;
+  deps: Deps;
+  databaseUrl: string;
+  redisPrefix: string;
+  /** Creates a user and returns a live token for it. */
+  login(username: string, password?: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the real Koa application in this process on a free port, against a fresh database and
+ * a private Redis key prefix. Throttling is on with generous default rates unless `env` says
+ * otherwise. `env` takes any configuration variable.
+ */
+export async function startTestApp(env: Record<string, string> = {}, label = 'app'): Promise<TestApp> {
+  const redisUrl = process.env.TEST_REDIS_URL;
+  if (!redisUrl) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
+  const database = await createTestDatabase(label);
+  const redisPrefix = `test:${label}:${randomBytes(4).toString('hex')}:`;
+  const config = loadConfig({
+    DATABASE_URL: database.url,
+    REDIS_URL: redisUrl,
+    REDIS_PREFIX: redisPrefix,
+    CURSOR_SECRET: 'test-cursor-secret-0123456789',
+    LOG_LEVEL: 'silent',
+    THROTTLE_ANON: '100000/min',
+    THROTTLE_USER: '100000/min',
+    THROTTLE_TOKEN_OBTAIN: '100000/min',
+    THROTTLE_REPORTS: '100000/min',
+    DATABASE_POOL_SIZE: '5',
+    ...env,
+  });
+  const { deps, close } = await buildDeps(config, 'test');
+  const server = createServer(createApp(deps).callback());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  let closed = false;
+  return {
+    base,
+    deps,
+    databaseUrl: database.url,
+    redisPrefix,
+    async login(username, password = `${username}-pass-123`) {
+      await createUser(deps.db, username, password);
+      const response = await request(base, 'POST', '/api/auth/token/', { body: { username, password } });
+      if (response.status !== 200) throw new Error(`login of ${username} failed: ${response.status} ${response.text}`);
+      return response.body.token as string;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await close();
+      await database.drop();
+    },
+  };
+}

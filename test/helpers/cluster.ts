@@ -1,0 +1,61 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { findFreePort } from '../../ops/embedded/ports.js';
+
+export interface RunningCluster {
+  base: string;
+  metricsBase: string;
+  port: number;
+  metricsPort: number;
+  child: ChildProcess;
+  /** Everything the tree printed so far (stdout and stderr). */
+  output(): string;
+  /** Sends `signal` to the primary and resolves with its exit code (null if killed). */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | null>;
+}
+
+/**
+ * Starts the real entry point (`src/main.ts`, node:cluster primary and its children) with `env`
+ * on free ports and waits until `/readyz` answers 200 through the shared socket.
+ */
+export async function startCluster(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<RunningCluster> {
+  const port = Number(env.PORT ?? (await findFreePort()));
+  const metricsPort = Number(env.METRICS_PORT ?? (await findFreePort()));
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, LOG_LEVEL: 'warn', JOB_CONCURRENCY: '0', ...env, PORT: String(port), METRICS_PORT: String(metricsPort), METRICS_HOST: '127.0.0.1', HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const base = `http://127.0.0.1:${port}`;
+  const exited = once(child, 'exit');
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`cluster exited during start (code ${child.exitCode}):\n${output}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`cluster not ready after ${readyTimeoutMs} ms:\n${output}`);
+    }
+    const ready = await fetch(`${base}/readyz`).then((r) => r.status === 200, () => false);
+    if (ready) break;
+    await sleep(200);
+  }
+  return {
+    base,
+    metricsBase: `http://127.0.0.1:${metricsPort}`,
+    port,
+    metricsPort,
+    child,
+    output: () => output,
+    async stop(signal = 'SIGTERM', timeoutMs = 30_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      const [code] = await exited;
+      clearTimeout(timer);
+      return code as number | null;
+    },
+  };
+}
