@@ -1,6 +1,7 @@
 import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 type Json<T = unknown> = ColumnType<T, string, string>;
 
 export interface UsersTable {
@@ -57,6 +58,34 @@ export interface IdempotencyKeysTable {
   created_at: Timestamp;
 }
 
+/** One report request and its outcome; the BullMQ job that computes it has the same id. */
+export interface ReportsTable {
+  id: string;
+  user_id: number;
+  status: 'pending' | 'running' | 'done' | 'failed';
+  params: Json<{ from: string; to: string; owner: string | null }>;
+  result: ColumnType<unknown, string | null | undefined, string | null>;
+  error: string | null;
+  attempts: ColumnType<number, number | undefined, number>;
+  created_at: Timestamp;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+}
+
+/** Asynchronous read model: live tasks per owner, open and completed. Rebuildable from `events`. */
+export interface OwnerTaskCountsTable {
+  owner: string;
+  open: number;
+  completed: number;
+}
+
+/** How far each asynchronous projection has applied the event log. */
+export interface ProjectionCheckpointsTable {
+  name: string;
+  position: number;
+  updated_at: Timestamp;
+}
+
 export interface Database {
   users: UsersTable;
   tokens: TokensTable;
@@ -64,4 +93,7 @@ export interface Database {
   tasks: TasksTable;
   counters: CountersTable;
   idempotency_keys: IdempotencyKeysTable;
+  reports: ReportsTable;
+  owner_task_counts: OwnerTaskCountsTable;
+  projection_checkpoints: ProjectionCheckpointsTable;
 }

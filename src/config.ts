@@ -56,8 +56,26 @@ const schema = z.object({
   TOKEN_TTL: duration.default(24 * 3_600_000),
   BODY_LIMIT_BYTES: integer(1, 100 * 1024 * 1024).default(64 * 1024),
   APPEND_BATCH_MAX: integer(1, 10_000).default(256),
+  // Jobs (BullMQ): retries with exponential back-off; a job whose lock is not renewed within
+  // JOB_LOCK_DURATION_MS (its worker died) is found by the stalled check and run again.
+  JOB_ATTEMPTS: integer(1, 100).default(3),
+  JOB_BACKOFF_MS: integer(0, 3_600_000).default(1_000),
+  JOB_LOCK_DURATION_MS: integer(1_000, 3_600_000).default(30_000),
+  JOB_STALLED_INTERVAL_MS: integer(1_000, 3_600_000).default(30_000),
+  JOB_METRICS_INTERVAL_MS: integer(100, 3_600_000).default(5_000),
+  // Reports: longest date range, events read per batch, a pause between batches (0; tests raise
+  // it to make a job slow enough to interrupt), and how often pending reports are re-enqueued.
+  REPORT_MAX_DAYS: integer(1, 36_600).default(366),
+  REPORT_BATCH_SIZE: integer(1, 1_000_000).default(10_000),
+  REPORT_BATCH_DELAY_MS: integer(0, 60_000).default(0),
+  REPORT_SWEEP_INTERVAL_MS: integer(100, 3_600_000).default(30_000),
+  // The per-owner task counts read model: events applied per transaction, idle poll interval.
+  READ_MODEL_BATCH: integer(1, 100_000).default(1_000),
+  READ_MODEL_POLL_MS: integer(10, 60_000).default(500),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
+
+const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'REDIS_URL', 'CURSOR_SECRET']);
 
 type Parsed = z.output<typeof schema>;
 
@@ -83,7 +101,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const key = String(issue.path[0]);
-    throw new ConfigError(`invalid ${key}=${JSON.stringify(env[key] ?? '')}: ${issue.message}`);
+    // The line lands in logs: never echo a value that may carry a credential.
+    const shown = SECRET_KEYS.has(key) ? ' (value not shown)' : `=${JSON.stringify(env[key] ?? '')}`;
+    throw new ConfigError(`invalid ${key}${shown}: ${issue.message}`);
   }
   return Object.freeze(result.data);
 }

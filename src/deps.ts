@@ -11,6 +11,7 @@ import { GroupCommitter, type CommandBus } from './events/group-commit.js';
 import type { TaskCommand } from './events/task.events.js';
 import { createLogger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { ReportQueue } from './reports/report-queue.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 
 /** What every request handler may use, built once per process by its entry point. */
@@ -24,6 +25,8 @@ export interface Deps {
   commands: CommandBus;
   throttler: Throttler;
   cursorSecret: string;
+  /** Producer side of the reports job queue (connects on first use). */
+  reportQueue?: ReportQueue;
 }
 
 /** Builds the dependencies of a child process from its configuration; `close()` is safe twice. */
@@ -48,12 +51,13 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     commands,
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX }),
     cursorSecret: config.CURSOR_SECRET ?? randomBytes(32).toString('base64url'),
+    reportQueue: new ReportQueue(config, logger),
   };
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       await commands.close();
-      await Promise.allSettled([db.destroy(), redis.quit()]);
+      await Promise.allSettled([db.destroy(), redis.quit(), deps.reportQueue?.close()]);
     })());
   return { deps, close };
 }

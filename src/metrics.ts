@@ -1,8 +1,13 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 /** Every metric Paceline records, defined in one place. Labels never carry client data. */
 export function createMetrics(registry = new Registry()) {
   collectDefaultMetrics({ register: registry });
+  // Gauges named like counters fail `promtool check metrics`; nodejs_active_{handles,requests,
+  // resources}{type} carry the same counts by type.
+  for (const name of GAUGES_NAMED_TOTAL) registry.removeSingleMetric(name);
   const registers = [registry];
   return {
     registry,
@@ -21,7 +26,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     httpRequests: new Counter({
       name: 'paceline_http_requests_total',
-      help: 'HTTP requests answered, by method, route template and status code.',
+      help: 'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and status code.',
       labelNames: ['method', 'route', 'status'] as const,
       registers,
     }),
@@ -46,11 +51,33 @@ export function createMetrics(registry = new Registry()) {
     }),
     jobs: new Gauge({
       name: 'paceline_jobs',
-      help: 'Jobs in each BullMQ queue by state (waiting, active, delayed, failed, completed).',
+      help: 'Jobs in each BullMQ queue by state (waiting, active, delayed, failed, completed), as read from Redis.',
       labelNames: ['queue', 'state'] as const,
+      // Every job child reads the same shared queue: the host reports it once, not once per child.
+      aggregator: 'max',
       registers,
     }),
   };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The outcomes `paceline_throttle_decisions_total` counts. */
+export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error'] as const;
+
+/**
+ * Creates every decision series of `scopes` at zero, so a scope's ratio and its store errors
+ * read 0 rather than "no data" before the first such event.
+ */
+export function primeThrottleSeries(metrics: Metrics, scopes: Iterable<string>): void {
+  for (const scope of scopes) {
+    for (const decision of THROTTLE_DECISIONS) metrics.throttleDecisions.inc({ scope, decision }, 0);
+  }
+}
+
+const METHOD_LABELS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+/** The `method` label: the standard methods as sent, anything else as `_OTHER`. */
+export function methodLabel(method: string): string {
+  return METHOD_LABELS.has(method) ? method : '_OTHER';
+}

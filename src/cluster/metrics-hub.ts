@@ -1,106 +1,146 @@
-import type { Worker } from 'node:cluster';
-import { createServer } from 'node:http';
+import cluster, { type Worker } from 'node:cluster';
+import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, Counter, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from '../config.js';
-import { METRICS_REPLY, METRICS_REQUEST } from './metrics-reporter.js';
+import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-reporter.js';
 import type { ChildRole } from './supervisor.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
 
 const ASK_TIMEOUT_MS = 2_000;
 const REFRESH_MS = 5_000;
+const EXIT_REPORT_WAIT_MS = 2_000; // how long an exited child's last report may sit in its channel
+const COMPACT_AFTER = 8; // retired snapshots are merged into one once there are this many
+const CUMULATIVE = new Set(['counter', 'histogram']);
 
 /**
- * The host's `/metrics` on METRICS_PORT: the sum over every child, asked over IPC at scrape time.
- * Counters and histograms of children that have exited are kept (from their last report, which
- * a draining child sends on its way out), so a restart neither loses nor doubles counts.
+ * The host's `/metrics`: the sum over every child, each asked over IPC at scrape time (and every
+ * 5 s, so a child killed without warning loses at most that much). Counters and histograms of a
+ * child that exited stay in the sum from its last report (a draining child sends one on its way
+ * out), so the host's counters never go down and a restart neither loses nor doubles counts.
  */
-export async function startMetricsHub(config: Config, logger: Logger) {
-  const own = new Registry();
-  const restarts = new Counter({
-    name: 'paceline_worker_restarts_total',
-    help: 'Children that exited unexpectedly and were restarted by the primary, by role.',
-    labelNames: ['role'] as const,
-    registers: [own],
-  });
-  let workers: () => Worker[] = () => [];
-  const latest = new Map<number, Snapshot>();
-  let retired: Snapshot = [];
-  let retiring: Promise<void> = Promise.resolve();
-  let seq = 0;
+export class MetricsHub {
+  readonly #own = new Registry();
+  readonly #restarts = new Counter({ name: 'paceline_worker_restarts_total', labelNames: ['role'] as const, registers: [this.#own],
+    help: 'Children that exited unexpectedly and were restarted by the primary, by role.' });
+  /** The last report of every child whose counts are not yet in #retired, live or exiting. */
+  readonly #latest = new Map<number, Snapshot>();
+  /** Counters and histograms of children that exited; entries are only appended or merged. */
+  readonly #retired: Snapshot[] = [];
+  readonly #gone = new Set<number>();
+  readonly #pending = new Map<number, () => void>();
+  #workers: () => Worker[] = () => [];
+  #asked = 0;
+  #compacting = false;
 
-  const listen = (worker: Worker) => {
-    if ((worker as Worker & { metricsHooked?: boolean }).metricsHooked) return;
-    (worker as Worker & { metricsHooked?: boolean }).metricsHooked = true;
-    worker.on('message', (m: { type?: string; metrics?: Snapshot }) => {
-      if (m?.type === METRICS_REPLY && m.metrics) latest.set(worker.id, m.metrics);
-    });
-  };
-  const ask = (worker: Worker) =>
-    new Promise<void>((resolve) => {
-      listen(worker);
-      const id = ++seq;
-      const timer = setTimeout(resolve, ASK_TIMEOUT_MS);
-      const onReply = (m: { type?: string; id?: number }) => {
-        if (m?.type !== METRICS_REPLY || m.id !== id) return;
+  constructor(private readonly logger: Logger) {
+    for (const role of ['web', 'jobs'] satisfies ChildRole[]) this.#restarts.inc({ role }, 0);
+    cluster.on('message', (worker: Worker, message: MetricsReply) => this.#receive(worker, message));
+  }
+
+  attach(list: () => Worker[]): void {
+    this.#workers = list;
+  }
+
+  countRestart(role: ChildRole): void {
+    this.#restarts.inc({ role });
+  }
+
+  /** Moves an exited child's counters and histograms into the retired totals, once its channel has drained. */
+  retire(worker: Worker): void {
+    const fold = () => {
+      clearTimeout(timer);
+      if (this.#gone.has(worker.id)) return;
+      this.#gone.add(worker.id);
+      const last = this.#latest.get(worker.id);
+      this.#latest.delete(worker.id);
+      if (last) this.#retired.push(last.filter((metric) => CUMULATIVE.has(String(metric.type))));
+    };
+    const timer = setTimeout(fold, EXIT_REPORT_WAIT_MS);
+    worker.once('disconnect', fold);
+    if (!worker.isConnected()) fold();
+  }
+
+  /** Asks every connected child for its metrics; settles when all answered or timed out. */
+  async refresh(): Promise<void> {
+    await Promise.all(this.#workers().filter((w) => w.isConnected()).map((w) => this.#ask(w)));
+  }
+
+  /** The host's metrics in the Prometheus text format. */
+  async collect(): Promise<{ text: string; contentType: string }> {
+    await this.refresh();
+    await this.#compact();
+    const own = (await this.#own.getMetricsAsJSON()) as Snapshot;
+    const registry = AggregatorRegistry.aggregate([...this.#latest.values(), ...this.#retired, own]);
+    return { text: await registry.metrics(), contentType: registry.contentType };
+  }
+
+  #receive(worker: Worker, message: MetricsReply): void {
+    if (message?.type !== METRICS_REPLY || !Array.isArray(message.metrics)) return;
+    if (!this.#gone.has(worker.id)) this.#latest.set(worker.id, message.metrics as Snapshot);
+    if (message.id !== null) this.#pending.get(message.id)?.();
+  }
+
+  #ask(worker: Worker): Promise<void> {
+    const id = ++this.#asked;
+    return new Promise<void>((resolve) => {
+      const done = () => {
         clearTimeout(timer);
-        worker.off('message', onReply);
+        this.#pending.delete(id);
         resolve();
       };
-      worker.on('message', onReply);
-      try {
-        worker.send({ type: METRICS_REQUEST, id });
-      } catch {
-        clearTimeout(timer);
-        resolve();
-      }
+      const timer = setTimeout(done, ASK_TIMEOUT_MS);
+      this.#pending.set(id, done);
+      worker.send({ type: METRICS_REQUEST, id }, (error: Error | null) => error && done());
     });
-  const refresh = () => Promise.all(workers().filter((w) => w.isConnected()).map(ask));
-  const collect = async () => {
-    await Promise.all([refresh(), retiring]);
-    const live = workers().map((w) => latest.get(w.id)).filter((s): s is Snapshot => s !== undefined);
-    const registry = AggregatorRegistry.aggregate([...live, retired, (await own.getMetricsAsJSON()) as Snapshot]);
-    return { text: await registry.metrics(), contentType: registry.contentType };
-  };
+  }
 
-  const timer = setInterval(() => void refresh(), REFRESH_MS);
-  timer.unref();
-  const server = createServer((req, res) => {
-    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('Not found: metrics are at /metrics\n');
-      return;
+  /** Merges the retired snapshots into one; a concurrent scrape sees either form, both the same sum. */
+  async #compact(): Promise<void> {
+    if (this.#compacting || this.#retired.length < COMPACT_AFTER) return;
+    this.#compacting = true;
+    try {
+      const count = this.#retired.length;
+      const merged = (await AggregatorRegistry.aggregate(this.#retired.slice(0, count)).getMetricsAsJSON()) as Snapshot;
+      this.#retired.splice(0, count, merged);
+    } finally {
+      this.#compacting = false;
     }
-    collect().then(
-      ({ text, contentType }) => res.writeHead(200, { 'Content-Type': contentType }).end(text),
-      (error) => {
-        logger.error({ err: error }, 'metrics collection failed');
-        res.writeHead(500, { 'Content-Type': 'text/plain' }).end('metrics collection failed\n');
-      },
-    );
-  });
-  await new Promise<void>((resolve) => server.listen(config.METRICS_PORT, config.METRICS_HOST, resolve));
+  }
 
-  return {
-    attach(list: () => Worker[]) {
-      workers = list;
-    },
-    countRestart(role: ChildRole) {
-      restarts.inc({ role });
-    },
-    /** Folds an exited child's last counters and histograms into the retired totals. */
-    retire(worker: Worker) {
-      const last = latest.get(worker.id);
-      latest.delete(worker.id);
-      if (!last) return;
-      const cumulative = last.filter((m) => ['counter', 'histogram'].includes(String(m.type)));
-      retiring = retiring.then(async () => {
-        retired = (await AggregatorRegistry.aggregate([retired, cumulative]).getMetricsAsJSON()) as Snapshot;
-      });
-    },
+  /** Serves GET /metrics on `port`; anything else is 404. */
+  listen(port: number, host: string): Promise<Server> {
+    const server = createServer((req, res) => {
+      if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+        return void res.writeHead(404, { 'Content-Type': 'text/plain' }).end('Not found: metrics are at /metrics\n');
+      }
+      this.collect().then(
+        ({ text, contentType }) => res.writeHead(200, { 'Content-Type': contentType }).end(text),
+        (error: unknown) => {
+          this.logger.error({ err: error }, 'metrics collection failed');
+          res.writeHead(500, { 'Content-Type': 'text/plain' }).end('metrics collection failed\n');
+        },
+      );
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve(server));
+    });
+  }
+}
+
+/** Starts the hub on METRICS_HOST:METRICS_PORT and refreshes the children's reports every 5 s. */
+export async function startMetricsHub(config: Config, logger: Logger) {
+  const hub = new MetricsHub(logger);
+  const server = await hub.listen(config.METRICS_PORT, config.METRICS_HOST);
+  const timer = setInterval(() => void hub.refresh(), REFRESH_MS);
+  timer.unref();
+  return Object.assign(hub, {
     close(): Promise<void> {
       clearInterval(timer);
-      return new Promise((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
     },
-  };
+  });
 }

@@ -5,10 +5,13 @@ import { Errors } from '../errors.js';
 import { buildScopes, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { authRoutes } from './auth.routes.js';
 import { handleErrors } from './errors.middleware.js';
+import { eventRoutes } from './events.routes.js';
 import { createGuard } from './guard.js';
 import { healthRoutes } from './health.routes.js';
 import { rateLimitRoutes } from './rate-limits.routes.js';
+import { reportRoutes } from './reports.routes.js';
 import { requestContext } from './request-context.middleware.js';
+import { statsRoutes } from './stats.routes.js';
 import { taskRoutes } from './tasks.routes.js';
 
 /** The throttle scopes of DESIGN §4 with their configured rates. */
@@ -28,9 +31,12 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   const guard = createGuard(deps, rules);
   const routers = [
     healthRoutes(deps),
+    statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),
     rateLimitRoutes(rules, guard),
+    eventRoutes(deps, guard),
+    reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),
   ];
   app.use(requestContext(deps.logger, deps.metrics));
@@ -38,11 +44,11 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   app.use(baseHeaders);
   app.use(negotiate);
   app.use(redirectToSlash);
+  app.use(answerUnrouted);
   for (const router of routers) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }
-  app.use(answerUnrouted);
   app.on('error', () => {
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
@@ -73,8 +79,13 @@ const redirectToSlash: Middleware = async (ctx, next) => {
   await next();
 };
 
-/** After the routers: 405 with `Allow` for a known path, 404 for anything else. */
-const answerUnrouted: Middleware = async (ctx) => {
-  if (ctx.status === 405 || ctx.status === 501) throw Errors.methodNotAllowed(ctx.method, ctx.response.get('Allow') as string);
-  if (ctx.body === undefined && ctx.status === 404) throw Errors.notFound();
+/**
+ * Around the routers (their `allowedMethods` decide 405 on the way back out): 405 with `Allow`
+ * for a known path, 404 for anything else.
+ */
+const answerUnrouted: Middleware = async (ctx, next) => {
+  await next();
+  const allow = ctx.response.get('Allow') as string;
+  if ((ctx.status === 405 || ctx.status === 501) && allow) throw Errors.methodNotAllowed(ctx.method, allow);
+  if (ctx.body === undefined && (ctx.status === 404 || ctx.status === 501)) throw Errors.notFound();
 };

@@ -40,6 +40,7 @@ function readCredentials(body: unknown): { username: string; password: string } 
     else if (value === null) errors[name] = ['This field may not be null.'];
     else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];
     else if (value.trim() === '') errors[name] = ['This field may not be blank.'];
+    else if (value.includes('\u0000')) errors[name] = ['Null characters are not allowed.'];
     else return value;
     return '';
   };

@@ -1,6 +1,9 @@
 import type { Context } from 'koa';
 import { Errors } from '../errors.js';
 
+/** How much of an oversize body, in multiples of the limit, is read and dropped before cutting the client off. */
+const DISCARD_FACTOR = 16;
+
 /**
  * Reads a JSON (or, where `allowForm`, form-encoded) request body as DRF's parsers would: an
  * empty body is `{}`; a wrong Content-Type is 415; a body over `limit` bytes is 413 without
@@ -28,13 +31,28 @@ function parseJson(raw: string): unknown {
 async function readRaw(ctx: Context, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+  // Leaving the loop early must not destroy the request: that resets the socket under the 413.
+  for await (const chunk of ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > limit) {
-      ctx.req.destroy();
+      discardRest(ctx, limit);
       throw Errors.payloadTooLarge(limit);
     }
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Drops the rest of an oversize body so that the client, still sending, can read the 413 (a
+ * socket closed with unread input is reset). A client that keeps sending beyond a few times the
+ * limit is cut off.
+ */
+function discardRest(ctx: Context, limit: number): void {
+  let dropped = 0;
+  ctx.req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > DISCARD_FACTOR * limit) ctx.req.socket.destroy();
+  });
+  ctx.req.resume();
 }

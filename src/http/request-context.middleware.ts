@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
-import type { Metrics } from '../metrics.js';
+import { methodLabel, type Metrics } from '../metrics.js';
 
 const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
@@ -20,10 +20,23 @@ export function requestContext(logger: Logger, metrics: Metrics): Middleware {
       await next();
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
-      metrics.httpRequests.inc({ method: ctx.method, route, status: String(ctx.status) });
-      metrics.httpDuration.observe({ method: ctx.method, route }, seconds);
+      const route = routeLabel(ctx);
+      const method = methodLabel(ctx.method);
+      metrics.httpRequests.inc({ method, route, status: String(ctx.status) });
+      metrics.httpDuration.observe({ method, route }, seconds);
       logger.info({ requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     }
   };
+}
+
+/**
+ * The route template a request reached (`/api/tasks/:id/`), also when its guard answered 429 or
+ * its method got 405/OPTIONS on a known path; `unmatched` for paths no route knows. Never the
+ * raw path, so ids and typos cannot grow the label set.
+ */
+export function routeLabel(ctx: Context): string {
+  if (typeof ctx._matchedRoute === 'string') return ctx._matchedRoute;
+  const layers: ReadonlyArray<{ path: unknown; methods: string[] }> = ctx.matched ?? [];
+  const known = layers.findLast((layer) => layer.methods.length > 0 && typeof layer.path === 'string');
+  return known ? String(known.path) : 'unmatched';
 }

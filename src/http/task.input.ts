@@ -46,7 +46,12 @@ function readString(
   if (typeof value !== 'string' && typeof value !== 'number') return fail(errors, name, 'Not a valid string.');
   const text = String(value).trim();
   if (text === '' && !rule.allowBlank) return fail(errors, name, 'This field may not be blank.');
-  if ([...text].length > rule.max) return fail(errors, name, `Ensure this field has no more than ${rule.max} characters.`);
+  // Every validator reports, as DRF's run_validators does; PostgreSQL text cannot hold NUL at all.
+  const messages = [
+    ...([...text].length > rule.max ? [`Ensure this field has no more than ${rule.max} characters.`] : []),
+    ...(text.includes('\u0000') ? ['Null characters are not allowed.'] : []),
+  ];
+  if (messages.length > 0) return fail(errors, name, ...messages);
   return text;
 }
 
@@ -62,7 +67,7 @@ function readBoolean(input: Record<string, unknown>, name: string, errors: Field
   return fail(errors, name, 'Must be a valid boolean.');
 }
 
-function fail(errors: FieldErrors, name: string, message: string): undefined {
-  errors[name] = [message];
+function fail(errors: FieldErrors, name: string, ...messages: string[]): undefined {
+  errors[name] = messages;
   return undefined;
 }

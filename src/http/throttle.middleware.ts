@@ -1,6 +1,7 @@
 import type { Context, Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
+import { primeThrottleSeries } from '../metrics.js';
 import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 
@@ -15,6 +16,7 @@ const STORE_DOWN_RETRY_S = 5;
 export function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, scope?: ScopeName): Middleware {
   const { config, metrics } = deps;
   const storeErrors = createBurstLogger(deps);
+  primeThrottleSeries(metrics, rules.keys());
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
     const rule = rules.get(scope ?? (ctx.state.user ? 'user' : 'anon'));

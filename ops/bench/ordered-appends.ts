@@ -1,0 +1,178 @@
+/**
+ * Do ordered appends cost throughput? POST /api/tasks/ through the real Koa stack (token auth,
+ * validation, command bus, PostgreSQL), served by W=2 node:cluster workers and loaded by
+ * autocannon on 127.0.0.1, with two command buses measured in the same run:
+ *
+ *   ordered    the product's: group commit, one transaction per batch holding the global append
+ *              lock to commit; ids and positions from counters (commit order = id order)
+ *   unordered  one transaction per command, id and position from plain sequences, no lock, no
+ *              shared counter row (test/helpers/unordered-append.ts; exists only in test/bench)
+ *
+ *   node --import tsx ops/bench/ordered-appends.ts [seconds per variant, default 10] [connections, default 64]
+ *
+ * Starts its own throwaway PostgreSQL (fsync on: `persistent` mode, in a temporary directory it
+ * deletes) and redis-server, one fresh database per variant, throttling off. Measures each pair
+ * twice: with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on), then
+ * with the test suite's settings (all three off). Prints req/s, p50/p99 latency, the ratio
+ * ordered/unordered, the ordered batch sizes, and whether each database kept commit order.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { once } from 'node:events';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { sql } from 'kysely';
+import { connectDatabase } from '../../db/connect.js';
+import { migrateToLatest } from '../../db/migrate.js';
+import { createUser } from '../../src/auth/users.repository.js';
+import { issueToken } from '../../src/auth/tokens.js';
+import { loadConfig } from '../../src/config.js';
+import { buildDeps } from '../../src/deps.js';
+import { createApp } from '../../src/http/app.js';
+import { createUnorderedBus, createUnorderedSequences } from '../../test/helpers/unordered-append.js';
+import { checkEventOrder } from '../../test/helpers/writers.js';
+import { findFreePort } from '../embedded/ports.js';
+import { startEmbeddedPostgres } from '../embedded/postgres.js';
+import { startRedis } from '../embedded/redis.js';
+
+type Variant = 'ordered' | 'unordered';
+interface Setup { variant: Variant; databaseUrl: string; redisUrl: string; httpPort: number }
+interface BatchSizes { buckets: Array<[string, number]>; count: number; sum: number }
+
+const WORKERS = 2;
+const WARMUP_S = 2;
+const MODES = [
+  { name: 'fsync on', settings: { fsync: 'on', synchronous_commit: 'on', full_page_writes: 'on' } },
+  { name: 'fsync off', settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } },
+] as const;
+
+async function serve(setup: Setup): Promise<void> {
+  const config = loadConfig({
+    DATABASE_URL: setup.databaseUrl, REDIS_URL: setup.redisUrl, CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    THROTTLE_ENABLED: 'false', LOG_LEVEL: 'silent',
+  });
+  const { deps } = await buildDeps(config, 'bench');
+  if (setup.variant === 'unordered') deps.commands = createUnorderedBus(deps.db);
+  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
+  process.on('message', async (message) => {
+    if (message === 'reset') deps.metrics.appendBatchSize.reset();
+    if (message !== 'batch-sizes') return;
+    const { values } = await deps.metrics.appendBatchSize.get();
+    const buckets = values.filter((v) => v.metricName?.endsWith('_bucket')).map((v): [string, number] => [String(v.labels.le), v.value]);
+    const total = (suffix: string) => values.find((v) => v.metricName?.endsWith(suffix))?.value ?? 0;
+    process.send?.({ buckets, count: total('_count'), sum: total('_sum') });
+  });
+}
+
+async function prepareDatabase(adminUrl: string, name: string, variant: Variant): Promise<{ url: string; token: string }> {
+  const admin = connectDatabase(adminUrl, 1);
+  await sql`create database ${sql.id(name)}`.execute(admin);
+  await admin.destroy();
+  const url = adminUrl.replace(/\/[^/]*$/, `/${name}`);
+  const db = connectDatabase(url, 1);
+  await migrateToLatest(db);
+  if (variant === 'unordered') await createUnorderedSequences(db);
+  await createUser(db, 'bench', 'bench-password');
+  const issued = await issueToken(db, 'bench', 'bench-password', 3_600_000, new Date());
+  await db.destroy();
+  return { url, token: issued!.token };
+}
+
+async function startWorkers(setup: Setup): Promise<Worker[]> {
+  const workers = Array.from({ length: WORKERS }, () => cluster.fork());
+  await Promise.all(workers.map(async (worker) => {
+    await once(worker, 'online');
+    worker.send(setup);
+    await once(worker, 'message');
+  }));
+  return workers;
+}
+
+async function stopWorkers(workers: Worker[]): Promise<void> {
+  await Promise.all(workers.map(async (worker) => {
+    const exited = once(worker, 'exit');
+    worker.process.kill('SIGKILL');
+    await exited;
+  }));
+}
+
+async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
+  const replies = await Promise.all(workers.map(async (worker) => {
+    const reply = once(worker, 'message');
+    worker.send('batch-sizes');
+    return (await reply)[0] as BatchSizes;
+  }));
+  const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [le, replies.reduce((n, r) => n + r.buckets[i]![1], 0)]);
+  return { buckets, count: replies.reduce((n, r) => n + r.count, 0), sum: replies.reduce((n, r) => n + r.sum, 0) };
+}
+
+async function measure(variant: Variant, mode: string, adminUrl: string, redisUrl: string, seconds: number, connections: number) {
+  const name = `bench_${variant}_${mode.replace(/\W/g, '_')}`;
+  const { url: databaseUrl, token } = await prepareDatabase(adminUrl, name, variant);
+  const httpPort = await findFreePort();
+  const workers = await startWorkers({ variant, databaseUrl, redisUrl, httpPort });
+  try {
+    const load = {
+      url: `http://127.0.0.1:${httpPort}/api/tasks/`, method: 'POST' as const, connections,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'bench task' }),
+    };
+    await autocannon({ ...load, duration: WARMUP_S });
+    for (const worker of workers) worker.send('reset');
+    const result = await autocannon({ ...load, duration: seconds });
+    const batches = variant === 'ordered' ? await collectBatchSizes(workers) : undefined;
+    const db = connectDatabase(databaseUrl, 1);
+    const order = await checkEventOrder(db);
+    await db.destroy();
+    return {
+      variant, mode, reqPerS: Math.round(result.requests.average), p50Ms: result.latency.p50, p99Ms: result.latency.p99,
+      created: result['2xx'], non2xx: result.non2xx, errors: result.errors + result.timeouts,
+      commitOrderKept: order.problems.length === 0, batches,
+    };
+  } finally {
+    await stopWorkers(workers);
+  }
+}
+
+function formatBatches(batches: BatchSizes): string {
+  let below = 0;
+  const parts = batches.buckets.map(([le, cumulative]) => {
+    const inBucket = cumulative - below;
+    below = cumulative;
+    return inBucket === 0 ? '' : `≤${le}: ${inBucket}`;
+  }).filter(Boolean);
+  return `${batches.count} batches, mean ${(batches.sum / Math.max(1, batches.count)).toFixed(1)} commands (${parts.join(', ')})`;
+}
+
+async function runPrimary(seconds: number, connections: number): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), 'paceline-bench-'));
+  await chmod(root, 0o755);
+  const postgres = await startEmbeddedPostgres({ dataDir: join(root, 'pg'), port: await findFreePort(), persistent: true, database: 'postgres' });
+  const redis = await startRedis({ dataDir: join(root, 'redis'), port: await findFreePort(), persistent: false, log: () => {} });
+  try {
+    const rows = [];
+    for (const mode of MODES) {
+      const admin = connectDatabase(postgres.url, 1);
+      for (const [key, value] of Object.entries(mode.settings)) await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
+      await sql`select pg_reload_conf()`.execute(admin);
+      await admin.destroy();
+      for (const variant of ['ordered', 'unordered'] as const) rows.push(await measure(variant, mode.name, postgres.url, redis.url, seconds, connections));
+    }
+    console.log(`node ${process.version}, W=${WORKERS} workers, ${connections} connections, ${seconds} s per variant after ${WARMUP_S} s warm-up, POST /api/tasks/`);
+    console.table(rows.map(({ batches, ...row }) => row));
+    for (const mode of MODES) {
+      const [ordered, unordered] = ['ordered', 'unordered'].map((v) => rows.find((r) => r.mode === mode.name && r.variant === v)!);
+      console.log(`${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`);
+    }
+  } finally {
+    await redis.stop();
+    await postgres.stop();
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+if (cluster.isPrimary) {
+  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 64));
+} else {
+  process.once('message', (setup: Setup) => void serve(setup));
+}

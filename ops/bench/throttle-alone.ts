@@ -1,0 +1,247 @@
+/**
+ * What the throttle alone costs: a bare Koa app served by W=2 node:cluster workers, without a
+ * throttle and with one of three Redis limiters in front, loaded by autocannon on 127.0.0.1.
+ *
+ *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2]
+ *
+ * Variants: `none`; `ring` (src/throttle, the one the service uses); `zset`, a sorted-set
+ * sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD); `fixed`, a fixed-window INCR+PEXPIRE counter. The
+ * last two live only here, for comparison. 1,000 client idents rotate and the limit (100/s per
+ * ident) never triggers, so every variant does the admitting path. Starts and stops its own
+ * redis-server on a free port.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import cluster, { type Worker } from 'node:cluster';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import Koa from 'koa';
+import { createThrottler, type Decision } from '../../src/throttle/consume.js';
+import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
+import { parseRate } from '../../src/throttle/rate.js';
+import type { ScopeRule } from '../../src/throttle/scopes.js';
+
+const VARIANTS = ['none', 'ring', 'zset', 'fixed'] as const;
+type Variant = (typeof VARIANTS)[number];
+type Check = (ident: string) => Promise<Decision>;
+interface Setup { variant: Variant; redisPort: number; httpPort: number }
+
+const WORKERS = 2;
+const CONNECTIONS = 100;
+const WARMUP_S = 2;
+const IDENTS = 1000;
+const RULE: ScopeRule = { scope: 'anon', rate: parseRate('100/s'), keyedBy: 'ip' };
+
+const ZSET_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit, window_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local window = window_ms * 1000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+local allowed = count < limit
+if allowed then
+  redis.call('ZADD', KEYS[1], now, now .. ':' .. count)
+  redis.call('PEXPIRE', KEYS[1], window_ms)
+  count = count + 1
+end
+local wait = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) + window - now
+return { allowed and 1 or 0, limit - count, math.ceil(wait / 1000), allowed and 0 or math.max(1, math.ceil(wait / 1000000)) }
+`;
+
+const FIXED_SCRIPT = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local ttl = redis.call('PTTL', KEYS[1])
+local allowed = count <= tonumber(ARGV[1])
+return { allowed and 1 or 0, math.max(0, ARGV[1] - count), ttl, allowed and 0 or math.max(1, math.ceil(ttl / 1000)) }
+`;
+
+/** A one-scope check for the variant, answering in the shape of the service's Decision. */
+function createCheck(variant: Exclude<Variant, 'none'>, redis: Redis): Check {
+  if (variant === 'ring') {
+    const throttler = createThrottler({ redis, keyPrefix: 'bench:' });
+    return async (ident) => (await throttler.consume([{ rule: RULE, ident }]))[0] as Decision;
+  }
+  redis.defineCommand(variant, { lua: variant === 'zset' ? ZSET_SCRIPT : FIXED_SCRIPT, numberOfKeys: 1 });
+  const run = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<number[]>>)[variant];
+  return async (ident) => {
+    const [allowed, remaining = 0, resetMs = 0, retryAfterS = 0] = await run!.call(
+      redis, `bench:${variant}:{${ident}}:${RULE.scope}`, RULE.rate.limit, RULE.rate.windowMs);
+    const { limit, windowMs } = RULE.rate;
+    return { scope: RULE.scope, allowed: allowed === 1, limit, windowMs, remaining, resetMs, retryAfterS };
+  };
+}
+
+function serve({ variant, redisPort, httpPort }: Setup): void {
+  const app = new Koa();
+  if (variant !== 'none') {
+    const check = createCheck(variant, new Redis(redisPort, '127.0.0.1'));
+    let turn = 0;
+    app.use(async (ctx, next) => {
+      const i = turn++ % IDENTS;
+      const decision = await check(`ip:198.18.${i >> 8}.${i & 255}`);
+      ctx.set(rateLimitHeaders([decision]));
+      if (decision.allowed) return next();
+      ctx.status = 429;
+      ctx.set('Retry-After', String(decision.retryAfterS));
+      ctx.body = { detail: throttledDetail(decision.retryAfterS) };
+    });
+  }
+  app.use((ctx) => {
+    ctx.body = { ok: true };
+  });
+  app.listen(httpPort, '127.0.0.1', () => process.send?.('listening'));
+  process.on('message', () => process.send?.(cpuMicros(process.cpuUsage())));
+}
+
+const cpuMicros = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+async function startRedis(port: number): Promise<{ process: ChildProcess; admin: Redis }> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
+  for (let attempt = 0; admin.status !== 'ready'; attempt++) {
+    await sleep(50);
+    await admin.connect().catch((error: Error) => {
+      if (attempt > 100) throw error;
+    });
+  }
+  return { process: child, admin };
+}
+
+interface Server { variant: Variant; url: string; workers: Worker[] }
+
+async function startServer(variant: Variant, redisPort: number): Promise<Server> {
+  const httpPort = await freePort();
+  const workers = Array.from({ length: WORKERS }, () => cluster.fork());
+  await Promise.all(workers.map(async (worker) => {
+    await once(worker, 'message');
+    worker.send({ variant, redisPort, httpPort } satisfies Setup);
+    await once(worker, 'message');
+  }));
+  const url = `http://127.0.0.1:${httpPort}/`;
+  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S });
+  return { variant, url, workers };
+}
+
+async function stopServer({ workers }: Server): Promise<void> {
+  await Promise.all(workers.map(async (worker) => {
+    const exited = once(worker, 'exit');
+    worker.kill();
+    await exited;
+  }));
+}
+
+/** CPU time of the process tree parts, in µs: the server's workers, Redis, this process (autocannon). */
+async function sampleCpu(server: Server, admin: Redis) {
+  const workers = await Promise.all(server.workers.map(async (worker) => {
+    const reply = once(worker, 'message');
+    worker.send('cpu');
+    return (await reply)[0] as number;
+  }));
+  const info = await admin.info('cpu');
+  const redisSeconds = ['used_cpu_user', 'used_cpu_sys'].reduce(
+    (sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0), 0);
+  return { node: workers.reduce((a, b) => a + b, 0), redis: redisSeconds * 1e6, loader: cpuMicros(process.cpuUsage()) };
+}
+
+async function commandCounts(admin: Redis): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    counts.set(match[1] as string, Number(match[2]));
+  }
+  return counts;
+}
+
+async function measureSlice(server: Server, admin: Redis, seconds: number) {
+  const [commandsBefore, cpuBefore] = [await commandCounts(admin), await sampleCpu(server, admin)];
+  const result = await autocannon({ url: server.url, connections: CONNECTIONS, duration: seconds });
+  const [commandsAfter, cpuAfter] = [await commandCounts(admin), await sampleCpu(server, admin)];
+  let scripts = 0;
+  let commands = 0;
+  for (const [name, calls] of commandsAfter) {
+    const delta = calls - (commandsBefore.get(name) ?? 0);
+    if (name !== 'info') commands += delta;
+    if (name === 'evalsha' || name === 'eval') scripts += delta;
+  }
+  return {
+    requests: result['2xx'] + result.non2xx, seconds: result.duration, p99Ms: result.latency.p99,
+    non2xx: result.non2xx, errors: result.errors, scripts, commands,
+    nodeUs: cpuAfter.node - cpuBefore.node, redisUs: cpuAfter.redis - cpuBefore.redis, loaderUs: cpuAfter.loader - cpuBefore.loader,
+  };
+}
+
+type Slice = Awaited<ReturnType<typeof measureSlice>>;
+
+/** MEMORY USAGE of one client key after 100 admissions at limit 100 (a full ring). */
+async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>> {
+  const sizes: Record<string, number | null> = {};
+  const full: ScopeRule = { ...RULE, rate: parseRate('100/min') };
+  const ring = createThrottler({ redis: admin, keyPrefix: 'mem:' });
+  for (let i = 0; i < 100; i++) await ring.consume([{ rule: full, ident: 'ip:198.19.0.1' }]);
+  sizes.ring = await admin.memory('USAGE', 'mem:throttle:{ip:198.19.0.1}:anon', 'SAMPLES', 0);
+  for (const variant of ['zset', 'fixed'] as const) {
+    const script = variant === 'zset' ? ZSET_SCRIPT : FIXED_SCRIPT;
+    for (let i = 0; i < 100; i++) await admin.eval(script, 1, `mem:${variant}`, 100, 60_000);
+    sizes[variant] = await admin.memory('USAGE', `mem:${variant}`, 'SAMPLES', 0);
+  }
+  return sizes;
+}
+
+function summarise(variant: Variant, slices: Slice[], baseline: number) {
+  const sum = (pick: (slice: Slice) => number) => slices.reduce((total, slice) => total + pick(slice), 0);
+  const requests = sum((s) => s.requests);
+  const reqPerS = requests / sum((s) => s.seconds);
+  const perReq = (value: number, digits = 1) => Number((value / requests).toFixed(digits));
+  return {
+    variant, reqPerS: Math.round(reqPerS), ratio: Number((reqPerS / baseline).toFixed(3)),
+    p99Ms: Math.max(...slices.map((s) => s.p99Ms)), non2xx: sum((s) => s.non2xx), errors: sum((s) => s.errors),
+    roundTrips: perReq(sum((s) => s.scripts), 3), redisCmds: perReq(sum((s) => s.commands), 2),
+    nodeCpuUs: perReq(sum((s) => s.nodeUs)), redisCpuUs: perReq(sum((s) => s.redisUs)), loaderCpuUs: perReq(sum((s) => s.loaderUs)),
+  };
+}
+
+async function runPrimary(secondsPerVariant: number, rounds: number): Promise<void> {
+  const redisPort = await freePort();
+  const redis = await startRedis(redisPort);
+  const servers: Server[] = [];
+  try {
+    for (const variant of VARIANTS) servers.push(await startServer(variant, redisPort));
+    const slices = new Map<Variant, Slice[]>(VARIANTS.map((variant) => [variant, []]));
+    for (let round = 0; round < rounds; round++) {
+      const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
+      for (const server of order) slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
+    }
+    const none = slices.get('none') ?? [];
+    const baseline = none.reduce((a, s) => a + s.requests, 0) / none.reduce((a, s) => a + s.seconds, 0);
+    console.log(`redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, `
+      + `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds`);
+    console.table(VARIANTS.map((variant) => summarise(variant, slices.get(variant) ?? [], baseline)));
+    console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(redis.admin));
+  } finally {
+    await Promise.all(servers.map(stopServer));
+    redis.admin.disconnect();
+    const exited = once(redis.process, 'exit');
+    redis.process.kill('SIGTERM');
+    await Promise.race([exited, sleep(5000)]);
+  }
+}
+
+if (cluster.isPrimary) {
+  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2));
+} else {
+  process.once('message', (setup: Setup) => serve(setup));
+  process.send?.('ready');
+}

@@ -1,0 +1,102 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database } from '../../db/database.js';
+import { APPEND_LOCK } from './append-batch.js';
+import { COUNTER_NAMES, type Counters } from './batch-state.js';
+import { writeBatch } from './batch-writes.js';
+import { evolve } from './evolve.js';
+import { applyRange, lockCheckpoint, setCheckpoint } from './read-model.js';
+import type { TaskEvent, TaskState } from './task.events.js';
+import { rowToTask } from './task.rows.js';
+
+/** Where progress goes: a terminal gets a live bar, anything else only the summary line. */
+export type ProgressStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };
+
+export interface RebuildSummary {
+  events: number;
+  tasks: number;
+  lastTaskId: number;
+  owners: number;
+  seconds: number;
+}
+
+const BATCH = 10_000;
+
+/**
+ * Rebuilds every projection from the event log: `tasks` and its counters (`tasks.count`,
+ * `tasks.last_id`, `events.last_position`) with the same `evolve` the live path uses, and the
+ * per-owner task counts with their checkpoint. ONE transaction holding the append lock, so
+ * writers wait rather than interleave, readers see the old tables until the commit, and a failure
+ * leaves everything as it was. The log is read in position order in batches; memory holds one
+ * batch. Writes a progress bar to a terminal and a summary line at the end.
+ */
+export async function rebuildProjections(db: Kysely<Database>, progress: ProgressStream, batchSize = BATCH): Promise<RebuildSummary> {
+  const began = Date.now();
+  const summary = await db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
+    await lockCheckpoint(trx);
+    const total = Number((await trx.selectFrom('events').select((eb) => eb.fn.max('position').as('last')).executeTakeFirst())?.last ?? 0);
+    await trx.deleteFrom('tasks').execute();
+    await trx.deleteFrom('owner_task_counts').execute();
+    const counters: Counters = { taskCount: 0, lastTaskId: 0, lastPosition: 0 };
+    const bar = drawBar(progress, total);
+    for (let after = 0; after < total; after += batchSize) {
+      const upTo = Math.min(after + batchSize, total);
+      await rebuildTasks(trx, after, upTo, counters);
+      await applyRange(trx, after, upTo);
+      bar(upTo);
+    }
+    await writeCounters(trx, counters);
+    await setCheckpoint(trx, total);
+    const owners = await trx.selectFrom('owner_task_counts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    return { events: total, tasks: counters.taskCount, lastTaskId: counters.lastTaskId, owners: Number(owners.n) };
+  });
+  const result = { ...summary, seconds: (Date.now() - began) / 1000 };
+  progress.write(
+    `rebuilt from ${result.events} events in ${result.seconds.toFixed(1)} s: tasks ${result.tasks} live (last id ${result.lastTaskId}), ` +
+      `owner_task_counts ${result.owners} owners, checkpoint ${result.events}\n`,
+  );
+  return result;
+}
+
+/** Applies the events in (`after`, `upTo`] to the tasks being rebuilt, with the live path's `evolve`. */
+async function rebuildTasks(trx: Transaction<Database>, after: number, upTo: number, counters: Counters): Promise<void> {
+  const events = await trx.selectFrom('events').selectAll().where('position', '>', after).where('position', '<=', upTo).orderBy('position').execute();
+  const touched = [...new Set(events.filter((e) => e.version > 1).map((e) => e.stream_id))];
+  const tasks = new Map<number, TaskState | null>();
+  if (touched.length > 0) {
+    for (const row of await trx.selectFrom('tasks').selectAll().where('id', '=', sql<number>`any(${touched})`).execute()) tasks.set(row.id, rowToTask(row));
+  }
+  for (const e of events) {
+    const before = tasks.get(e.stream_id) ?? null;
+    const after = evolve(before, { type: e.type, data: e.data } as TaskEvent, { streamId: e.stream_id, version: e.version, recordedAt: e.recorded_at });
+    tasks.set(e.stream_id, after);
+    if (e.type === 'TaskCreated') counters.lastTaskId = Math.max(counters.lastTaskId, e.stream_id);
+    counters.taskCount += (after ? 1 : 0) - (before ? 1 : 0);
+    counters.lastPosition = e.position;
+  }
+  // Counters are written once at the end; passing them as unchanged keeps writeBatch off them.
+  await writeBatch(trx, { events: [], tasks, idempotency: [], counters }, counters);
+}
+
+async function writeCounters(trx: Transaction<Database>, counters: Counters): Promise<void> {
+  for (const key of Object.keys(COUNTER_NAMES) as Array<keyof Counters>) {
+    await trx.insertInto('counters').values({ name: COUNTER_NAMES[key], value: counters[key] }).onConflict((oc) => oc.column('name').doUpdateSet({ value: counters[key] })).execute();
+  }
+}
+
+/** A one-line bar redrawn in place on a terminal, at most every 100 ms; silent elsewhere. */
+function drawBar(stream: ProgressStream, total: number): (done: number) => void {
+  if (!stream.isTTY || total === 0) return () => {};
+  const began = Date.now();
+  let drawnAt = 0;
+  return (done) => {
+    const now = Date.now();
+    if (now - drawnAt < 100 && done < total) return;
+    drawnAt = now;
+    const width = Math.max(10, Math.min(40, (stream.columns ?? 80) - 50));
+    const filled = Math.round((done / total) * width);
+    const rate = done / Math.max((now - began) / 1000, 0.001);
+    stream.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} events ${Math.round(rate)}/s`);
+    if (done >= total) stream.write('\n');
+  };
+}

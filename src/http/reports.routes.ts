@@ -1,0 +1,63 @@
+import { createHash } from 'node:crypto';
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import { parseReportInput } from '../reports/report.input.js';
+import { isReportId, reportPath } from '../reports/report.view.js';
+import { createReport, findReport, REPORT_ACCEPTED } from '../reports/reports.repository.js';
+import { readBody } from './body.js';
+import type { Guard } from './guard.js';
+import { requestUrl } from './request-url.js';
+import { requireUser } from './users.js';
+
+/**
+ * Reports (DESIGN §2): `POST /api/reports/` records a pending report and enqueues its
+ * aggregation, answering 202 with `Location`; it is throttled by the `reports` scope alone and
+ * honours `Idempotency-Key`. `GET /api/reports/{id}/` polls it under the general rates; only its
+ * creator sees it.
+ */
+export function reportRoutes(deps: Deps, guard: Guard): Router {
+  const router = new Router();
+  const { config, db } = deps;
+
+  router.post('/api/reports/', guard({ scope: 'reports' }), async (ctx) => {
+    const user = requireUser(ctx);
+    const params = parseReportInput(await readBody(ctx, config.BODY_LIMIT_BYTES), config.REPORT_MAX_DAYS);
+    const key = ctx.get('Idempotency-Key');
+    if (key.length > 255) throw Errors.badRequest('Idempotency-Key must be at most 255 characters.');
+    const idempotency = key ? { key, requestHash: hashRequest('POST /api/reports/', params) } : undefined;
+    const outcome = await createReport(db, { userId: user.id, params, idempotency, now: deps.clock.now() });
+    if (!outcome.ok) throw Errors.idempotencyMismatch();
+    if (outcome.replayed) {
+      ctx.set('Idempotent-Replayed', 'true');
+      respond(ctx, outcome.replayed.status, outcome.replayed.body, outcome.replayed.resourcePath);
+      return;
+    }
+    // The report is recorded; should Redis be down, the jobs child's sweeper enqueues it later.
+    await deps.reportQueue?.enqueue(outcome.report.id).catch((error: unknown) => {
+      deps.logger.warn({ err: error, reportId: outcome.report.id }, 'report recorded but not enqueued; the sweeper will retry');
+    });
+    respond(ctx, REPORT_ACCEPTED, outcome.report, reportPath(outcome.report.id));
+  });
+
+  router.get('/api/reports/:id/', guard(), async (ctx) => {
+    const user = requireUser(ctx);
+    const id = ctx.params.id;
+    const report = isReportId(id) ? await findReport(db, id, user.id) : undefined;
+    if (!report) throw Errors.notFound();
+    ctx.body = report;
+  });
+
+  function respond(ctx: Context, status: number, body: unknown, path: string | null) {
+    ctx.status = status;
+    if (path) ctx.set('Location', new URL(path, requestUrl(ctx, config.TRUST_PROXY_HOPS)).href);
+    ctx.body = body;
+  }
+
+  return router;
+}
+
+function hashRequest(route: string, params: object): string {
+  return createHash('sha256').update(JSON.stringify([route, params])).digest('base64url');
+}

@@ -1,0 +1,18 @@
+import Router from '@koa/router';
+import type { Deps } from '../deps.js';
+import { readOwnerCounts } from '../events/read-model.js';
+import type { Guard } from './guard.js';
+
+/**
+ * `GET /api/tasks/stats/`: live tasks per owner, open and completed, from the asynchronous read
+ * model, with the position it is current to and the last position appended. `?owner=NAME`
+ * narrows it to one owner. Mounted before the task routes so `stats` is not taken for a task id.
+ */
+export function statsRoutes(deps: Deps, guard: Guard): Router {
+  const router = new Router();
+  router.get('/api/tasks/stats/', guard(), async (ctx) => {
+    const owner = ctx.query.owner;
+    ctx.body = await readOwnerCounts(deps.db, Array.isArray(owner) ? owner.at(-1) : owner);
+  });
+  return router;
+}

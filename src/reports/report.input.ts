@@ -1,0 +1,68 @@
+import { Errors } from '../errors.js';
+
+/** What a report covers: whole UTC days from `from` to `to` inclusive, optionally one owner's tasks. */
+export interface ReportParams {
+  from: string;
+  to: string;
+  owner: string | null;
+}
+
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const DATE_FORMAT = 'Date has wrong format. Use one of these formats instead: YYYY-MM-DD.';
+const OWNER_MAX = 150;
+
+/**
+ * Validates `{"from": "2026-11-01", "to": "2026-11-30", "owner": "alice"}` with DRF's texts:
+ * both dates required as YYYY-MM-DD, `to` not before `from`, at most `maxDays` days in all;
+ * `owner` optional (null or absent = every owner). Throws a 400 mapping each bad field to its
+ * messages.
+ */
+export function parseReportInput(body: unknown, maxDays: number): ReportParams {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    const got = Array.isArray(body) ? 'list' : body === null ? 'null' : typeof body === 'string' ? 'str' : typeof body;
+    throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${got}.`] });
+  }
+  const input = body as Record<string, unknown>;
+  const errors: Record<string, string[]> = {};
+  const from = readDate(input, 'from', errors);
+  const to = readDate(input, 'to', errors);
+  const owner = readOwner(input, errors);
+  if (from !== undefined && to !== undefined) {
+    const days = daysBetween(from, to) + 1;
+    if (days < 1) errors.to = ['Ensure this date is on or after "from".'];
+    else if (days > maxDays) errors.to = [`Ensure the range spans no more than ${maxDays} days.`];
+  }
+  if (Object.keys(errors).length > 0) throw Errors.validation(errors);
+  return { from: from!, to: to!, owner: owner ?? null };
+}
+
+/** Whole days from `from` to `to` (YYYY-MM-DD, UTC); negative when `to` is earlier. */
+export function daysBetween(from: string, to: string): number {
+  return Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000);
+}
+
+function readDate(input: Record<string, unknown>, name: string, errors: Record<string, string[]>): string | undefined {
+  if (!(name in input)) return void (errors[name] = ['This field is required.']);
+  const value = input[name];
+  if (value === null) return void (errors[name] = ['This field may not be null.']);
+  if (typeof value !== 'string' || !isCalendarDate(value.trim())) return void (errors[name] = [DATE_FORMAT]);
+  return value.trim();
+}
+
+function isCalendarDate(text: string): boolean {
+  const match = DATE.exec(text);
+  if (!match) return false;
+  const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return year >= 1 && date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
+function readOwner(input: Record<string, unknown>, errors: Record<string, string[]>): string | undefined {
+  const value = input.owner;
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') return void (errors.owner = ['Not a valid string.']);
+  const text = value.trim();
+  if (text === '') return void (errors.owner = ['This field may not be blank.']);
+  if ([...text].length > OWNER_MAX) return void (errors.owner = [`Ensure this field has no more than ${OWNER_MAX} characters.`]);
+  return text;
+}

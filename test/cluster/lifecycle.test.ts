@@ -1,0 +1,244 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createUser } from '../../src/auth/users.repository.js';
+import { connectDatabase } from '../../db/connect.js';
+import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { request } from '../helpers/http.js';
+
+// DESIGN §1 on the real entry point: two web workers and a job worker as real processes; a
+// killed worker is replaced while the service keeps answering; SIGHUP replaces the web workers
+// with no failed request; SIGTERM lets in-flight requests finish and ends the whole tree with 0.
+
+const REDIS_URL = process.env.TEST_REDIS_URL;
+if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
+
+type Outcome = number | string; // a status, or the error code of a connection that failed
+
+let cluster: RunningCluster;
+let dropDatabase: () => Promise<void> = async () => {};
+let token = '';
+
+/** The primary's children by role, read from the environment the primary gave each of them. */
+function children(role: 'web' | 'jobs'): number[] {
+  let pids: number[];
+  try {
+    pids = execFileSync('ps', ['-o', 'pid=', '--ppid', String(cluster.child.pid)], { encoding: 'utf8' }).split('\n').map(Number).filter((n) => n > 0);
+  } catch {
+    return []; // ps exits 1 when there are none
+  }
+  return pids.filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`PACELINE_CHILD_ROLE=${role}`);
+    } catch {
+      return false; // exited meanwhile
+    }
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls until `check` returns a value, for at most `timeoutMs`. */
+async function waitFor<T>(what: string, check: () => T | undefined, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${cluster.output().slice(-3000)}`);
+    await sleep(100);
+  }
+}
+
+/** Two web workers, none of them in `old`, answering readiness through the shared socket. */
+const twoNewWebWorkers = (old: number[]) => () => {
+  const web = children('web');
+  return web.length === 2 && web.every((pid) => !old.includes(pid)) ? web : undefined;
+};
+
+/** GET on a connection of its own, so the primary hands successive requests to different workers. */
+function getOnNewConnection(path: string, requestId?: string): Promise<Outcome> {
+  return new Promise((resolve) => {
+    const headers = requestId ? { 'X-Request-Id': requestId } : {};
+    const req = httpRequest(new URL(path, cluster.base), { agent: false, headers, timeout: 10_000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+      res.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'response error'));
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
+    req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    req.end();
+  });
+}
+
+/** GET through fetch's keep-alive pool, as most clients send them. */
+const getKeepAlive = (path: string): Promise<Outcome> =>
+  fetch(new URL(path, cluster.base), { signal: AbortSignal.timeout(10_000) }).then(
+    async (response) => (await response.arrayBuffer(), response.status),
+    (error: Error & { cause?: { code?: string } }) => error.cause?.code ?? error.name,
+  );
+
+/**
+ * Two clients (new connection per request, and keep-alive) looping GET /api/tasks/ until `done()`
+ * or `maxMs`, recording each outcome with its start time.
+ */
+async function loopRequests(done: () => boolean, maxMs: number): Promise<Array<{ at: number; outcome: Outcome }>> {
+  const results: Array<{ at: number; outcome: Outcome }> = [];
+  const deadline = Date.now() + maxMs;
+  const client = async (send: (path: string) => Promise<Outcome>) => {
+    while (!done() && Date.now() < deadline) {
+      const at = Date.now();
+      results.push({ at, outcome: await send('/api/tasks/') });
+    }
+  };
+  await Promise.all([client(getOnNewConnection), client(getKeepAlive)]);
+  return results;
+}
+
+/** The request ids of `lines` (the tree's JSON log) mapped to the pid that logged them. */
+function servedBy(prefix: string): Map<string, number> {
+  const served = new Map<string, number>();
+  for (const line of cluster.output().split('\n')) {
+    if (!line.includes(prefix)) continue;
+    try {
+      const entry = JSON.parse(line) as { requestId?: string; pid?: number; msg?: string };
+      if (entry.msg === 'request' && entry.requestId?.startsWith(prefix)) served.set(entry.requestId, entry.pid!);
+    } catch {
+      // not a log line
+    }
+  }
+  return served;
+}
+
+/** A POST whose headers the server has read (it answered 100 Continue) and whose body is still to come. */
+function startSlowPost(body: string): Promise<{ finish(): Promise<{ status: number; body: string } | { error: string }> }> {
+  return new Promise((resolveStarted, rejectStarted) => {
+    let settle: (value: { status: number; body: string } | { error: string }) => void = () => {};
+    const finished = new Promise<{ status: number; body: string } | { error: string }>((resolve) => (settle = resolve));
+    const req = httpRequest(new URL('/api/tasks/', cluster.base), {
+      method: 'POST',
+      agent: false,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Expect: '100-continue', Authorization: `Bearer ${token}` },
+    });
+    req.on('continue', () => resolveStarted({ finish: () => (req.end(body), finished) }));
+    req.on('response', (res: IncomingMessage) => {
+      let text = '';
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => settle({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      settle({ error: error.code ?? error.message });
+      rejectStarted(error);
+    });
+    req.flushHeaders();
+  });
+}
+
+const Lifecycle = suite('the process tree: serve, survive a crash, reload, drain');
+
+Lifecycle.before(async () => {
+  const database = await createTestDatabase('lifecycle');
+  dropDatabase = database.drop;
+  const db = connectDatabase(database.url, 1);
+  await createUser(db, 'alice', 'alice-pass-123');
+  await db.destroy();
+  cluster = await startCluster({
+    DATABASE_URL: database.url,
+    REDIS_URL: REDIS_URL!,
+    REDIS_PREFIX: `test:lifecycle:${randomBytes(4).toString('hex')}:`,
+    CURSOR_SECRET: 'lifecycle-test-secret-0123456789',
+    WEB_CONCURRENCY: '2',
+    JOB_CONCURRENCY: '1',
+    LOG_LEVEL: 'info',
+    THROTTLE_ANON: '100000/min',
+    THROTTLE_USER: '100000/min',
+    SHUTDOWN_TIMEOUT_MS: '15000',
+  });
+  await waitFor('two web workers and a job worker', () => (children('web').length === 2 && children('jobs').length === 1 ? true : undefined));
+  const login = await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } });
+  assert.is(login.status, 200, login.text);
+  token = login.body.token;
+});
+
+Lifecycle.after(async () => {
+  await cluster?.stop('SIGKILL');
+  await dropDatabase();
+});
+
+Lifecycle('both web workers serve: requests on new connections are answered by two distinct pids', async () => {
+  const web = children('web');
+  const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) => getOnNewConnection('/api/tasks/', `lc-serve-${i}`)));
+  assert.equal([...new Set(outcomes)], [200]);
+  const served = await waitFor('the request log lines', () => {
+    const seen = servedBy('lc-serve-');
+    return seen.size === 12 ? seen : undefined;
+  }, 10_000);
+  assert.equal([...new Set(served.values())].sort(), [...web].sort());
+});
+
+Lifecycle('a SIGKILLed web worker is replaced by a new process and the service answers throughout', async () => {
+  const [victim, survivor] = children('web') as [number, number];
+  let replaced: number[] | undefined;
+  const killedAt = Date.now();
+  const polling = loopRequests(() => replaced !== undefined, 60_000);
+  process.kill(victim, 'SIGKILL');
+  replaced = await waitFor('a replacement web worker', () => {
+    const web = children('web');
+    return web.length === 2 && !web.includes(victim) ? web : undefined;
+  });
+  const results = await polling;
+  assert.ok(replaced.includes(survivor) && replaced.some((pid) => pid !== survivor && pid !== victim), `web workers now ${replaced}`);
+  // A request the killed worker had already accepted dies with it; after a short grace, none fails.
+  const afterGrace = results.filter((r) => r.at > killedAt + 500);
+  assert.ok(afterGrace.length > 10, `only ${afterGrace.length} requests after the grace`);
+  assert.equal([...new Set(afterGrace.map((r) => r.outcome))], [200]);
+  // And the replacement takes its share of new connections.
+  const ids = Array.from({ length: 8 }, (_, i) => `lc-after-kill-${i}`);
+  for (const id of ids) assert.is(await getOnNewConnection('/api/tasks/', id), 200);
+  const served = await waitFor('the log lines', () => (servedBy('lc-after-kill-').size === 8 ? servedBy('lc-after-kill-') : undefined), 10_000);
+  assert.equal([...new Set(served.values())].sort(), [...replaced].sort());
+});
+
+Lifecycle('SIGHUP replaces the web workers one at a time with no failed request', async () => {
+  const old = children('web');
+  const jobs = children('jobs');
+  let replaced: number[] | undefined;
+  const polling = loopRequests(() => replaced !== undefined, 90_000);
+  await sleep(200);
+  process.kill(cluster.child.pid!, 'SIGHUP');
+  replaced = await waitFor('two new web workers', twoNewWebWorkers(old), 90_000);
+  const results = await polling;
+  const failed = results.filter((r) => r.outcome !== 200);
+  assert.ok(results.length > 20, `only ${results.length} requests during the reload`);
+  assert.equal(failed, [], `${failed.length} of ${results.length} requests failed during the reload`);
+  assert.ok(old.every((pid) => !isAlive(pid)), 'the old web workers exited');
+  assert.equal(children('jobs'), jobs, 'the job worker is left alone');
+});
+
+Lifecycle('SIGTERM: in-flight requests complete, then the whole tree exits 0 leaving no process behind', async () => {
+  const tree = [...children('web'), ...children('jobs')];
+  assert.is(tree.length, 3);
+  const slow = await Promise.all(Array.from({ length: 10 }, (_, i) => startSlowPost(JSON.stringify({ title: `in flight ${i}` }))));
+  const stopped = cluster.stop('SIGTERM');
+  await sleep(500); // the workers are draining now: every request above is still in progress
+  const answers = await Promise.all(slow.map((s) => s.finish()));
+  assert.equal(answers.map((a) => ('status' in a ? a.status : a.error)), answers.map(() => 201));
+  assert.is(await stopped, 0, cluster.output().slice(-3000));
+  assert.equal(tree.filter(isAlive), [], 'children left running');
+  assert.equal(children('web').length + children('jobs').length, 0);
+  const errors = cluster.output().split('\n').filter((line) => /"level":(50|60)/.test(line));
+  assert.equal(errors, [], 'errors were logged');
+});
+
+Lifecycle.run();

@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { connectDatabase } from '../../db/connect.js';
+import { createUser } from '../../src/auth/users.repository.js';
+import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { request } from '../helpers/http.js';
+import { scrape, sumOf } from '../helpers/metrics.js';
+import { hasTool, promtool, resultValues, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
+
+// DESIGN §7: the shipped alert rules and scrape config pass promtool, a live scrape passes
+// `promtool check metrics`, and every PromQL expression of the Grafana dashboard and of the
+// alert rules returns data from a real Prometheus that scraped a real host (2 web workers and a
+// job worker) under traffic with 429s in three scopes.
+
+const RULES = resolve('ops/prometheus/alerts.yml');
+const DASHBOARD = JSON.parse(readFileSync('ops/grafana/paceline-dashboard.json', 'utf8'));
+/** What Grafana would put in place of its variables for a 5-minute dashboard of every host. */
+const GRAFANA_VARIABLES: Array<[RegExp, string]> = [[/\$__rate_interval/g, '1m'], [/\$__range/g, '5m'], [/\$__interval/g, '15s'], [/\$\{?instance\}?/g, '.*']];
+const missing = ['prometheus', 'promtool'].filter((tool) => !hasTool(tool));
+
+const test = suite('prometheus');
+let cluster: RunningCluster | undefined;
+let prometheus: RunningPrometheus | undefined;
+let dropDatabase: () => Promise<void> = async () => {};
+
+/** Logs in and makes one request of each kind, so every series exists before the traffic. */
+async function seedSeries(base: string, databaseUrl: string): Promise<string> {
+  const db = connectDatabase(databaseUrl, 1);
+  await createUser(db, 'watcher', 'watcher-password');
+  await db.destroy();
+  const login = await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'watcher-password' } });
+  assert.is(login.status, 200, login.text);
+  const token = login.body.token as string;
+  assert.is((await request(base, 'GET', '/api/tasks/')).status, 200);
+  assert.is((await request(base, 'GET', '/api/tasks/987654/')).status, 404);
+  assert.is((await request(base, 'GET', '/api/tasks/', { token })).status, 200);
+  assert.is((await request(base, 'POST', '/api/tasks/', { token, body: { title: 'watch' } })).status, 201);
+  return token;
+}
+
+/** The traffic the dashboard shows: creates, lists, a 404, 400s and 429s in anon, user and token-obtain. */
+async function driveTraffic(base: string, token: string): Promise<void> {
+  for (let i = 0; i < 4; i += 1) assert.is((await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'no' } })).status, i < 2 ? 400 : 429);
+  for (let i = 0; i < 7; i += 1) assert.is((await request(base, 'POST', '/api/tasks/', { token, body: { title: `watch ${i}` } })).status, 201);
+  for (let i = 0; i < 10; i += 1) assert.is((await request(base, 'GET', '/api/tasks/', { token })).status, i < 6 ? 200 : 429);
+  for (let i = 0; i < 6; i += 1) assert.is((await request(base, 'GET', '/api/tasks/')).status, i < 3 ? 200 : 429);
+  assert.is((await request(base, 'GET', '/healthz')).status, 200);
+}
+
+/** Waits until Prometheus's latest scrape holds every request the host has answered so far. */
+async function untilScraped(): Promise<void> {
+  const served = sumOf((await scrape(cluster!.metricsBase)).samples, 'paceline_http_requests_total');
+  const seen = async () => resultValues(await prometheus!.query('sum(paceline_http_requests_total)'))[0];
+  for (let i = 0; (await seen()) !== served; i += 1) {
+    if (i > 150) assert.unreachable(`Prometheus never scraped all ${served} requests (has ${await seen()})`);
+    await sleep(200);
+  }
+}
+
+/** The primary starts the job worker after the web workers: waits until its gauge is in /metrics. */
+async function untilJobWorkerReports(): Promise<void> {
+  for (let i = 0; !(await scrape(cluster!.metricsBase)).samples.some((s) => s.name === 'paceline_jobs'); i += 1) {
+    if (i > 300) assert.unreachable('the job worker never reported paceline_jobs');
+    await sleep(200);
+  }
+}
+
+/** Every `expr` of the dashboard's panels, with the panel title. */
+function dashboardExpressions(): Array<{ where: string; expr: string }> {
+  return (DASHBOARD.panels as any[]).flatMap((panel) => (panel.targets ?? []).map((t: any) => ({ where: `panel "${panel.title}" ${t.refId}`, expr: t.expr as string })));
+}
+
+test.before(async () => {
+  if (missing.length > 0) return;
+  const database = await createTestDatabase('prometheus');
+  dropDatabase = database.drop;
+  cluster = await startCluster({
+    DATABASE_URL: database.url,
+    REDIS_URL: process.env.TEST_REDIS_URL!,
+    REDIS_PREFIX: `test:prometheus:${randomBytes(4).toString('hex')}:`,
+    CURSOR_SECRET: 'prometheus-test-secret-0123456789',
+    WEB_CONCURRENCY: '2',
+    JOB_CONCURRENCY: '1',
+    THROTTLE_ANON: '5/min',
+    THROTTLE_USER: '15/min',
+    THROTTLE_TOKEN_OBTAIN: '3/min',
+    JOB_METRICS_INTERVAL_MS: '1000',
+  });
+  await untilJobWorkerReports();
+  prometheus = await startPrometheus(join(process.env.TEST_TMP_DIR!, `prometheus-${randomBytes(3).toString('hex')}`), `127.0.0.1:${cluster.metricsPort}`, [RULES]);
+  const token = await seedSeries(cluster.base, database.url);
+  await untilScraped(); // rates need a sample before the traffic and one after
+  await driveTraffic(cluster.base, token);
+  await untilScraped();
+  await sleep(2_500); // a few more scrapes and rule evaluations
+});
+
+test.after(async () => {
+  await prometheus?.stop();
+  await cluster?.stop();
+  await dropDatabase();
+});
+
+test('promtool accepts the alert rules, the scrape config and a live scrape', async () => {
+  if (missing.length > 0) return console.log(`# SKIPPED: ${missing.join(' and ')} not installed (Debian: apt-get install prometheus); Prometheus checks not run`);
+  const rules = promtool(['check', 'rules', RULES]);
+  assert.is(rules.status, 0, rules.output);
+  const config = promtool(['check', 'config', 'ops/prometheus/prometheus.yml']);
+  assert.is(config.status, 0, config.output);
+  const { text } = await scrape(cluster!.metricsBase);
+  const metrics = promtool(['check', 'metrics'], text);
+  assert.is(metrics.status, 0, metrics.output);
+  assert.is(metrics.output.trim(), '', 'no lint findings');
+});
+
+test('the dashboard imports as is: a datasource variable, used by every panel and query', () => {
+  if (missing.length > 0) return;
+  const variable = DASHBOARD.templating.list.find((v: any) => v.name === 'datasource');
+  assert.is(variable?.type, 'datasource');
+  assert.is(variable?.query, 'prometheus');
+  assert.ok(Array.isArray(DASHBOARD.__inputs));
+  for (const panel of DASHBOARD.panels.filter((p: any) => p.type !== 'row')) {
+    assert.is(panel.datasource?.uid, '${datasource}', panel.title);
+    for (const target of panel.targets) assert.is(target.datasource?.uid, '${datasource}', `${panel.title} ${target.refId}`);
+  }
+  const titles = DASHBOARD.panels.map((p: any) => p.title).join('\n');
+  for (const wanted of [/admitted vs throttled/, /throttle ratio/i, /top routes by 429/i, /status class/, /latency percentiles/i, /throttle check latency/i, /store errors/, /appended/, /batch size/, /queue depth/, /restarts/i]) {
+    assert.match(titles, wanted);
+  }
+});
+
+test('every dashboard and alert expression returns data from a real Prometheus scraping the host', async () => {
+  if (missing.length > 0) return;
+  const groups = (await prometheus!.api('/api/v1/rules')).groups as any[];
+  const rules = groups.flatMap((g) => g.rules);
+  assert.ok(rules.length >= 8, `${rules.length} rules loaded`);
+  const checks = dashboardExpressions();
+  for (const rule of rules) {
+    assert.is(rule.health, 'ok', `${rule.name}: ${rule.lastError ?? ''}`);
+    const bool = /^([\s\S]+)\s(==|!=|>=|<=|>|<)\s+(-?[\d.]+)$/.exec(rule.query.trim());
+    assert.ok(bool, `alert ${rule.name} is not "<signal> <comparison> <number>": ${rule.query}`);
+    checks.push({ where: `alert ${rule.name}`, expr: `${bool![1]} ${bool![2]} bool ${bool![3]}` });
+  }
+  const problems: string[] = [];
+  for (const { where, expr } of checks) {
+    const promql = GRAFANA_VARIABLES.reduce((text, [pattern, value]) => text.replace(pattern, value), expr);
+    if (/\$[a-z_{]/i.test(promql)) problems.push(`${where}: unknown variable in ${promql}`);
+    const values = await prometheus!.query(promql).then(resultValues, (error: Error) => [`${error.message}`]);
+    if (!values.some((v) => typeof v === 'number' && Number.isFinite(v))) problems.push(`${where}: no data (${JSON.stringify(values)}) for ${promql}`);
+  }
+  assert.equal(problems, [], `\n${problems.join('\n')}`);
+});
+
+test.run();

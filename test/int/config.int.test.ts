@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real entry point with `env` added; a bad setting must stop it before it starts anything. */
+function runMain(env: Record<string, string>): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, DATA_DIR: join(process.env.TEST_TMP_DIR ?? '.', 'config-never-used'), PORT: '0', METRICS_PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const run: Run = { code: null, stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk) => (run.stdout += chunk));
+  child.stderr.on('data', (chunk) => (run.stderr += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  return new Promise((resolve) =>
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      run.code = code;
+      resolve(run);
+    }),
+  );
+}
+
+const Startup = suite('a bad setting stops the start with one line naming it');
+
+const BAD: Array<[string, string]> = [
+  ['PORT', 'abc'],
+  ['THROTTLE_ANON', 'lots'],
+  ['WEB_CONCURRENCY', '0'],
+  ['TOKEN_TTL', 'forever'],
+  ['THROTTLE_FAILURE_MODE', 'maybe'],
+];
+
+Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0, exactly one stderr line naming the variable; a secret is not echoed', async () => {
+  const started = [...BAD.slice(0, 2), ['CURSOR_SECRET', 'tooshort-s3cr3t']] as Array<[string, string]>;
+  const runs = await Promise.all(started.map(([key, value]) => runMain({ [key]: value })));
+  runs.forEach((run, i) => {
+    const [key, value] = started[i]!;
+    const lines = run.stderr.split('\n').filter((line) => line !== '');
+    assert.ok(run.code !== 0 && run.code !== null, `${key}: exit ${run.code}`);
+    assert.is(lines.length, 1, `${key}: ${run.stderr}`);
+    assert.match(lines[0]!, new RegExp(`^paceline: invalid ${key}\\b`));
+    assert.is(run.stdout, '', `${key} printed to stdout`);
+    if (key === 'CURSOR_SECRET') assert.not.match(lines[0]!, 's3cr3t');
+    else assert.ok(lines[0]!.includes(`"${value}"`), lines[0]);
+  });
+});
+
+const Load = suite('loadConfig: defaults, parsing, refusals');
+
+Load('defaults fill every setting; empty strings count as unset', () => {
+  const config = loadConfig({ PORT: '', THROTTLE_ANON: '' });
+  assert.is(config.PORT, 8000);
+  assert.is(config.THROTTLE_ANON, '20/min');
+  assert.equal([config.THROTTLE_USER, config.THROTTLE_TOKEN_OBTAIN, config.PAGE_SIZE, config.MAX_PAGE_SIZE], ['100/min', '5/min', 10, 100]);
+  assert.is(config.TOKEN_TTL, 24 * 3_600_000);
+  assert.ok(Object.isFrozen(config));
+});
+
+Load('values are parsed: numbers, durations, rates with a multiplier', () => {
+  const config = loadConfig({ PORT: ' 8080 ', TOKEN_TTL: '15m', THROTTLE_USER: '300/5m', THROTTLE_ENABLED: 'false' });
+  assert.equal([config.PORT, config.TOKEN_TTL, config.THROTTLE_USER, config.THROTTLE_ENABLED], [8080, 900_000, '300/5m', false]);
+});
+
+Load('each refusal is one line that names the variable', () => {
+  for (const [key, value] of [...BAD, ['PORT', '70000'], ['PAGE_SIZE', '-1'], ['LOG_LEVEL', 'loud'], ['THROTTLE_USER', '0/min']] as Array<[string, string]>) {
+    try {
+      loadConfig({ [key]: value });
+      assert.unreachable(`${key}=${value} was accepted`);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      const message = (error as Error).message;
+      assert.ok(message.startsWith(`invalid ${key}=`), message);
+      assert.not.match(message, '\n');
+    }
+  }
+});
+
+Startup.run();
+Load.run();
