@@ -1,19 +1,28 @@
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import { Server as NetServer } from 'node:net';
 import type { Config } from './config.js';
 import { reportMetricsToPrimary } from './cluster/metrics-reporter.js';
 import { buildDeps } from './deps.js';
 import { createApp } from './http/app.js';
 
+/** Advertised to clients as `Keep-Alive: timeout=5`; an idle connection is closed after it. */
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
 /**
  * A web child: serves the API on PORT (the primary shares the listening socket among its web
- * children). On SIGTERM/SIGINT it stops accepting, lets in-flight requests finish, then closes
- * its pools and exits 0.
+ * children). On SIGTERM/SIGINT it stops accepting, lets in-flight requests finish, lets idle
+ * keep-alive connections run out (answering what still arrives on them with `Connection:
+ * close`), then closes its pools and exits 0, within SHUTDOWN_TIMEOUT_MS.
  */
 export async function runWebChild(config: Config): Promise<void> {
   const { deps, close } = await buildDeps(config, 'web');
   const reporter = reportMetricsToPrimary(deps.metrics.registry);
-  const server = createApp(deps).callback();
-  const http = (await import('node:http')).createServer({ keepAliveTimeout: 5_000 }, server);
+  const handle = createApp(deps).callback();
+  let draining: Promise<void> | undefined;
+  const http = createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS }, (req, res) => {
+    if (draining) res.setHeader('Connection', 'close');
+    void handle(req, res);
+  });
   await new Promise<void>((resolve) => http.listen(config.PORT, config.HOST, resolve));
   process.send?.({ type: 'ready' });
 
@@ -24,24 +33,27 @@ export async function runWebChild(config: Config): Promise<void> {
     await reporter.sendFinal();
     process.exit(0);
   };
-  let draining: Promise<void> | undefined;
   const stop = () => void (draining ??= drain());
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   process.on('disconnect', stop);
 }
 
-/** Stops accepting, closes idle keep-alive sockets, and waits for in-flight requests. */
+/**
+ * Stops accepting and waits until every connection has ended, or closes them after `timeoutMs`.
+ * Idle keep-alive connections are not closed at once (as http's `close()` does): a client may be
+ * sending a request on one at this very moment and would see the connection reset under it.
+ * They end by the timeout the client was told, or after one more response with `Connection: close`.
+ */
 function closeServer(server: Server, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
     const force = setTimeout(() => {
       server.closeAllConnections();
       resolve();
     }, Math.max(timeoutMs, 100));
-    server.close(() => {
+    NetServer.prototype.close.call(server, () => {
       clearTimeout(force);
       resolve();
     });
-    server.closeIdleConnections();
   });
 }

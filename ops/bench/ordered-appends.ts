@@ -81,8 +81,9 @@ async function prepareDatabase(adminUrl: string, name: string, variant: Variant)
 
 async function startWorkers(setup: Setup): Promise<Worker[]> {
   const workers = Array.from({ length: WORKERS }, () => cluster.fork());
+  // A worker says `ready` once it listens for its setup (messages sent earlier would be lost).
   await Promise.all(workers.map(async (worker) => {
-    await once(worker, 'online');
+    await once(worker, 'message');
     worker.send(setup);
     await once(worker, 'message');
   }));
@@ -149,8 +150,15 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
   await chmod(root, 0o755);
   const postgres = await startEmbeddedPostgres({ dataDir: join(root, 'pg'), port: await findFreePort(), persistent: true, database: 'postgres' });
   const redis = await startRedis({ dataDir: join(root, 'redis'), port: await findFreePort(), persistent: false, log: () => {} });
+  const cleanUp = async () => {
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
+    await redis.stop();
+    await postgres.stop();
+    await rm(root, { recursive: true, force: true });
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   try {
-    const rows = [];
+    const rows: Array<Awaited<ReturnType<typeof measure>>> = [];
     for (const mode of MODES) {
       const admin = connectDatabase(postgres.url, 1);
       for (const [key, value] of Object.entries(mode.settings)) await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
@@ -165,9 +173,7 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
       console.log(`${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`);
     }
   } finally {
-    await redis.stop();
-    await postgres.stop();
-    await rm(root, { recursive: true, force: true });
+    await cleanUp();
   }
 }
 
@@ -175,4 +181,5 @@ if (cluster.isPrimary) {
   await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 64));
 } else {
   process.once('message', (setup: Setup) => void serve(setup));
+  process.send?.('ready');
 }

@@ -2,9 +2,10 @@
  * What the throttle alone costs: a bare Koa app served by W=2 node:cluster workers, without a
  * throttle and with one of three Redis limiters in front, loaded by autocannon on 127.0.0.1.
  *
- *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2]
+ *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants = all, comma-separated]
  *
- * Variants: `none`; `ring` (src/throttle, the one the service uses); `zset`, a sorted-set
+ * Variants: `none`; `ring` (src/throttle, the one the service uses), also with ioredis
+ * `enableAutoPipelining` (`ring-autopipe`: commands issued in one tick share a write); `zset`, a sorted-set
  * sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD); `fixed`, a fixed-window INCR+PEXPIRE counter. The
  * last two live only here, for comparison. 1,000 client idents rotate and the limit (100/s per
  * ident) never triggers, so every variant does the admitting path. Starts and stops its own
@@ -14,6 +15,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
+import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
@@ -23,7 +25,7 @@ import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
 
-const VARIANTS = ['none', 'ring', 'zset', 'fixed'] as const;
+const VARIANTS = ['none', 'ring', 'ring-autopipe', 'zset', 'fixed'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
 interface Setup { variant: Variant; redisPort: number; httpPort: number }
@@ -61,7 +63,7 @@ return { allowed and 1 or 0, math.max(0, ARGV[1] - count), ttl, allowed and 0 or
 
 /** A one-scope check for the variant, answering in the shape of the service's Decision. */
 function createCheck(variant: Exclude<Variant, 'none'>, redis: Redis): Check {
-  if (variant === 'ring') {
+  if (variant === 'ring' || variant === 'ring-autopipe') {
     const throttler = createThrottler({ redis, keyPrefix: 'bench:' });
     return async (ident) => (await throttler.consume([{ rule: RULE, ident }]))[0] as Decision;
   }
@@ -78,7 +80,8 @@ function createCheck(variant: Exclude<Variant, 'none'>, redis: Redis): Check {
 function serve({ variant, redisPort, httpPort }: Setup): void {
   const app = new Koa();
   if (variant !== 'none') {
-    const check = createCheck(variant, new Redis(redisPort, '127.0.0.1'));
+    const redis = new Redis(redisPort, '127.0.0.1', { enableAutoPipelining: variant === 'ring-autopipe' });
+    const check = createCheck(variant, redis);
     let turn = 0;
     app.use(async (ctx, next) => {
       const i = turn++ % IDENTS;
@@ -213,13 +216,13 @@ function summarise(variant: Variant, slices: Slice[], baseline: number) {
   };
 }
 
-async function runPrimary(secondsPerVariant: number, rounds: number): Promise<void> {
+async function runPrimary(secondsPerVariant: number, rounds: number, variants: Variant[]): Promise<void> {
   const redisPort = await freePort();
   const redis = await startRedis(redisPort);
   const servers: Server[] = [];
   try {
-    for (const variant of VARIANTS) servers.push(await startServer(variant, redisPort));
-    const slices = new Map<Variant, Slice[]>(VARIANTS.map((variant) => [variant, []]));
+    for (const variant of variants) servers.push(await startServer(variant, redisPort));
+    const slices = new Map<Variant, Slice[]>(variants.map((variant) => [variant, []]));
     for (let round = 0; round < rounds; round++) {
       const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
       for (const server of order) slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
@@ -227,8 +230,9 @@ async function runPrimary(secondsPerVariant: number, rounds: number): Promise<vo
     const none = slices.get('none') ?? [];
     const baseline = none.reduce((a, s) => a + s.requests, 0) / none.reduce((a, s) => a + s.seconds, 0);
     console.log(`redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, `
-      + `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds`);
-    console.table(VARIANTS.map((variant) => summarise(variant, slices.get(variant) ?? [], baseline)));
+      + `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds, `
+      + `load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}`);
+    console.table(variants.map((variant) => summarise(variant, slices.get(variant) ?? [], baseline)));
     console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(redis.admin));
   } finally {
     await Promise.all(servers.map(stopServer));
@@ -240,7 +244,8 @@ async function runPrimary(secondsPerVariant: number, rounds: number): Promise<vo
 }
 
 if (cluster.isPrimary) {
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2));
+  const variants = (process.argv[4]?.split(',') ?? VARIANTS).filter((v): v is Variant => VARIANTS.includes(v as Variant));
+  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2), ['none', ...variants.filter((v) => v !== 'none')]);
 } else {
   process.once('message', (setup: Setup) => serve(setup));
   process.send?.('ready');

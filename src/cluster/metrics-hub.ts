@@ -39,10 +39,12 @@ export class MetricsHub {
     cluster.on('message', (worker: Worker, message: MetricsReply) => this.#receive(worker, message));
   }
 
+  /** Tells the hub where to find the live children. */
   attach(list: () => Worker[]): void {
     this.#workers = list;
   }
 
+  /** Counts a child the supervisor restarted after an unexpected exit. */
   countRestart(role: ChildRole): void {
     this.#restarts.inc({ role });
   }
@@ -57,7 +59,7 @@ export class MetricsHub {
       this.#latest.delete(worker.id);
       if (last) this.#retired.push(last.filter((metric) => CUMULATIVE.has(String(metric.type))));
     };
-    const timer = setTimeout(fold, EXIT_REPORT_WAIT_MS);
+    const timer = setTimeout(fold, EXIT_REPORT_WAIT_MS).unref();
     worker.once('disconnect', fold);
     if (!worker.isConnected()) fold();
   }

@@ -125,19 +125,21 @@ export function checkWalk(walk: Walk, created: readonly Created[]): string[] {
 }
 
 /**
- * Polls `count(*)` and `max(id)` of the tasks in one statement until `done()`: with ids handed
- * out 1, 2, 3... and no deletes, count < max means an id is visible while a smaller one is not.
+ * Polls, in one statement (one snapshot), the count and the largest id of the tasks and the
+ * count and the largest position of the events, until `done()`. With ids and positions handed
+ * out 1, 2, 3... and no deletes, count < max means one is visible while a smaller one is not.
  */
 export async function pollIdVisibility(db: Kysely<Database>, done: () => boolean): Promise<{ polls: number; problems: string[] }> {
   const problems: string[] = [];
   let polls = 0;
   while (!done()) {
-    const row = await db
-      .selectFrom('tasks')
-      .select([sql<number>`count(*)::int`.as('n'), sql<number>`coalesce(max(id), 0)::int`.as('top')])
-      .executeTakeFirstOrThrow();
+    const { rows } = await sql<{ tasks: number; top_id: number; events: number; top_position: number }>`select
+      (select count(*) from tasks)::int as tasks, (select coalesce(max(id), 0) from tasks)::int as top_id,
+      (select count(*) from events)::int as events, (select coalesce(max(position), 0) from events)::int as top_position`.execute(db);
+    const row = rows[0]!;
     polls += 1;
-    if (row.n !== row.top && problems.length < 10) problems.push(`${row.n} tasks visible but id ${row.top} among them`);
+    if (row.tasks !== row.top_id && problems.length < 10) problems.push(`${row.tasks} tasks visible but id ${row.top_id} among them`);
+    if (row.events !== row.top_position && problems.length < 10) problems.push(`${row.events} events visible but position ${row.top_position} among them`);
   }
   return { polls, problems };
 }

@@ -67,7 +67,7 @@ Follow('a follower stopped while others write catches up on restart and matches 
   await writeRound(2);
   const behind = await stats();
   assert.ok(behind.as_of_position < behind.last_position, 'stopped: the counts lag the log');
-  assert.is.not(behind.results, await truth());
+  assert.not.equal(behind.results, await truth());
 
   // Two followers at once, as with two jobs children: still every event counted once.
   follower = new ReadModelFollower(app.deps).start();

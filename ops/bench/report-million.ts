@@ -1,0 +1,116 @@
+/**
+ * A report over a million events, on the real entry point (one web worker, one jobs child): how
+ * long the aggregation takes in the jobs child, and whether the web worker stays responsive
+ * meanwhile (latency of /healthz and of GET /api/tasks/ before and during the report).
+ *
+ *   node --import tsx ops/bench/report-million.ts [events, default 1000000]
+ *
+ * Starts its own throwaway PostgreSQL (the test suite's settings) and redis-server in a temporary
+ * directory it deletes, seeds the history with generate_series (seed-events.ts: 2/3 creations,
+ * 1/3 completions over 30 days), runs `POST /api/reports/` for the whole range, checks every
+ * number of the result against the seed, and prints the timings.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
+import { connectDatabase } from '../../db/connect.js';
+import { migrateToLatest } from '../../db/migrate.js';
+import { createUser } from '../../src/auth/users.repository.js';
+import { startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
+import { findFreePort } from '../embedded/ports.js';
+import { startEmbeddedPostgres } from '../embedded/postgres.js';
+import { startRedis } from '../embedded/redis.js';
+import { expectedDays, seedCompletedHistory, type SeedOptions } from './seed-events.js';
+
+const EVENTS = Number(process.argv[2] ?? 1_000_000);
+const RANGE = { from: '2026-10-01', to: '2026-10-30' };
+
+interface Latencies { count: number; p50: number; p99: number; max: number }
+
+function summarise(samples: number[]): Latencies {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+  return { count: sorted.length, p50: at(0.5), p99: at(0.99), max: sorted.at(-1) ?? NaN };
+}
+
+/** Times sequential GETs of `paths` in turn until `done()` says stop. */
+async function probe(base: string, paths: string[], token: string, done: () => boolean): Promise<Record<string, Latencies>> {
+  const samples = new Map(paths.map((p) => [p, [] as number[]]));
+  for (let i = 0; !done(); i += 1) {
+    const path = paths[i % paths.length]!;
+    const began = performance.now();
+    const response = await fetch(`${base}${path}`, { headers: { Authorization: `Bearer ${token}` } });
+    await response.arrayBuffer();
+    samples.get(path)!.push(performance.now() - began);
+    await sleep(5);
+  }
+  return Object.fromEntries([...samples].map(([path, list]) => [path, summarise(list)]));
+}
+
+const show = (label: string, stats: Record<string, Latencies>) => {
+  for (const [path, s] of Object.entries(stats)) {
+    console.log(`  ${label.padEnd(7)} ${path.padEnd(12)} n=${String(s.count).padStart(5)}  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  max ${s.max.toFixed(2)} ms`);
+  }
+};
+
+async function main(): Promise<void> {
+  const scratch = await mkdtemp(join(tmpdir(), 'paceline-report-bench-'));
+  await chmod(scratch, 0o755);
+  const postgres = await startEmbeddedPostgres({ dataDir: join(scratch, 'pg'), port: await findFreePort(), persistent: false });
+  const redis = await startRedis({ dataDir: join(scratch, 'redis'), port: await findFreePort(), persistent: false });
+  let cluster: RunningCluster | undefined;
+  try {
+    const db = connectDatabase(postgres.url, 2, 'report-bench');
+    await migrateToLatest(db);
+    const user = await createUser(db, 'alice', 'alice-pass-123');
+    if (!user.ok) throw new Error('could not create the user');
+    const seed: SeedOptions = { tasks: Math.round((EVENTS * 2) / 3), owner: user.user, start: new Date(`${RANGE.from}T00:00:00Z`), spanMs: 30 * 86_400_000 };
+    let began = Date.now();
+    const total = await seedCompletedHistory(db, seed);
+    await sql`analyze`.execute(db);
+    console.log(`seeded ${total} events (${seed.tasks} tasks) in ${((Date.now() - began) / 1000).toFixed(1)} s`);
+
+    cluster = await startCluster({
+      DATABASE_URL: postgres.url, REDIS_URL: redis.url, REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`, CURSOR_SECRET: 'report-bench-secret-0123456789',
+      WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', THROTTLE_USER: '1000000/min', LOG_LEVEL: 'warn',
+    });
+    const login = await fetch(`${cluster.base}/api/auth/token/`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }) });
+    const { token } = (await login.json()) as { token: string };
+    await sleep(8_000); // let the jobs child finish booting, so the baseline is not measured against it
+    const paths = ['/healthz', '/api/tasks/'];
+    const baselineEnd = Date.now() + 3_000;
+    const baseline = await probe(cluster.base, paths, token, () => Date.now() > baselineEnd);
+
+    began = Date.now();
+    const accepted = await fetch(`${cluster.base}/api/reports/`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` }, body: JSON.stringify(RANGE) });
+    const location = accepted.headers.get('location')!;
+    let report: { status: string; result: { days: unknown; open_at_start: number }; started_at: string; finished_at: string } | undefined;
+    const watcher = (async () => {
+      while (!report || !['done', 'failed'].includes(report.status)) {
+        await sleep(250);
+        report = (await (await fetch(location, { headers: { Authorization: `Bearer ${token}` } })).json()) as typeof report;
+      }
+    })();
+    const during = await probe(cluster.base, paths, token, () => report !== undefined && ['done', 'failed'].includes(report.status));
+    await watcher;
+    const expected = expectedDays(seed, RANGE.from, RANGE.to);
+    const correct = report!.status === 'done' && isDeepStrictEqual(report!.result.days, expected.days) && report!.result.open_at_start === expected.openAtStart;
+    const jobSeconds = (Date.parse(report!.finished_at) - Date.parse(report!.started_at)) / 1000;
+    console.log(`report over ${total} events: ${report!.status}, job ${jobSeconds.toFixed(1)} s (POST to done ${((Date.now() - began) / 1000).toFixed(1)} s), result ${correct ? 'matches' : 'DOES NOT match'} the seed`);
+    console.log('web worker latency (sequential GETs, 5 ms apart):');
+    show('before', baseline);
+    show('during', during);
+    await db.destroy();
+    if (!correct) process.exitCode = 1;
+  } finally {
+    await cluster?.stop();
+    await Promise.allSettled([redis.stop(), postgres.stop()]);
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+await main();
