@@ -76,7 +76,7 @@ async function main(): Promise<void> {
 
     cluster = await startCluster({
       DATABASE_URL: postgres.url, REDIS_URL: redis.url, REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`, CURSOR_SECRET: 'report-bench-secret-0123456789',
-      WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', THROTTLE_USER: '1000000/min', LOG_LEVEL: 'warn',
+      WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', THROTTLE_USER: '100000/min', LOG_LEVEL: 'warn',
     });
     const login = await fetch(`${cluster.base}/api/auth/token/`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }) });
     const { token } = (await login.json()) as { token: string };
