@@ -57,6 +57,44 @@ const show = (label: string, stats: Record<string, Latencies>) => {
   }
 };
 
+interface Report { status: string; result: { days: unknown; open_at_start: number }; created_at: string; started_at: string; finished_at: string }
+
+/** Seeds the history into a fresh, migrated database; returns the seed and the event count. */
+async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: number }> {
+  const db = connectDatabase(url, 2, 'report-bench');
+  try {
+    await migrateToLatest(db);
+    const user = await createUser(db, 'alice', 'alice-pass-123');
+    if (!user.ok) throw new Error('could not create the user');
+    const seed: SeedOptions = { tasks: Math.round((EVENTS * 2) / 3), owner: user.user, start: new Date(`${RANGE.from}T00:00:00Z`), spanMs: 30 * 86_400_000 };
+    const began = Date.now();
+    const total = await seedCompletedHistory(db, seed);
+    await sql`analyze`.execute(db);
+    console.log(`seeded ${total} events (${seed.tasks} tasks) in ${((Date.now() - began) / 1000).toFixed(1)} s`);
+    return { seed, total };
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** Posts the report and probes the web worker until the report is finished. */
+async function runReport(base: string, token: string, paths: string[]) {
+  const auth = { Authorization: `Bearer ${token}` };
+  const accepted = await fetch(`${base}/api/reports/`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth }, body: JSON.stringify(RANGE) });
+  const location = accepted.headers.get('location')!;
+  let report: Report | undefined;
+  const finished = () => report !== undefined && ['done', 'failed'].includes(report.status);
+  const watcher = (async () => {
+    while (!finished()) {
+      await sleep(250);
+      report = (await (await fetch(location, { headers: auth })).json()) as Report;
+    }
+  })();
+  const during = await probe(base, paths, token, finished);
+  await watcher;
+  return { report: report!, during };
+}
+
 async function main(): Promise<void> {
   const scratch = await mkdtemp(join(tmpdir(), 'paceline-report-bench-'));
   await chmod(scratch, 0o755);
@@ -64,16 +102,7 @@ async function main(): Promise<void> {
   const redis = await startRedis({ dataDir: join(scratch, 'redis'), port: await findFreePort(), persistent: false });
   let cluster: RunningCluster | undefined;
   try {
-    const db = connectDatabase(postgres.url, 2, 'report-bench');
-    await migrateToLatest(db);
-    const user = await createUser(db, 'alice', 'alice-pass-123');
-    if (!user.ok) throw new Error('could not create the user');
-    const seed: SeedOptions = { tasks: Math.round((EVENTS * 2) / 3), owner: user.user, start: new Date(`${RANGE.from}T00:00:00Z`), spanMs: 30 * 86_400_000 };
-    let began = Date.now();
-    const total = await seedCompletedHistory(db, seed);
-    await sql`analyze`.execute(db);
-    console.log(`seeded ${total} events (${seed.tasks} tasks) in ${((Date.now() - began) / 1000).toFixed(1)} s`);
-
+    const { seed, total } = await seedDatabase(postgres.url);
     cluster = await startCluster({
       DATABASE_URL: postgres.url, REDIS_URL: redis.url, REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`, CURSOR_SECRET: 'report-bench-secret-0123456789',
       WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', THROTTLE_USER: '100000/min', LOG_LEVEL: 'warn',
@@ -84,27 +113,18 @@ async function main(): Promise<void> {
     const paths = ['/healthz', '/api/tasks/'];
     const baselineEnd = Date.now() + 3_000;
     const baseline = await probe(cluster.base, paths, token, () => Date.now() > baselineEnd);
+    const { report, during } = await runReport(cluster.base, token, paths);
 
-    began = Date.now();
-    const accepted = await fetch(`${cluster.base}/api/reports/`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` }, body: JSON.stringify(RANGE) });
-    const location = accepted.headers.get('location')!;
-    let report: { status: string; result: { days: unknown; open_at_start: number }; started_at: string; finished_at: string } | undefined;
-    const watcher = (async () => {
-      while (!report || !['done', 'failed'].includes(report.status)) {
-        await sleep(250);
-        report = (await (await fetch(location, { headers: { Authorization: `Bearer ${token}` } })).json()) as typeof report;
-      }
-    })();
-    const during = await probe(cluster.base, paths, token, () => report !== undefined && ['done', 'failed'].includes(report.status));
-    await watcher;
     const expected = expectedDays(seed, RANGE.from, RANGE.to);
-    const correct = report!.status === 'done' && isDeepStrictEqual(report!.result.days, expected.days) && report!.result.open_at_start === expected.openAtStart;
-    const jobSeconds = (Date.parse(report!.finished_at) - Date.parse(report!.started_at)) / 1000;
-    console.log(`report over ${total} events: ${report!.status}, job ${jobSeconds.toFixed(1)} s (POST to done ${((Date.now() - began) / 1000).toFixed(1)} s), result ${correct ? 'matches' : 'DOES NOT match'} the seed`);
+    const correct = report.status === 'done' && isDeepStrictEqual(report.result.days, expected.days) && report.result.open_at_start === expected.openAtStart;
+    const seconds = (from: string, to: string) => ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(1);
+    console.log(
+      `report over ${total} events: ${report.status}; queued ${seconds(report.created_at, report.started_at)} s, ` +
+        `aggregation ${seconds(report.started_at, report.finished_at)} s; the result ${correct ? 'matches' : 'DOES NOT match'} the seed`,
+    );
     console.log('web worker latency (sequential GETs, 5 ms apart):');
     show('before', baseline);
     show('during', during);
-    await db.destroy();
     if (!correct) process.exitCode = 1;
   } finally {
     await cluster?.stop();

@@ -6,12 +6,15 @@ const DISCARD_FACTOR = 16;
 
 /**
  * Reads a JSON (or, where `allowForm`, form-encoded) request body as DRF's parsers would: an
- * empty body is `{}`; a wrong Content-Type is 415; a body over `limit` bytes is 413 without
- * reading the rest; malformed JSON is 400 with the parser's reason.
+ * empty body is `{}`; a wrong Content-Type is 415; a body over `limit` bytes is 413, its rest
+ * dropped unparsed; malformed JSON is 400 with the parser's reason.
  */
 export async function readBody(ctx: Context, limit: number, allowForm = false): Promise<unknown> {
   const declared = Number(ctx.get('Content-Length') || 0);
-  if (declared > limit) throw Errors.payloadTooLarge(limit);
+  if (declared > limit) {
+    discardRest(ctx, limit);
+    throw Errors.payloadTooLarge(limit);
+  }
   const raw = await readRaw(ctx, limit);
   if (raw.length === 0) return {};
   const type = (ctx.get('Content-Type').split(';')[0] ?? '').trim().toLowerCase();

@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
 import { readOwnerCounts } from '../events/read-model.js';
 import type { Guard } from './guard.js';
 
@@ -13,6 +14,10 @@ export function statsRoutes(deps: Deps, guard: Guard): Router {
   router.get('/api/tasks/stats/', guard(), async (ctx) => {
     const owner = ctx.query.owner;
     ctx.body = await readOwnerCounts(deps.db, Array.isArray(owner) ? owner.at(-1) : owner);
+  });
+  // Any other method ends here too, or the task routes would take `stats` for a task id.
+  router.all('/api/tasks/stats/', (ctx) => {
+    throw Errors.methodNotAllowed(ctx.method, 'GET, HEAD');
   });
   return router;
 }

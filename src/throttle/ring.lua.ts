@@ -10,113 +10,82 @@
  * window, after which every entry has left it anyway. Rejections write nothing.
  *
  * KEYS[i] is check i's ring, ARGV[2i-1] its limit N and ARGV[2i] its window in ms. All checks are
- * decided at one instant and recorded only if every one admits. The instant is never earlier than
- * the newest recorded one, so a clock stepping back cannot unsort a ring.
+ * decided at one reading of the clock and recorded only if every one admits: with several
+ * checks, a first pass decides without writing, a second records. A ring's instant is never
+ * earlier than its newest entry, so a clock stepping back cannot unsort it.
  *
- * A ring stored for another limit stays exact: a smaller one is padded (reading only), a larger
- * one is used as is and cut to N when a request is admitted, which drops only entries already
- * outside the window. So workers briefly running different limits (a rolling reload) each
- * enforce their own limit exactly.
+ * A ring stored for another limit stays exact: a smaller one is padded with empty slots; a
+ * larger one is cut to N when the entries cut are outside the window, and otherwise used as is
+ * (an admission overwrites its oldest entry, which is then outside the window). So workers
+ * briefly running different limits (a rolling reload) each enforce their own exactly.
  *
- * Returns 4 integers per check: allowed (1/0), remaining, resetMs, retryAfterS (see Decision).
+ * Per-call closures and tables are a large part of a script this small, hence one decision
+ * function with locals rather than a table per check. Returns 4 integers per check: allowed
+ * (1/0), remaining, resetMs, retryAfterS (see Decision).
  */
 export const RING_SCRIPT = `
+local unpack, pack, floor, ceil, max = struct.unpack, struct.pack, math.floor, math.ceil, math.max
 local SLOT = 8
 
--- ring: s = stored bytes, head = slot of the oldest entry, size = slots, fresh = s not stored
-local function slot_at(ring, j)
-  return (struct.unpack('<d', ring.s, 1 + SLOT * (1 + (ring.head + j) % ring.size)))
+-- entry j of a ring, 0 = oldest
+local function entry(s, head, size, j)
+  return (unpack('<d', s, 1 + SLOT * (1 + (head + j) % size)))
 end
 
-local function new_ring(stamps, n)
-  local body = string.rep('\\0', SLOT * n - #stamps) .. stamps
-  return { s = struct.pack('<d', 0) .. body, head = 0, size = n, fresh = true }
-end
-
--- the ring cut or padded to n slots, keeping the most recent entries
-local function resize(ring, n)
-  local kept = {}
-  for j = math.max(0, ring.size - n), ring.size - 1 do
-    kept[#kept + 1] = struct.pack('<d', slot_at(ring, j))
+-- decides check i at now; records it if allowed and record is true; returns the 4 results
+local function check(i, now, record)
+  local key, n, window_ms = KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local window, s = window_ms * 1000, redis.call('GET', key)
+  local size = s and #s / SLOT - 1 or 0
+  local head = size >= 1 and unpack('<d', s) or -1
+  if size % 1 ~= 0 or head < 0 or head >= size or head % 1 ~= 0 then
+    -- no ring (or not one of ours): the request is the first of its window
+    if record then redis.call('SET', key, pack('<d', 1 % n) .. pack('<d', now) .. string.rep('\\0', SLOT * (n - 1)), 'PX', window_ms) end
+    return 1, record and n - 1 or n, record and window_ms or 0, 0
   end
-  return new_ring(table.concat(kept), n)
-end
-
-local function load_ring(key, n)
-  local s = redis.call('GET', key)
-  local size = s and (#s / SLOT - 1) or 0
-  local head = size >= 1 and struct.unpack('<d', s) or -1
-  if size % 1 ~= 0 or head < 0 or head >= size or head % 1 ~= 0 then return new_ring('', n) end
-  local ring = { s = s, head = head, size = size, fresh = false }
-  if size < n then return resize(ring, n) end
-  return ring
-end
-
--- the first entry (from the oldest) inside the window, searching [lo, size]; size when none is
-local function first_inside(ring, lo, floor)
-  local hi = ring.size
+  local fresh = size < n or (size > n and entry(s, head, size, size - n - 1) <= now - window)
+  if fresh then
+    local kept = {}
+    for j = max(0, size - n), size - 1 do kept[#kept + 1] = pack('<d', entry(s, head, size, j)) end
+    local stamps = table.concat(kept)
+    s, head, size = pack('<d', 0) .. string.rep('\\0', SLOT * n - #stamps) .. stamps, 0, n
+  end
+  now = max(now, entry(s, head, size, size - 1))
+  local nth = entry(s, head, size, size - n)
+  if nth > now - window then
+    local wait = nth + window - now
+    return 0, 0, ceil(wait / 1000), max(1, ceil(wait / 1000000))
+  end
+  -- the first entry inside the window; the N-th most recent and older are outside
+  local lo, hi = size - n + 1, size
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if slot_at(ring, mid) > floor then hi = mid else lo = mid + 1 end
+    local mid = floor((lo + hi) / 2)
+    if entry(s, head, size, mid) > now - window then hi = mid else lo = mid + 1 end
   end
-  return lo
-end
-
-local function record(c, now)
-  local ring = c.ring
-  if ring.size > c.n then ring = resize(ring, c.n) end
-  local at = SLOT * (1 + ring.head)
-  local stamp = struct.pack('<d', now)
-  local header = struct.pack('<d', (ring.head + 1) % ring.size)
-  if ring.fresh then
-    local s = header .. string.sub(ring.s, SLOT + 1, at) .. stamp .. string.sub(ring.s, at + SLOT + 1)
-    redis.call('SET', c.key, s, 'PX', c.window_ms)
+  local oldest = lo < size and entry(s, head, size, lo) or nil
+  if not record then return 1, n - (size - lo), oldest and ceil((oldest + window - now) / 1000) or 0, 0 end
+  local at, stamp, header = SLOT * (1 + head), pack('<d', now), pack('<d', (head + 1) % size)
+  if fresh then
+    redis.call('SET', key, header .. string.sub(s, SLOT + 1, at) .. stamp .. string.sub(s, at + SLOT + 1), 'PX', window_ms)
   else
-    redis.call('SETRANGE', c.key, at, stamp)
-    redis.call('SETRANGE', c.key, 0, header)
-    redis.call('PEXPIRE', c.key, c.window_ms)
+    redis.call('SETRANGE', key, at, stamp)
+    redis.call('SETRANGE', key, 0, header)
+    redis.call('PEXPIRE', key, window_ms)
   end
+  return 1, n - (size - lo) - 1, ceil(((oldest or now) + window - now) / 1000), 0
 end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local checks = {}
-for i, key in ipairs(KEYS) do
-  local n = tonumber(ARGV[2 * i - 1])
-  local ring = load_ring(key, n)
-  now = math.max(now, slot_at(ring, ring.size - 1))
-  checks[i] = { key = key, n = n, window_ms = tonumber(ARGV[2 * i]), ring = ring }
-end
-
 local admitted = true
-for _, c in ipairs(checks) do
-  c.window = c.window_ms * 1000
-  c.nth = slot_at(c.ring, c.ring.size - c.n)
-  c.allowed = c.nth <= now - c.window
-  if not c.allowed then admitted = false end
-end
-
-local out = {}
-for _, c in ipairs(checks) do
-  local remaining, oldest, retry = 0, nil, 0
-  if not c.allowed then
-    oldest = c.nth
-    retry = math.max(1, math.ceil((oldest + c.window - now) / 1000000))
-  else
-    local first = first_inside(c.ring, c.ring.size - c.n + 1, now - c.window)
-    local inside = c.ring.size - first
-    if inside > 0 then oldest = slot_at(c.ring, first) end
-    remaining = c.n - inside
-    if admitted then
-      record(c, now)
-      remaining = remaining - 1
-      oldest = oldest or now
-    end
+if #KEYS > 1 then
+  for i = 1, #KEYS do
+    if check(i, now, false) == 0 then admitted = false end
   end
-  out[#out + 1] = c.allowed and 1 or 0
-  out[#out + 1] = remaining
-  out[#out + 1] = oldest and math.ceil((oldest + c.window - now) / 1000) or 0
-  out[#out + 1] = retry
+end
+local out = {}
+for i = 1, #KEYS do
+  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = check(i, now, admitted)
 end
 return out
 `;

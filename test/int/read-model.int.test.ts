@@ -106,6 +106,11 @@ Follow('GET /api/tasks/stats/ answers anyone, narrows by owner, and is not taken
   const nobody = await request(app.base, 'GET', '/api/tasks/stats/?owner=nobody');
   assert.equal(nobody.body.results, []);
   assert.is((await request(app.base, 'GET', '/api/tasks/stats')).status, 308);
+  for (const method of ['POST', 'DELETE']) {
+    const refused = await request(app.base, method, '/api/tasks/stats/', { token: tokens.alice });
+    assert.is(refused.status, 405, method);
+    assert.is(refused.headers.get('allow'), 'GET, HEAD');
+  }
 });
 
 Follow.run();
