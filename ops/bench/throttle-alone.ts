@@ -1,14 +1,20 @@
 /**
  * What the throttle alone costs: a bare Koa app served by W=2 node:cluster workers, without a
- * throttle and with one of three Redis limiters in front, loaded by autocannon on 127.0.0.1.
+ * throttle and with a Redis limiter in front, loaded by autocannon on 127.0.0.1.
  *
- *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants = all, comma-separated]
+ *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants, comma-separated]
  *
- * Variants: `none`; `ring` (src/throttle, the one the service uses), also with ioredis
- * `enableAutoPipelining` (`ring-autopipe`: commands issued in one tick share a write); `zset`, a sorted-set
- * sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD); `fixed`, a fixed-window INCR+PEXPIRE counter. The
- * last two live only here, for comparison. 1,000 client idents rotate and the limit (100/s per
- * ident) never triggers, so every variant does the admitting path. Starts and stops its own
+ * Variants: `none`; `ring`, src/throttle as the service uses it; `ring-autopipe`, the same over
+ * an ioredis client with `enableAutoPipelining`; `zset`, a sorted-set sliding log
+ * (ZREMRANGEBYSCORE/ZCARD/ZADD); `fixed`, a fixed-window INCR+PEXPIRE counter. The last two live
+ * only here, for comparison. 1,000 client idents rotate and the limit (100/s per ident) never
+ * triggers, so every variant takes the admitting path. All servers start first and are warmed;
+ * the variants then take turns in rounds, so a change in the host's load hits them alike.
+ *
+ * Printed per variant: req/s and its ratio to `none` (overall, and the range over rounds), p99,
+ * Redis round trips and commands per request (INFO commandstats; commands inside scripts count),
+ * and CPU µs per request of the workers, of redis-server and of this process (autocannon).
+ * Then MEMORY USAGE of one client key holding 100 admissions. Starts and stops its own
  * redis-server on a free port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -203,16 +209,19 @@ async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>
   return sizes;
 }
 
-function summarise(variant: Variant, slices: Slice[], baseline: number) {
-  const sum = (pick: (slice: Slice) => number) => slices.reduce((total, slice) => total + pick(slice), 0);
-  const requests = sum((s) => s.requests);
-  const reqPerS = requests / sum((s) => s.seconds);
-  const perReq = (value: number, digits = 1) => Number((value / requests).toFixed(digits));
+/** Totals per request over all slices; the ratio per round compares slices run back to back. */
+function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
+  const sum = (rows: Slice[], pick: (slice: Slice) => number) => rows.reduce((total, slice) => total + pick(slice), 0);
+  const rate = (rows: Slice[]) => sum(rows, (s) => s.requests) / sum(rows, (s) => s.seconds);
+  const requests = sum(slices, (s) => s.requests);
+  const perReq = (pick: (slice: Slice) => number, digits = 1) => Number((sum(slices, pick) / requests).toFixed(digits));
+  const roundRatios = slices.map((slice, i) => rate([slice]) / rate(baseline.slice(i, i + 1)));
   return {
-    variant, reqPerS: Math.round(reqPerS), ratio: Number((reqPerS / baseline).toFixed(3)),
-    p99Ms: Math.max(...slices.map((s) => s.p99Ms)), non2xx: sum((s) => s.non2xx), errors: sum((s) => s.errors),
-    roundTrips: perReq(sum((s) => s.scripts), 3), redisCmds: perReq(sum((s) => s.commands), 2),
-    nodeCpuUs: perReq(sum((s) => s.nodeUs)), redisCpuUs: perReq(sum((s) => s.redisUs)), loaderCpuUs: perReq(sum((s) => s.loaderUs)),
+    variant, reqPerS: Math.round(rate(slices)), ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
+    roundRatios: `${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}`,
+    p99Ms: Math.max(...slices.map((s) => s.p99Ms)), non2xx: sum(slices, (s) => s.non2xx), errors: sum(slices, (s) => s.errors),
+    roundTrips: perReq((s) => s.scripts, 3), redisCmds: perReq((s) => s.commands, 2),
+    nodeCpuUs: perReq((s) => s.nodeUs), redisCpuUs: perReq((s) => s.redisUs), loaderCpuUs: perReq((s) => s.loaderUs),
   };
 }
 
@@ -227,12 +236,10 @@ async function runPrimary(secondsPerVariant: number, rounds: number, variants: V
       const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
       for (const server of order) slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
     }
-    const none = slices.get('none') ?? [];
-    const baseline = none.reduce((a, s) => a + s.requests, 0) / none.reduce((a, s) => a + s.seconds, 0);
     console.log(`redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, `
       + `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds, `
       + `load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}`);
-    console.table(variants.map((variant) => summarise(variant, slices.get(variant) ?? [], baseline)));
+    console.table(variants.map((variant) => summarise(variant, slices.get(variant) ?? [], slices.get('none') ?? [])));
     console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(redis.admin));
   } finally {
     await Promise.all(servers.map(stopServer));

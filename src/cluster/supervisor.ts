@@ -8,6 +8,8 @@ interface Slot {
   worker: Worker;
   crashes: number[];
   retiring: boolean;
+  /** The reload generation the child was started in; a reload replaces every older child. */
+  generation: number;
 }
 
 const CRASH_WINDOW_MS = 60_000;
@@ -24,6 +26,8 @@ export class Supervisor {
   #slots = new Set<Slot>();
   #stopping = false;
   #timers = new Set<NodeJS.Timeout>();
+  #generation = 0;
+  #reloading: Promise<void> | null = null;
 
   constructor(
     private readonly options: {
@@ -39,12 +43,26 @@ export class Supervisor {
     await Promise.all(Array.from({ length: count }, () => this.#spawn(role, [])));
   }
 
-  /** Replaces every child of `role`, one at a time. */
-  async reload(role: ChildRole): Promise<void> {
-    for (const slot of [...this.#slots].filter((s) => s.role === role && !s.retiring)) {
-      if (this.#stopping) return;
-      await this.#spawn(role, []);
-      await this.#retire(slot);
+  /**
+   * Replaces every child of `role` started before this call, one at a time: a new child first,
+   * then the old one drains. A reload asked for during another one extends it rather than running
+   * beside it (which would leave twice the children). A new child that exits before it is ready
+   * ends the reload, keeping the old children serving.
+   */
+  reload(role: ChildRole): Promise<void> {
+    this.#generation += 1;
+    return (this.#reloading ??= this.#replaceOlder(role).finally(() => (this.#reloading = null)));
+  }
+
+  async #replaceOlder(role: ChildRole): Promise<void> {
+    for (;;) {
+      const old = [...this.#slots].find((s) => s.role === role && !s.retiring && s.generation < this.#generation);
+      if (!old || this.#stopping) return;
+      if (!(await this.#spawn(role, []))) {
+        this.options.logger.error({ role }, 'a new child exited before it was ready; reload abandoned, the old children keep serving');
+        return;
+      }
+      await this.#retire(old);
     }
   }
 
@@ -59,19 +77,20 @@ export class Supervisor {
     return [...this.#slots].map((s) => s.worker);
   }
 
-  #spawn(role: ChildRole, crashes: number[]): Promise<void> {
+  /** Forks a child; resolves true once it is ready, false if it exits first. */
+  #spawn(role: ChildRole, crashes: number[]): Promise<boolean> {
     const worker = cluster.fork({ ...this.options.env, PACELINE_CHILD_ROLE: role });
-    const slot: Slot = { role, worker, crashes, retiring: false };
+    const slot: Slot = { role, worker, crashes, retiring: false, generation: this.#generation };
     this.#slots.add(slot);
     worker.on('exit', (code, signal) => this.#onExit(slot, code, signal));
     return new Promise((resolve) => {
       const ready = (message: unknown) => {
         if ((message as { type?: string })?.type !== 'ready') return;
         worker.off('message', ready);
-        resolve();
+        resolve(true);
       };
       worker.on('message', ready);
-      worker.once('exit', () => resolve());
+      worker.once('exit', () => resolve(false));
     });
   }
 

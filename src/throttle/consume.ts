@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { RING_SCRIPT } from './ring.lua.js';
 import type { ScopeName, ScopeRule } from './scopes.js';
 
@@ -46,6 +46,7 @@ export interface Throttler {
    * rejects the promise.
    *
    * Under Redis Cluster all checks of one call must have the same `ident` (one hash slot).
+   * @throws Error (rejects) when two checks name the same scope and ident: a wiring mistake.
    */
   consume(checks: ReadonlyArray<Check>): Promise<Decision[]>;
 }
@@ -59,13 +60,14 @@ type RingCommand = (numKeys: number, ...keysThenArgs: Array<string | number>) =>
  * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:{<ident>}:<scope>`;
  * the braces make every key of one identity share a Redis Cluster hash slot.
  */
-export function createThrottler(deps: { redis: Redis; keyPrefix: string }): Throttler {
+export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string }): Throttler {
   deps.redis.defineCommand(COMMAND, { lua: RING_SCRIPT });
   const run = (deps.redis as unknown as Record<typeof COMMAND, RingCommand>)[COMMAND].bind(deps.redis);
   return {
     async consume(checks) {
       if (checks.length === 0) return [];
       const keys = checks.map((check) => throttleKey(deps.keyPrefix, check));
+      if (new Set(keys).size < keys.length) throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
       const args = checks.flatMap(({ rule }) => [rule.rate.limit, rule.rate.windowMs]);
       const reply = await run(keys.length, ...keys, ...args);
       return checks.map(({ rule }, i) => toDecision(rule, reply.slice(4 * i, 4 * i + 4)));

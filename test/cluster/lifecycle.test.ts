@@ -61,12 +61,6 @@ async function waitFor<T>(what: string, check: () => T | undefined | Promise<T |
   }
 }
 
-/** Two web workers, none of them in `old`. */
-const twoNewWebWorkers = (old: number[]) => () => {
-  const web = children('web');
-  return web.length === 2 && web.every((pid) => !old.includes(pid)) ? web : undefined;
-};
-
 /** GET on a connection of its own, so the primary hands successive requests to different workers. */
 function getOnNewConnection(path: string, requestId: string): Promise<Outcome> {
   return new Promise((resolve) => {
@@ -210,19 +204,29 @@ Lifecycle('a SIGKILLed web worker is replaced by a new process and the service a
   assert.equal(failed, [], `${failed.length} of ${afterNotice.length} requests failed after the primary noticed`);
 });
 
-Lifecycle('SIGHUP replaces the web workers one at a time with no failed request', async () => {
+Lifecycle('SIGHUP, even twice in a row, replaces the web workers one at a time with no failed request', async () => {
+  const primary = cluster.child.pid!;
   const old = children('web');
   const jobs = children('jobs');
-  let replaced: number[] | undefined;
-  const polling = loopRequests('lc-reload', () => replaced !== undefined, 90_000);
+  const reloadsDone = () => cluster.output().split('web workers replaced').length;
+  const doneBefore = reloadsDone();
+  let settled = false;
+  const polling = loopRequests('lc-reload', () => settled, 120_000);
   await sleep(200);
-  process.kill(cluster.child.pid!, 'SIGHUP');
-  replaced = await waitFor('two new web workers', twoNewWebWorkers(old), 90_000);
+  process.kill(primary, 'SIGHUP');
+  // A second signal while the first reload runs extends it: it must not run a second one beside it.
+  const first = await waitFor('the first new web worker', () => children('web').find((pid) => !old.includes(pid)));
+  process.kill(primary, 'SIGHUP');
+  await waitFor('both reloads to finish', () => (reloadsDone() >= doneBefore + 2 ? true : undefined), 120_000);
+  settled = true;
   const results = await polling;
+  const web = children('web');
+  assert.is(web.length, 2, `web workers after two reloads: ${web.join(', ')}`);
+  assert.ok(web.every((pid) => !old.includes(pid) && pid !== first), 'every web worker was started after the last signal');
+  assert.ok([...old, first].every((pid) => !isAlive(pid)), 'the replaced web workers exited');
   const failed = results.filter((r) => r.outcome !== 200);
   assert.ok(results.length > 20, `only ${results.length} requests during the reload`);
   assert.equal(failed, [], `${failed.length} of ${results.length} requests failed during the reload`);
-  assert.ok(old.every((pid) => !isAlive(pid)), 'the old web workers exited');
   assert.equal(children('jobs'), jobs, 'the job worker is left alone');
 });
 

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Database } from '../../db/database.js';
-import { tasksSource } from '../../src/events/task.queries.js';
+import { taskEventsSource, tasksSource } from '../../src/events/task.queries.js';
 import { encodeCursor } from '../../src/pagination/cursor-codec.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
@@ -35,6 +35,18 @@ async function walk(path: string): Promise<number[][]> {
     if (response.body.next === null) return pages;
     response = await follow(response.body.next);
   }
+}
+
+/** Walks forward to the last page, then follows `previous` back to the first; returns the backward pages. */
+async function walkBackward(path: string): Promise<number[][]> {
+  let response = await get(path);
+  while (response.body.next !== null) response = await follow(response.body.next);
+  const pages = [ids(response.body)];
+  while (response.body.previous !== null) {
+    response = await follow(response.body.previous);
+    pages.push(ids(response.body));
+  }
+  return pages;
 }
 
 async function expectDetail(path: string, status: number, ...mentions: string[]): Promise<void> {
@@ -107,9 +119,11 @@ limitOffset('an offset at or past the end is a 200 with empty results and a prev
   assert.equal((await get('/api/tasks/?offset=30')).body, { count: 25, next: null, previous: `${B}?limit=10&offset=20`, results: [] });
 });
 
-limitOffset('following next walks every task once, in either ordering', async () => {
+limitOffset('following next, then previous, walks every task once, in either ordering', async () => {
   assert.equal(await walk('/api/tasks/?limit=7'), [range(1, 7), range(8, 14), range(15, 21), range(22, 25)]);
   assert.equal(await walk('/api/tasks/?limit=5&ordering=-id'), [range(25, 21), range(20, 16), range(15, 11), range(10, 6), range(5, 1)]);
+  assert.equal(await walkBackward('/api/tasks/?limit=10'), [range(21, 25), range(11, 20), range(1, 10)]);
+  assert.equal(await walkBackward('/api/tasks/?limit=10&ordering=-id'), [range(5, 1), range(15, 6), range(25, 16)]);
 });
 
 limitOffset('malformed limit, offset or page_size → 400 naming the parameter', async () => {
@@ -155,18 +169,6 @@ cursor('page_size: an exact multiple ends without a dangling next; one page hold
   assert.equal(backward, [range(22, 25), range(15, 21), range(8, 14), range(1, 7)]);
 });
 
-/** Walks forward to the last page, then follows `previous` back to the first; returns the backward pages. */
-async function walkBackward(path: string): Promise<number[][]> {
-  let response = await get(path);
-  while (response.body.next !== null) response = await follow(response.body.next);
-  const pages = [ids(response.body)];
-  while (response.body.previous !== null) {
-    response = await follow(response.body.previous);
-    pages.push(ids(response.body));
-  }
-  return pages;
-}
-
 cursor('tampered, truncated, foreign or garbage cursors → 404 Invalid cursor', async () => {
   const page = await get('/api/tasks/?cursor=');
   const good = cursorOf(page.body.next);
@@ -180,7 +182,9 @@ cursor('tampered, truncated, foreign or garbage cursors → 404 Invalid cursor',
   const movedId = Buffer.from(bytes);
   movedId.writeBigInt64BE(movedId.readBigInt64BE(2) + 1n, 2); // the id inside, old signature kept
   const descending = cursorOf((await get('/api/tasks/?cursor=&ordering=-id')).body.next);
-  const otherSecret = encodeCursor({ key: 10, direction: 'forward' }, { ordering: 'asc', orderingParam: 'id' }, 'another-secret-0123456789');
+  const mint = (secret: string) => encodeCursor({ key: 10, direction: 'forward' }, { ordering: 'asc', orderingParam: 'id' }, secret);
+  assert.equal(ids((await get(`/api/tasks/?cursor=${mint(SECRET)}`)).body), range(11, 20), 'signed with CURSOR_SECRET: accepted');
+  const otherSecret = mint('another-secret-0123456789');
   for (const tampered of [flip(1), flip(9), flip(bytes.length - 1), movedId.toString('base64url'), good.slice(0, -2), `${good}A`, 'garbage', 'cD0xMA%3D%3D', otherSecret]) {
     await expectInvalidCursor(`/api/tasks/?cursor=${tampered}`);
   }
@@ -253,7 +257,9 @@ cost.before(async () => {
   await client.connect();
   await client.query(`insert into tasks (id, title, owner_id, owner, created_at, updated_at, version)
     select n, 'Deep ' || n, 1, 'pager', now(), now(), 1 from generate_series(1000, 1000 + $1::int) n`, [DEEP_ROWS]);
-  await client.query('analyze tasks');
+  await client.query(`insert into events (position, stream_id, version, type, data, metadata)
+    select 1000000 + n, 999999, n, 'TaskDetailsChanged', '{}', '{}' from generate_series(1, $1::int) n`, [DEEP_ROWS]);
+  await client.query('analyze tasks; analyze events');
   const queries: CompiledQuery[] = [];
   const pool = new pg.Pool({ connectionString: app.databaseUrl, max: 1 });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: (event) => void queries.push(event.query) });
@@ -286,6 +292,16 @@ cost('shallow and deep cursor pages read page_size+1 rows by the primary key, in
     const plan = await planOfLastQuery();
     const scans = plan.filter((n) => n.node !== 'Limit');
     assert.equal(scans.map((n) => [n.node, n.index]), [['Index Scan', 'tasks_pkey']], `${key} ${ordering}: ${JSON.stringify(plan)}`);
+    assert.ok(scans[0]!.rows <= 8, `${key} ${ordering}: ${scans[0]!.rows} rows read`);
+  }
+});
+
+cost('a task history page reads page_size+1 events by (stream, version) at any depth', async () => {
+  const source = taskEventsSource(explained.db, 999999);
+  for (const [key, ordering] of [[null, 'asc'], [DEEP_ROWS - 50, 'asc'], [50, 'desc']] as const) {
+    await source.seek(key, 8, ordering);
+    const scans = (await planOfLastQuery()).filter((n) => n.node !== 'Limit');
+    assert.equal(scans.map((n) => [n.node, n.index]), [['Index Scan', 'events_stream_version_key']], `${key} ${ordering}`);
     assert.ok(scans[0]!.rows <= 8, `${key} ${ordering}: ${scans[0]!.rows} rows read`);
   }
 });

@@ -245,6 +245,20 @@ consume('a smaller limit shrinks the ring only by entries already outside the wi
   assert.is(admittedCount(await burst(rule('4/s'), ident, 3)), 2, 'the two inside still count');
 });
 
+consume('a value that is not a ring is replaced; a wrong type is an error, not a decision', async () => {
+  const r = rule('3/min');
+  await redis.set(keyOf(r, 'ip:10.0.11.1'), 'not a ring');
+  assert.equal((await burst(r, 'ip:10.0.11.1', 4)).map((d) => d.allowed), [true, true, true, false]);
+  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.11.1')), 8 * 4);
+  await redis.hset(keyOf(r, 'ip:10.0.11.2'), 'a', '1');
+  try {
+    await hit(r, 'ip:10.0.11.2');
+    assert.unreachable('a hash at the key must fail the call');
+  } catch (error) {
+    assert.match(String(error), /WRONGTYPE/);
+  }
+});
+
 consume('one round trip per request, the script sent by SHA', async () => {
   const connection = connect();
   const sent: string[] = [];
@@ -260,6 +274,8 @@ consume('one round trip per request, the script sent by SHA', async () => {
   assert.equal(sent, ['evalsha']);
   assert.equal(await own.consume([]), []);
   assert.throws(() => keyOf(rule('5/min'), 'ip:{x}'), /braces/);
+  const twice = { rule: rule('5/min'), ident: 'ip:10.0.10.2' };
+  await own.consume([twice, twice]).then(() => assert.unreachable('repeated check'), (error: Error) => assert.match(error.message, /repeat/));
 });
 
 consume.run();
