@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
+import { applyRange } from '../../src/events/read-model.js';
 import { rebuildProjections } from '../../src/events/rebuild.js';
 import { findFreePort } from '../embedded/ports.js';
 import { startEmbeddedPostgres } from '../embedded/postgres.js';
@@ -17,11 +18,15 @@ try {
   await migrateToLatest(db);
   const user = await createUser(db, 'alice', 'alice-pass-123');
   if (!user.ok) throw new Error();
-  await seedCompletedHistory(db, { tasks: 666667, owner: user.user, start: new Date('2026-10-01T00:00:00Z'), spanMs: 30 * 86400000 });
+  await seedCompletedHistory(db, { tasks: 133334, owner: user.user, start: new Date('2026-10-01T00:00:00Z'), spanMs: 30 * 86400000 });
   await sql`analyze`.execute(db);
-  const before = await db.selectFrom('owner_task_counts').selectAll().execute();
+  let t = Date.now();
+  await db.transaction().execute(async (trx) => { for (let a = 0; a < 200000; a += 10000) await applyRange(trx, a, a + 10000); throw new Error('rollback'); }).catch(() => {});
+  console.log('applyRange only', (Date.now() - t) / 1000);
+  t = Date.now();
+  await db.transaction().execute(async (trx) => { await trx.deleteFrom('tasks').execute(); throw new Error('rollback'); }).catch(() => {});
+  console.log('delete only', (Date.now() - t) / 1000);
   await rebuildProjections(db, process.stdout);
-  console.log(before, await db.selectFrom('owner_task_counts').selectAll().execute(), await db.selectFrom('counters').selectAll().execute());
 } finally {
   await db.destroy();
   await postgres.stop();
