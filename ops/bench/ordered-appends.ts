@@ -11,10 +11,12 @@
  *   node --import tsx ops/bench/ordered-appends.ts [seconds per variant, default 10] [connections, default 64]
  *
  * Starts its own throwaway PostgreSQL (fsync on: `persistent` mode, in a temporary directory it
- * deletes) and redis-server, one fresh database per variant, throttling off. Measures each pair
+ * deletes) and redis-server, one fresh database per variant, throttling off. Measures the pair
  * twice: with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on), then
- * with the test suite's settings (all three off). Prints req/s, p50/p99 latency, the ratio
- * ordered/unordered, the ordered batch sizes, and whether each database kept commit order.
+ * with the test suite's settings (all three off). Both variants stay up and are loaded in
+ * alternating 2 s slices, so background load on the machine falls on both alike. Prints req/s,
+ * p50/p99 latency, the ratio ordered/unordered, the ordered batch sizes, and whether event
+ * positions kept task id order in each database.
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
@@ -42,6 +44,7 @@ interface BatchSizes { buckets: Array<[string, number]>; count: number; sum: num
 
 const WORKERS = 2;
 const WARMUP_S = 2;
+const SLICE_S = 2;
 const MODES = [
   { name: 'fsync on', settings: { fsync: 'on', synchronous_commit: 'on', full_page_writes: 'on' } },
   { name: 'fsync off', settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } },
@@ -108,31 +111,57 @@ async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
   return { buckets, count: replies.reduce((n, r) => n + r.count, 0), sum: replies.reduce((n, r) => n + r.sum, 0) };
 }
 
-async function measure(variant: Variant, mode: string, adminUrl: string, redisUrl: string, seconds: number, connections: number) {
-  const name = `bench_${variant}_${mode.replace(/\W/g, '_')}`;
-  const { url: databaseUrl, token } = await prepareDatabase(adminUrl, name, variant);
+interface Target { variant: Variant; workers: Worker[]; databaseUrl: string; load: autocannon.Options }
+
+async function startTarget(variant: Variant, mode: string, adminUrl: string, redisUrl: string, connections: number): Promise<Target> {
+  const { url: databaseUrl, token } = await prepareDatabase(adminUrl, `bench_${variant}_${mode.replace(/\W/g, '_')}`, variant);
   const httpPort = await findFreePort();
   const workers = await startWorkers({ variant, databaseUrl, redisUrl, httpPort });
+  const load = {
+    url: `http://127.0.0.1:${httpPort}/api/tasks/`, method: 'POST' as const, connections,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'bench task' }),
+  };
+  return { variant, workers, databaseUrl, load };
+}
+
+/**
+ * Both variants up at once, loaded in alternating slices (O U U O O U ...), so that whatever
+ * else the machine does falls on both alike. Throughput = 2xx over the loaded seconds; p50/p99
+ * are the medians of the slices' percentiles.
+ */
+async function measureMode(mode: string, adminUrl: string, redisUrl: string, seconds: number, connections: number) {
+  const targets = [await startTarget('ordered', mode, adminUrl, redisUrl, connections), await startTarget('unordered', mode, adminUrl, redisUrl, connections)];
   try {
-    const load = {
-      url: `http://127.0.0.1:${httpPort}/api/tasks/`, method: 'POST' as const, connections,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'bench task' }),
-    };
-    await autocannon({ ...load, duration: WARMUP_S });
-    for (const worker of workers) worker.send('reset');
-    const result = await autocannon({ ...load, duration: seconds });
-    const batches = variant === 'ordered' ? await collectBatchSizes(workers) : undefined;
-    const db = connectDatabase(databaseUrl, 1);
-    const order = await checkEventOrder(db);
-    await db.destroy();
-    return {
-      variant, mode, reqPerS: Math.round(result.requests.average), p50Ms: result.latency.p50, p99Ms: result.latency.p99,
-      created: result['2xx'], non2xx: result.non2xx, errors: result.errors + result.timeouts,
-      commitOrderKept: order.problems.length === 0, batches,
-    };
+    for (const target of targets) await autocannon({ ...target.load, duration: WARMUP_S });
+    for (const target of targets) for (const worker of target.workers) worker.send('reset');
+    const slices = new Map<Variant, autocannon.Result[]>(targets.map((t) => [t.variant, []]));
+    for (let i = 0; i < Math.ceil(seconds / SLICE_S); i += 1) {
+      for (const target of i % 2 === 0 ? targets : [...targets].reverse()) {
+        slices.get(target.variant)!.push(await autocannon({ ...target.load, duration: SLICE_S }));
+      }
+    }
+    return await Promise.all(targets.map(async (target) => {
+      const results = slices.get(target.variant)!;
+      const sum = (pick: (r: autocannon.Result) => number) => results.reduce((n, r) => n + pick(r), 0);
+      const db = connectDatabase(target.databaseUrl, 1);
+      const order = await checkEventOrder(db);
+      await db.destroy();
+      return {
+        variant: target.variant, mode, reqPerS: Math.round(sum((r) => r['2xx']) / (results.length * SLICE_S)),
+        p50Ms: median(results.map((r) => r.latency.p50)), p99Ms: median(results.map((r) => r.latency.p99)),
+        created: sum((r) => r['2xx']), non2xx: sum((r) => r.non2xx), errors: sum((r) => r.errors + r.timeouts),
+        positionsInIdOrder: order.problems.length === 0,
+        batches: target.variant === 'ordered' ? await collectBatchSizes(target.workers) : undefined,
+      };
+    }));
   } finally {
-    await stopWorkers(workers);
+    for (const target of targets) await stopWorkers(target.workers);
   }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 function formatBatches(batches: BatchSizes): string {
@@ -158,15 +187,15 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   try {
-    const rows: Array<Awaited<ReturnType<typeof measure>>> = [];
+    const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
     for (const mode of MODES) {
       const admin = connectDatabase(postgres.url, 1);
       for (const [key, value] of Object.entries(mode.settings)) await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
       await sql`select pg_reload_conf()`.execute(admin);
       await admin.destroy();
-      for (const variant of ['ordered', 'unordered'] as const) rows.push(await measure(variant, mode.name, postgres.url, redis.url, seconds, connections));
+      rows.push(...(await measureMode(mode.name, postgres.url, redis.url, seconds, connections)));
     }
-    console.log(`node ${process.version}, W=${WORKERS} workers, ${connections} connections, ${seconds} s per variant after ${WARMUP_S} s warm-up, POST /api/tasks/`);
+    console.log(`node ${process.version}, W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in alternating ${SLICE_S} s slices after ${WARMUP_S} s warm-up, POST /api/tasks/`);
     console.table(rows.map(({ batches, ...row }) => row));
     for (const mode of MODES) {
       const [ordered, unordered] = ['ordered', 'unordered'].map((v) => rows.find((r) => r.mode === mode.name && r.variant === v)!);

@@ -26,6 +26,7 @@ try {
   t = Date.now();
   await db.transaction().execute(async (trx) => { await trx.deleteFrom('tasks').execute(); throw new Error('rollback'); }).catch(() => {});
   console.log('delete only', (Date.now() - t) / 1000);
+  t = Date.now();
   await rebuildProjections(db, process.stdout);
 } finally {
   await db.destroy();

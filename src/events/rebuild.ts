@@ -2,7 +2,6 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { APPEND_LOCK } from './append-batch.js';
 import { COUNTER_NAMES, type Counters } from './batch-state.js';
-import { writeBatch } from './batch-writes.js';
 import { evolve } from './evolve.js';
 import { applyRange, lockCheckpoint, setCheckpoint } from './read-model.js';
 import type { TaskEvent, TaskState } from './task.events.js';
@@ -60,7 +59,13 @@ export async function rebuildProjections(db: Kysely<Database>, progress: Progres
 
 /** Applies the events in (`after`, `upTo`] to the tasks being rebuilt, with the live path's `evolve`. */
 async function rebuildTasks(trx: Transaction<Database>, after: number, upTo: number, counters: Counters): Promise<void> {
-  const events = await trx.selectFrom('events').selectAll().where('position', '>', after).where('position', '<=', upTo).orderBy('position').execute();
+  const events = await trx
+    .selectFrom('events')
+    .select(['position', 'stream_id', 'version', 'type', 'data', 'recorded_at'])
+    .where('position', '>', after)
+    .where('position', '<=', upTo)
+    .orderBy('position')
+    .execute();
   const touched = [...new Set(events.filter((e) => e.version > 1).map((e) => e.stream_id))];
   const tasks = new Map<number, TaskState | null>();
   if (touched.length > 0) {
@@ -74,8 +79,27 @@ async function rebuildTasks(trx: Transaction<Database>, after: number, upTo: num
     counters.taskCount += (after ? 1 : 0) - (before ? 1 : 0);
     counters.lastPosition = e.position;
   }
-  // Counters are written once at the end; passing them as unchanged keeps writeBatch off them.
-  await writeBatch(trx, { events: [], tasks, idempotency: [], counters }, counters);
+  await writeTasks(trx, tasks);
+}
+
+/**
+ * Upserts the live tasks and deletes the gone ones of a batch, one statement each: the columns
+ * travel as arrays (`unnest`), which is several times faster than a multi-row VALUES list.
+ */
+async function writeTasks(trx: Transaction<Database>, tasks: Map<number, TaskState | null>): Promise<void> {
+  const live = [...tasks.values()].filter((t): t is TaskState => t !== null);
+  const gone = [...tasks.entries()].filter(([, t]) => t === null).map(([id]) => id);
+  if (live.length > 0) {
+    const column = <T>(pick: (t: TaskState) => T) => live.map(pick);
+    await sql`
+      insert into tasks (id, title, description, completed, owner_id, owner, created_at, updated_at, version)
+      select * from unnest(${column((t) => t.id)}::bigint[], ${column((t) => t.title)}::text[], ${column((t) => t.description)}::text[],
+        ${column((t) => t.completed)}::boolean[], ${column((t) => t.ownerId)}::bigint[], ${column((t) => t.owner)}::text[],
+        ${column((t) => t.createdAt)}::timestamptz[], ${column((t) => t.updatedAt)}::timestamptz[], ${column((t) => t.version)}::integer[])
+      on conflict (id) do update set title = excluded.title, description = excluded.description, completed = excluded.completed,
+        updated_at = excluded.updated_at, version = excluded.version`.execute(trx);
+  }
+  if (gone.length > 0) await trx.deleteFrom('tasks').where('id', '=', sql<number>`any(${gone})`).execute();
 }
 
 async function writeCounters(trx: Transaction<Database>, counters: Counters): Promise<void> {
