@@ -35,6 +35,9 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   const metrics = createMetrics();
   const db = connectDatabase(requireUrl(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE);
   const redis = connectRedis(requireUrl(config.REDIS_URL, 'REDIS_URL'), config);
+  // Commands fail fast while disconnected, so a child serving before its first connection would
+  // let its first requests through uncounted (or answer 503 in closed mode).
+  if (!(await untilReady(redis, REDIS_READY_WAIT_MS))) logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
   const appendAndCount = async (batch: readonly TaskCommand[]) => {
     const outcomes = await appendBatch(db, batch);
     for (const outcome of outcomes) for (const event of (outcome.ok && outcome.events) || []) metrics.eventsAppended.inc({ type: event.type });
@@ -65,6 +68,24 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
 function requireUrl(url: string | undefined, name: string): string {
   if (!url) throw new Error(`${name} is not set`);
   return url;
+}
+
+/** How long a new process waits for its first Redis connection before it serves anyway. */
+const REDIS_READY_WAIT_MS = 5_000;
+
+/** Resolves true once `redis` is connected and ready, or false after `timeoutMs`. */
+export function untilReady(redis: Redis, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const settle = (ready: boolean) => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = () => settle(true);
+    const timer = setTimeout(() => settle(false), timeoutMs);
+    redis.on('ready', onReady);
+  });
 }
 
 /**

@@ -1,76 +1,95 @@
 /**
  * The sliding-log check-and-record, as one Redis Lua script (Redis 7, Lua 5.1 + `struct`).
  *
- * Each key holds a ring of the last admitted requests in one string: an 8-byte header with the
- * head index, then one 8-byte double per slot (microseconds of Redis `TIME`; 0 = empty), so
- * 8·(N+1) bytes for a limit N. Read from the head, the ring is in time order, so the request is
- * admissible iff the N-th most recent admission has left the window: one slot read, O(1). The
- * count still inside the window (for `remaining`) is a binary search, O(log N). Admitting
- * overwrites the head slot and advances the head (two SETRANGEs), then PEXPIREs the key to the
- * window, after which every entry has left it anyway. Rejections write nothing.
+ * Each key holds a log of the most recent admitted requests in one string: an 8-byte header with
+ * the head index, then one 8-byte double per entry (microseconds of Redis `TIME`), at most N
+ * entries for a limit N, so at most 8·(N+1) bytes. Read from the head, the entries are in time
+ * order, so the request is admissible iff the N-th most recent admission has left the window:
+ * one entry read, O(1). The count still inside the window (for `remaining`) is a binary search,
+ * O(log N). Until N requests have been recorded the log grows by APPEND (head 0); once full it
+ * is a ring: an admission overwrites the oldest entry and advances the head (two SETRANGEs).
+ * Every admission PEXPIREs the key to the window, after which every entry has left it anyway.
+ * Rejections write nothing. Small logs (limit ≤ 128) are read with one GET; larger ones entry
+ * by entry with GETRANGE, so a limit of 100,000 costs a few dozen bytes per check, not 800 kB.
  *
- * KEYS[i] is check i's ring, ARGV[2i-1] its limit N and ARGV[2i] its window in ms. All checks are
+ * KEYS[i] is check i's log, ARGV[2i-1] its limit N and ARGV[2i] its window in ms. All checks are
  * decided at one reading of the clock and recorded only if every one admits: with several
- * checks, a first pass decides without writing, a second records. A ring's instant is never
+ * checks, a first pass decides without writing, a second records. A log's instant is never
  * earlier than its newest entry, so a clock stepping back cannot unsort it.
  *
- * A ring stored for another limit stays exact: a smaller one is padded with empty slots; a
- * larger one is cut to N when the entries cut are outside the window, and otherwise used as is
- * (an admission overwrites its oldest entry, which is then outside the window). So workers
- * briefly running different limits (a rolling reload) each enforce their own exactly.
+ * A log stored for another limit stays exact: admission always looks at the N-th most recent
+ * entry of the current limit; when an admission finds a log longer than N (limit lowered) or a
+ * short ring (limit raised), it rewrites it oldest-first, dropping only entries older than the
+ * N-th most recent, which are outside the window. So workers briefly running different limits
+ * (a rolling reload) each enforce their own exactly.
  *
- * Per-call closures and tables are a large part of a script this small, hence one decision
- * function with locals rather than a table per check. Returns 4 integers per check: allowed
- * (1/0), remaining, resetMs, retryAfterS (see Decision).
+ * Returns 4 integers per check: allowed (1/0), remaining, resetMs, retryAfterS (see Decision).
  */
 export const RING_SCRIPT = `
 local unpack, pack, floor, ceil, max = struct.unpack, struct.pack, math.floor, math.ceil, math.max
-local SLOT = 8
+local SLOT, WHOLE = 8, 128
 
--- entry j of a ring, 0 = oldest
-local function entry(s, head, size, j)
-  return (unpack('<d', s, 1 + SLOT * (1 + (head + j) % size)))
+-- entry j of a log (0 = oldest): from the string s when it was read whole, else by GETRANGE
+local function entry(key, s, head, size, j)
+  local at = SLOT * (1 + (head + j) % size)
+  if s then return (unpack('<d', s, at + 1)) end
+  return (unpack('<d', redis.call('GETRANGE', key, at, at + SLOT - 1)))
+end
+
+-- the stored log: s (nil unless read whole), head, size; size 0 when absent or not one of ours
+local function open(key, n)
+  local s, len
+  if n <= WHOLE then
+    s = redis.call('GET', key)
+    len = s and #s or 0
+  else
+    len = redis.call('STRLEN', key)
+  end
+  if len < 2 * SLOT or len % SLOT ~= 0 then return nil, 0, 0 end
+  local head = unpack('<d', s or redis.call('GETRANGE', key, 0, SLOT - 1))
+  local size = len / SLOT - 1
+  if head < 0 or head >= size or head % 1 ~= 0 then return nil, 0, 0 end
+  return s, head, size
 end
 
 -- decides check i at now; records it if allowed and record is true; returns the 4 results
 local function check(i, now, record)
   local key, n, window_ms = KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
-  local window, s = window_ms * 1000, redis.call('GET', key)
-  local size = s and #s / SLOT - 1 or 0
-  local head = size >= 1 and unpack('<d', s) or -1
-  if size % 1 ~= 0 or head < 0 or head >= size or head % 1 ~= 0 then
-    -- no ring (or not one of ours): the request is the first of its window
-    if record then redis.call('SET', key, pack('<d', 1 % n) .. pack('<d', now) .. string.rep('\\0', SLOT * (n - 1)), 'PX', window_ms) end
+  local window = window_ms * 1000
+  local s, head, size = open(key, n)
+  if size == 0 then
+    if record then redis.call('SET', key, pack('<d', 0) .. pack('<d', now), 'PX', window_ms) end
     return 1, record and n - 1 or n, record and window_ms or 0, 0
   end
-  local fresh = size < n or (size > n and entry(s, head, size, size - n - 1) <= now - window)
-  if fresh then
-    local kept = {}
-    for j = max(0, size - n), size - 1 do kept[#kept + 1] = pack('<d', entry(s, head, size, j)) end
-    local stamps = table.concat(kept)
-    s, head, size = pack('<d', 0) .. string.rep('\\0', SLOT * n - #stamps) .. stamps, 0, n
-  end
-  now = max(now, entry(s, head, size, size - 1))
-  local nth = entry(s, head, size, size - n)
-  if nth > now - window then
-    local wait = nth + window - now
-    return 0, 0, ceil(wait / 1000), max(1, ceil(wait / 1000000))
+  now = max(now, entry(key, s, head, size, size - 1))
+  if size >= n then
+    local nth = entry(key, s, head, size, size - n)
+    if nth > now - window then
+      local wait = nth + window - now
+      return 0, 0, ceil(wait / 1000), max(1, ceil(wait / 1000000))
+    end
   end
   -- the first entry inside the window; the N-th most recent and older are outside
-  local lo, hi = size - n + 1, size
+  local lo, hi = max(0, size - n + 1), size
   while lo < hi do
     local mid = floor((lo + hi) / 2)
-    if entry(s, head, size, mid) > now - window then hi = mid else lo = mid + 1 end
+    if entry(key, s, head, size, mid) > now - window then hi = mid else lo = mid + 1 end
   end
-  local oldest = lo < size and entry(s, head, size, lo) or nil
+  local oldest = lo < size and entry(key, s, head, size, lo) or nil
   if not record then return 1, n - (size - lo), oldest and ceil((oldest + window - now) / 1000) or 0, 0 end
-  local at, stamp, header = SLOT * (1 + head), pack('<d', now), pack('<d', (head + 1) % size)
-  if fresh then
-    redis.call('SET', key, header .. string.sub(s, SLOT + 1, at) .. stamp .. string.sub(s, at + SLOT + 1), 'PX', window_ms)
-  else
-    redis.call('SETRANGE', key, at, stamp)
-    redis.call('SETRANGE', key, 0, header)
+  local stamp = pack('<d', now)
+  if size == n then
+    redis.call('SETRANGE', key, SLOT * (1 + head), stamp)
+    redis.call('SETRANGE', key, 0, pack('<d', (head + 1) % size))
     redis.call('PEXPIRE', key, window_ms)
+  elseif size < n and head == 0 then
+    redis.call('APPEND', key, stamp)
+    redis.call('PEXPIRE', key, window_ms)
+  else
+    local kept = { pack('<d', 0) }
+    for j = max(0, size - n + 1), size - 1 do kept[#kept + 1] = pack('<d', entry(key, s, head, size, j)) end
+    kept[#kept + 1] = stamp
+    redis.call('SET', key, table.concat(kept), 'PX', window_ms)
   end
   return 1, n - (size - lo) - 1, ceil(((oldest or now) + window - now) / 1000), 0
 end

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:http';
+import type { Logger } from 'pino';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
@@ -19,12 +20,17 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+export interface TestAppOptions {
+  /** Replaces the app's logger (a test that reads what was logged). */
+  logger?: Logger;
+}
+
 /**
  * Starts the real Koa application in this process on a free port, against a fresh database and
  * a private Redis key prefix. Throttling is on with generous default rates unless `env` says
  * otherwise. `env` takes any configuration variable.
  */
-export async function startTestApp(env: Record<string, string> = {}, label = 'app'): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, label = 'app', options: TestAppOptions = {}): Promise<TestApp> {
   const redisUrl = process.env.TEST_REDIS_URL;
   if (!redisUrl) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
   const database = await createTestDatabase(label);
@@ -43,6 +49,7 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
     ...env,
   });
   const { deps, close } = await buildDeps(config, 'test');
+  if (options.logger) deps.logger = options.logger;
   const server = createServer(createApp(deps).callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

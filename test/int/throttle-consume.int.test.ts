@@ -217,7 +217,18 @@ consume('keys expire by themselves one window after the last admission', async (
   const short = rule('1/1s', 'short');
   assert.ok((await hit(short, 'ip:10.0.7.1')).allowed);
   assert.ok((await redis.pttl(keyOf(short, 'ip:10.0.7.1'))) <= 1_000);
-  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), 8 * 6, '8·(N+1) bytes');
+  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), 8 * 2, 'one admission: header + one entry');
+  for (let i = 0; i < 6; i++) await hit(r, 'ip:10.0.7.1');
+  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), 8 * 6, 'full: 8·(N+1) bytes, never more');
+});
+
+consume('a large limit stores only what was admitted and stays exact', async () => {
+  const big = rule('100000/min', 'big');
+  const ident = 'ip:10.0.7.2';
+  const decisions = await burst(big, ident, 300);
+  assert.is(admittedCount(decisions), 300);
+  assert.equal(decisions.map((d) => d.remaining).sort((a, b) => a - b)[0], 100000 - 300);
+  assert.is(await redis.strlen(keyOf(big, ident)), 8 * 301, 'grows with admissions, not with the limit');
 });
 
 consume('a changed limit applies at once and keeps the history exact', async () => {

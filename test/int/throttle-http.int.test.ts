@@ -1,0 +1,200 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { issueToken } from '../../src/auth/tokens.js';
+import { createUser } from '../../src/auth/users.repository.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { request, type TestResponse } from '../helpers/http.js';
+
+// DESIGN §4 over HTTP, against the real app and Redis: every scope admits exactly its N, answers
+// the exact 429, and admits exactly one more after Retry-After; budgets are separate; bad
+// credentials, 401s and 404s-to-be are counted before they are answered; X-Forwarded-For only
+// counts when proxies are trusted; health endpoints are never throttled.
+
+const REPORT = { from: '2026-11-01', to: '2026-11-02' };
+
+interface Client {
+  ip?: string;
+  token?: string;
+  headers?: Record<string, string>;
+}
+
+function send(app: TestApp, method: string, path: string, client: Client = {}, body?: unknown): Promise<TestResponse> {
+  const headers = { ...client.headers, ...(client.ip ? { 'X-Forwarded-For': client.ip } : {}) };
+  return request(app.base, method, path, { headers, token: client.token, body });
+}
+
+async function tokenFor(app: TestApp, username: string): Promise<string> {
+  await createUser(app.deps.db, username, 'a-long-password');
+  const issued = await issueToken(app.deps.db, username, 'a-long-password', 3_600_000, new Date());
+  return issued!.token;
+}
+
+function assertFields(response: TestResponse, policy: string, state: string, label: string): void {
+  assert.is(response.headers.get('ratelimit-policy'), policy, `${label}: RateLimit-Policy`);
+  assert.is(response.headers.get('ratelimit'), state, `${label}: RateLimit`);
+}
+
+/** The 429 of DESIGN §4 for `seconds`, with the RateLimit fields of an exhausted scope. */
+function assertThrottled(response: TestResponse, scope: string, policy: string, seconds: number, label: string): void {
+  assert.is(response.status, 429, `${label}: ${response.text}`);
+  assert.is(response.headers.get('retry-after'), String(seconds), `${label}: Retry-After`);
+  assert.ok(response.headers.get('content-type')?.startsWith('application/json'), label);
+  const unit = seconds === 1 ? 'second' : 'seconds';
+  assert.equal(response.body, { detail: `Request was throttled. Expected available in ${seconds} ${unit}.` }, label);
+  assertFields(response, policy, `"${scope}";r=0;t=${seconds}`, label);
+}
+
+/**
+ * One request at t≈0, the other N-1 at t≈1.05 s (window 2 s), so the wait after the N-th is in
+ * (0, 1] s: Retry-After must be exactly 1. After waiting it, the first request has left the
+ * window and the others have not: exactly one more is admitted.
+ */
+async function admitsExactlyN(scope: string, limit: number, admittedStatus: number, attempt: () => Promise<TestResponse>) {
+  const policy = `"${scope}";q=${limit};w=2`;
+  const first = await attempt();
+  assert.is(first.status, admittedStatus, `${scope} 1: ${first.text}`);
+  assertFields(first, policy, `"${scope}";r=${limit - 1};t=2`, `${scope} 1`);
+  await sleep(1050);
+  for (let i = 2; i <= limit; i += 1) {
+    const admitted = await attempt();
+    assert.is(admitted.status, admittedStatus, `${scope} ${i}: ${admitted.text}`);
+    assertFields(admitted, policy, `"${scope}";r=${limit - i};t=1`, `${scope} ${i}`);
+  }
+  const refused = await attempt();
+  assertThrottled(refused, scope, policy, 1, `${scope} ${limit + 1}`);
+  await sleep(1000 * Number(refused.headers.get('retry-after')));
+  const again = await attempt();
+  assert.is(again.status, admittedStatus, `${scope}: one more after Retry-After: ${again.text}`);
+  assertFields(again, policy, `"${scope}";r=0;t=1`, `${scope} after Retry-After`);
+  assertThrottled(await attempt(), scope, policy, 1, `${scope}: only one more`);
+}
+
+/** Sends `count` requests and returns their statuses. */
+async function statuses(count: number, attempt: (i: number) => Promise<TestResponse>): Promise<number[]> {
+  const seen: number[] = [];
+  for (let i = 0; i < count; i += 1) seen.push((await attempt(i)).status);
+  return seen;
+}
+
+const Proxied = suite('throttling over HTTP behind one trusted proxy (3/2s anon, 4/2s user, 2/2s token-obtain and reports)');
+let app: TestApp;
+
+Proxied.before(async () => {
+  app = await startTestApp(
+    { TRUST_PROXY_HOPS: '1', THROTTLE_ANON: '3/2s', THROTTLE_USER: '4/2s', THROTTLE_TOKEN_OBTAIN: '2/2s', THROTTLE_REPORTS: '2/2s' },
+    'throttle-http',
+  );
+});
+Proxied.after(() => app?.close());
+
+Proxied('each scope admits exactly N, answers the exact 429, and admits exactly one more after Retry-After', async () => {
+  const [user, reporter] = await Promise.all([tokenFor(app, 'uma'), tokenFor(app, 'rita')]);
+  const login = { username: 'uma', password: 'wrong-password' };
+  await Promise.all([
+    admitsExactlyN('anon', 3, 200, () => send(app, 'GET', '/api/tasks/', { ip: '198.51.100.1' })),
+    admitsExactlyN('user', 4, 200, () => send(app, 'GET', '/api/tasks/', { ip: '198.51.100.2', token: user })),
+    admitsExactlyN('token-obtain', 2, 400, () => send(app, 'POST', '/api/auth/token/', { ip: '198.51.100.3' }, login)),
+    admitsExactlyN('reports', 2, 202, () => send(app, 'POST', '/api/reports/', { ip: '198.51.100.4', token: reporter }, REPORT)),
+  ]);
+});
+
+Proxied('anon, user, token-obtain and reports budgets are separate', async () => {
+  const [first, second] = await Promise.all([tokenFor(app, 'ulla'), tokenFor(app, 'ugo')]);
+  const a = { ip: '198.51.100.11' };
+  assert.equal(await statuses(4, () => send(app, 'GET', '/api/tasks/', a)), [200, 200, 200, 429], 'anon exhausted');
+  const asUser = await send(app, 'GET', '/api/tasks/', { ...a, token: first });
+  assert.is(asUser.status, 200, 'the same address, authenticated, counts as its user');
+  assertFields(asUser, '"user";q=4;w=2', '"user";r=3;t=2', 'user');
+  const login = await send(app, 'POST', '/api/auth/token/', a, { username: 'ulla', password: 'a-long-password' });
+  assert.is(login.status, 200, 'the token endpoint does not draw on the exhausted anon budget');
+  assertFields(login, '"token-obtain";q=2;w=2', '"token-obtain";r=1;t=2', 'token-obtain');
+
+  const b = { ip: '198.51.100.12', token: second };
+  assert.equal(await statuses(5, () => send(app, 'GET', '/api/tasks/', b)), [200, 200, 200, 200, 429], 'user exhausted');
+  assertFields(await send(app, 'GET', '/api/tasks/', { ip: b.ip }), '"anon";q=3;w=2', '"anon";r=2;t=2', 'anon from the same address');
+  const report = await send(app, 'POST', '/api/reports/', b, REPORT);
+  assert.is(report.status, 202, 'reports has its own budget');
+  assertFields(report, '"reports";q=2;w=2', '"reports";r=1;t=2', 'reports');
+
+  const c = { ip: '198.51.100.13' };
+  const wrong = { username: 'ulla', password: 'wrong-password' };
+  assert.equal(await statuses(3, () => send(app, 'POST', '/api/auth/token/', c, wrong)), [400, 400, 429], 'token-obtain exhausted');
+  assertFields(await send(app, 'GET', '/api/tasks/', c), '"anon";q=3;w=2', '"anon";r=2;t=2', 'anon after token-obtain');
+});
+
+Proxied('bad credentials count against anon before their 401; throttling comes before permission and 404', async () => {
+  const ip = '198.51.100.21';
+  const forged = await send(app, 'GET', '/api/tasks/', { ip, token: randomBytes(32).toString('hex') });
+  assert.is(forged.status, 401);
+  assert.equal(forged.body, { detail: 'Invalid token.' });
+  assertFields(forged, '"anon";q=3;w=2', '"anon";r=2;t=2', 'invalid token');
+  const empty = await send(app, 'GET', '/api/tasks/', { ip, headers: { Authorization: 'Bearer' } });
+  assert.equal([empty.status, empty.body.detail], [401, 'Invalid token header. No credentials provided.']);
+  assert.is(empty.headers.get('ratelimit'), '"anon";r=1;t=2');
+  const write = await send(app, 'POST', '/api/tasks/', { ip }, { title: 'no' });
+  assert.equal([write.status, write.body.detail], [401, 'Authentication credentials were not provided.']);
+  assert.is(write.headers.get('ratelimit'), '"anon";r=0;t=2');
+
+  for (const [method, path, client] of [
+    ['GET', '/api/tasks/', { ip }],
+    ['GET', '/api/tasks/', { ip, token: randomBytes(32).toString('hex') }],
+    ['POST', '/api/tasks/', { ip }],
+    ['GET', '/api/tasks/99999/', { ip }],
+  ] as const) {
+    const response = await send(app, method, path, client, method === 'POST' ? { title: 'no' } : undefined);
+    assert.is(response.status, 429, `${method} ${path} once anon is spent by 401s: ${response.text}`);
+  }
+});
+
+Proxied('with TRUST_PROXY_HOPS=1 the address the proxy appended counts: rotating the rest does not help; IPv6 by /64', async () => {
+  const rotating = (i: number) => send(app, 'GET', '/api/tasks/', { ip: `10.0.0.${i}, 198.51.100.31` });
+  assert.equal(await statuses(4, rotating), [200, 200, 200, 429]);
+  const sameSlash64 = ['2001:db8:31:1::1', '2001:db8:31:1:ffff::2', '2001:db8:31:1:1:2:3:4', '2001:db8:31:1::9'];
+  assert.equal(await statuses(4, (i) => send(app, 'GET', '/api/tasks/', { ip: sameSlash64[i] })), [200, 200, 200, 429]);
+  const other = await send(app, 'GET', '/api/tasks/', { ip: '2001:db8:31:2::1' });
+  assert.is(other.status, 200, 'the next /64 has its own budget');
+  assert.is(other.headers.get('ratelimit'), '"anon";r=2;t=2');
+});
+
+Proxied('health and readiness are never throttled and carry no RateLimit fields; unknown paths are plain 404s', async () => {
+  assert.equal(await statuses(4, () => send(app, 'GET', '/api/tasks/')), [200, 200, 200, 429], 'the socket address is spent');
+  for (const path of ['/healthz', '/readyz']) {
+    for (let i = 0; i < 10; i += 1) {
+      const response = await send(app, 'GET', path);
+      assert.is(response.status, 200, `${path} #${i + 1}`);
+      assert.is(response.headers.get('ratelimit'), null, path);
+      assert.is(response.headers.get('ratelimit-policy'), null, path);
+    }
+  }
+  const unknown = await send(app, 'GET', '/nope');
+  assert.is(unknown.status, 404);
+  assert.is(unknown.headers.get('ratelimit'), null);
+});
+
+const Direct = suite('throttling with no trusted proxy (TRUST_PROXY_HOPS=0, 3/min anon)');
+let direct: TestApp;
+
+Direct.before(async () => {
+  direct = await startTestApp({ TRUST_PROXY_HOPS: '0', THROTTLE_ANON: '3/min' }, 'throttle-http-direct');
+});
+Direct.after(() => direct?.close());
+
+Direct('an invented X-Forwarded-For is ignored: rotating it does not dodge the anon limit (counted from the first request on)', async () => {
+  const started = Date.now();
+  for (let i = 0; i < 3; i += 1) {
+    const admitted = await send(direct, 'GET', '/api/tasks/', { ip: `10.9.8.${i}` });
+    assert.is(admitted.status, 200);
+    assert.is(admitted.headers.get('ratelimit'), `"anon";r=${2 - i};t=60`, `request ${i + 1} right after start is counted`);
+  }
+  const refused = await send(direct, 'GET', '/api/tasks/', { ip: '10.9.8.7' });
+  const elapsedS = (Date.now() - started + 1) / 1000;
+  const wait = Number(refused.headers.get('retry-after'));
+  // The ceiling of the time until the first request leaves the 60 s window: 60 unless this was slow.
+  assert.ok(wait <= 60 && wait >= Math.ceil(60 - elapsedS), `Retry-After ${wait} after ${elapsedS} s`);
+  assertThrottled(refused, 'anon', '"anon";q=3;w=60', wait, 'fourth address');
+});
+
+Proxied.run();
+Direct.run();
