@@ -25,7 +25,6 @@ const duration = z
   .transform(parseDuration);
 
 const schema = z.object({
-  NODE_ENV: z.string().default('production'),
   ROLE: z.enum(['all', 'web', 'jobs']).default('all'),
   HOST: z.string().default('0.0.0.0'),
   PORT: integer(0, 65535).default(8000),

@@ -52,12 +52,25 @@ function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   return `ip:${ipKey(ip, deps.config.ANON_IPV6_PREFIX)}`;
 }
 
+/**
+ * Rejects when `promise` has not settled within `ms`. An expired timer runs before the event loop
+ * reads the sockets, so a busy process would see the deadline pass while the store's reply sits
+ * unread; the deadline is therefore judged after one more poll for I/O (setImmediate), so that
+ * only the store's own slowness counts, not the process's event-loop lag.
+ */
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`throttle store did not answer within ${ms} ms`)), ms);
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const settle = (finish: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      finish();
+    };
+    const expire = () => settle(() => reject(new Error(`throttle store did not answer within ${ms} ms`)));
+    const timer = setTimeout(() => setImmediate(expire), ms);
+    promise.then((value) => settle(() => resolve(value)), (error: unknown) => settle(() => reject(error)));
   });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** Logs the first store error of a burst and the recovery, not every failed request. */

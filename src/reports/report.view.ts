@@ -22,7 +22,8 @@ export function viewReport(row: Selectable<ReportsTable>): ReportResource {
   return {
     id: row.id,
     status: row.status,
-    params: row.params,
+    // jsonb keeps keys in its own order; answer them in the order the request used.
+    params: { from: row.params.from, to: row.params.to, owner: row.params.owner },
     created_at: row.created_at.toISOString(),
     started_at: row.started_at?.toISOString() ?? null,
     finished_at: row.finished_at?.toISOString() ?? null,
