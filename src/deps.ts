@@ -60,7 +60,8 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   const close = () =>
     (closing ??= (async () => {
       await commands.close();
-      await Promise.allSettled([db.destroy(), redis.quit(), deps.reportQueue?.close()]);
+      // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
+      await Promise.allSettled([db.destroy(), redis.quit().catch(() => redis.disconnect()), deps.reportQueue?.close()]);
     })());
   return { deps, close };
 }

@@ -5,17 +5,18 @@
  * on them alike:
  *
  *   off      THROTTLE_ENABLED=false
- *   on       throttling as deployed (anon 1000/min, TRUST_PROXY_HOPS=1); each request carries
+ *   on       throttling as deployed (anon 100/min, TRUST_PROXY_HOPS=1); each request carries
  *            one of 1,000 client addresses in X-Forwarded-For, so the limit never triggers
- *   on-bigN  the same with anon 100000/min and a single client address (the largest N
- *            accepted, the ring of one key as long as it gets)
+ *   on-N1000 the same with anon 1000/min (a limit above 128: the log is read entry by entry)
+ *   on-bigN  anon 100000/min (the largest N accepted) and a single client address, whose log
+ *            grows to thousands of entries during the run
  *
  *   node --import tsx ops/bench/throttle-service.ts [seconds per variant = 10] [rounds = 2] [connections = 50]
  *
  * Prints req/s and the ratio to `off` (overall and the range over rounds; the goal for `on` is
  * ≥ 0.9), p50/p99 latency, Redis commands and script calls (round trips) per request from INFO
- * commandstats (commands inside a script count), then MEMORY USAGE of one client key for the
- * default rates and for the bench's, and the keys the `on` run left. Starts and stops its own
+ * commandstats (commands inside a script count), then the mean MEMORY USAGE of the client keys
+ * the `on` run left, and of one key holding 1 and N entries for a few rates. Starts and stops its own
  * throwaway PostgreSQL and redis-server in a temporary directory it deletes.
  */
 import cluster, { type Worker } from 'node:cluster';
@@ -23,6 +24,7 @@ import { once } from 'node:events';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
@@ -40,7 +42,8 @@ import { startRedis } from '../embedded/redis.js';
 
 const VARIANTS = {
   off: { THROTTLE_ENABLED: 'false' },
-  on: { THROTTLE_ANON: '1000/min' },
+  on: { THROTTLE_ANON: '100/min' },
+  'on-N1000': { THROTTLE_ANON: '1000/min' },
   'on-bigN': { THROTTLE_ANON: '100000/min' },
 } as const;
 type Variant = keyof typeof VARIANTS;
@@ -109,6 +112,7 @@ async function commandCounts(admin: Redis): Promise<Map<string, number>> {
 async function measureSlice(target: Target, admin: Redis, seconds: number) {
   const before = await commandCounts(admin);
   const result = await autocannon({ ...target.load, duration: seconds });
+  await sleep(1000); // the requests still in flight when autocannon stopped belong to this slice
   const after = await commandCounts(admin);
   let commands = 0;
   let scripts = 0;
@@ -140,27 +144,33 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
   };
 }
 
-/** MEMORY USAGE (bytes) of one client key, as the service stores it, for a few rates. */
-async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>> {
+/** MEMORY USAGE (bytes) of one client key as the service stores it, after 1 and after `entries` admissions. */
+async function memoryPerKey(admin: Redis): Promise<Array<{ rate: string; entries: number; bytes: number | null }>> {
   const throttler = createThrottler({ redis: admin, keyPrefix: 'mem:' });
-  const sizes: Record<string, number | null> = {};
-  for (const text of ['20/min', '100/min', '1000/min', '100000/min']) {
+  const rows: Array<{ rate: string; entries: number; bytes: number | null }> = [];
+  for (const [text, entries] of [['20/min', 20], ['100/min', 100], ['1000/min', 1000], ['100000/min', 1000]] as const) {
     const rule: ScopeRule = { scope: 'anon', rate: parseRate(text), keyedBy: 'ip' };
-    await throttler.consume([{ rule, ident: `ip:${text}` }]);
-    sizes[text] = await admin.memory('USAGE', `mem:throttle:{ip:${text}}:anon`, 'SAMPLES', 0);
+    const key = `mem:throttle:{ip:${text}}:anon`;
+    for (let i = 1; i <= entries; i += 1) {
+      await throttler.consume([{ rule, ident: `ip:${text}` }]);
+      if (i === 1 || i === entries) rows.push({ rate: text, entries: i, bytes: await admin.memory('USAGE', key, 'SAMPLES', 0) });
+    }
   }
-  return sizes;
+  return rows;
 }
 
-async function countKeys(admin: Redis, pattern: string): Promise<number> {
+/** The number of keys matching `pattern` and the mean MEMORY USAGE of up to 200 of them. */
+async function keyMemory(admin: Redis, pattern: string): Promise<{ keys: number; meanBytes: number }> {
   let cursor = '0';
-  let keys = 0;
+  const keys: string[] = [];
   do {
     const [next, batch] = await admin.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
     cursor = next;
-    keys += batch.length;
+    keys.push(...batch);
   } while (cursor !== '0');
-  return keys;
+  const sample = keys.slice(0, 200);
+  const sizes = await Promise.all(sample.map((key) => admin.memory('USAGE', key, 'SAMPLES', 0)));
+  return { keys: keys.length, meanBytes: Math.round(sizes.reduce<number>((n, size) => n + (size ?? 0), 0) / Math.max(1, sample.length)) };
 }
 
 async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
@@ -191,8 +201,12 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
       + `${connections} connections, ${seconds} s per variant in ${rounds} interleaved rounds after ${WARMUP_S} s warm-up, GET /api/tasks/, `
       + `load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}`);
     console.table(targets.map((t) => summarise(t.variant, slices.get(t.variant)!, slices.get('off')!)));
-    console.log('MEMORY USAGE of one client key by rate (bytes; the ring is 8·(N+1) bytes plus the key):', await memoryPerKey(admin));
-    console.log(`client keys left by the "on" variant: ${await countKeys(admin, `${PREFIX}on:throttle:*`)} (one per address, ${CLIENTS} addresses)`);
+    const left = await keyMemory(admin, `${PREFIX}on:throttle:*`);
+    const used = Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
+    console.log(`"on" left ${left.keys} client keys (${CLIENTS} addresses), MEMORY USAGE ${left.meanBytes} bytes each on average; `
+      + `Redis used_memory ${used} bytes in all`);
+    console.log('MEMORY USAGE of one client key (bytes; entries are 8 bytes each after an 8-byte header):');
+    console.table(await memoryPerKey(admin));
   } finally {
     await cleanUp();
   }

@@ -17,7 +17,9 @@ export function statsRoutes(deps: Deps, guard: Guard): Router {
   });
   // Any other method ends here too, or the task routes would take `stats` for a task id.
   router.all('/api/tasks/stats/', (ctx) => {
-    throw Errors.methodNotAllowed(ctx.method, 'GET, HEAD');
+    if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, 'GET, HEAD, OPTIONS');
+    ctx.status = 204;
+    ctx.set('Allow', 'GET, HEAD, OPTIONS');
   });
   return router;
 }

@@ -9,18 +9,27 @@ import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from 
 const STORE_DOWN_RETRY_S = 5;
 
 /**
- * Counts the request against its scope before any permission check or other work. Without a
- * named scope the general rate applies: `user` for an authenticated client, `anon` otherwise.
- * A named scope (e.g. `token-obtain`) replaces the general rate on its route.
+ * The throttle of one process: `throttleFor(scope)` counts a request against its scope before any
+ * permission check or other work. Without a named scope the general rate applies: `user` for an
+ * authenticated client, `anon` otherwise. A named scope (e.g. `token-obtain`) replaces the
+ * general rate on its route. Store failures are logged once per burst for all routes together.
+ * @throws Error from `throttleFor` when the named scope has no rule (at start, where the route is declared).
  */
-export function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, scope?: ScopeName): Middleware {
-  const { config, metrics } = deps;
+export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>): (scope?: ScopeName) => Middleware {
   const storeErrors = createBurstLogger(deps);
-  primeThrottleSeries(metrics, rules.keys());
+  primeThrottleSeries(deps.metrics, rules.keys());
+  return (scope) => {
+    if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
+    return throttle(deps, rules, storeErrors, scope);
+  };
+}
+
+function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErrors: BurstLogger, scope?: ScopeName): Middleware {
+  const { config, metrics } = deps;
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
     const rule = rules.get(scope ?? (ctx.state.user ? 'user' : 'anon'));
-    if (!rule) throw new Error(`throttle scope "${scope}" is not configured`);
+    if (!rule) throw new Error(`throttle scope "${scope ?? 'anon/user'}" is not configured`);
     const ident = identify(ctx, rule, deps);
     const stopTimer = metrics.throttleCheckDuration.startTimer({ scope: rule.scope });
     let decisions: Decision[];
@@ -72,6 +81,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     promise.then((value) => settle(() => resolve(value)), (error: unknown) => settle(() => reject(error)));
   });
 }
+
+type BurstLogger = ReturnType<typeof createBurstLogger>;
 
 /** Logs the first store error of a burst and the recovery, not every failed request. */
 function createBurstLogger({ logger }: Pick<Deps, 'logger'>) {

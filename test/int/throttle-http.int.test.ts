@@ -4,6 +4,8 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
+import { scopeRules } from '../../src/http/app.js';
+import { createGuard } from '../../src/http/guard.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 
@@ -171,6 +173,12 @@ Proxied('health and readiness are never throttled and carry no RateLimit fields;
   const unknown = await send(app, 'GET', '/nope');
   assert.is(unknown.status, 404);
   assert.is(unknown.headers.get('ratelimit'), null);
+});
+
+Proxied('a route naming a scope that has no rate fails where it is declared, not on its first request', () => {
+  const guard = createGuard(app.deps, scopeRules(app.deps.config));
+  assert.throws(() => guard({ scope: 'exports' }), /throttle scope "exports" is not configured/);
+  assert.type(guard({ scope: 'reports' }), 'function');
 });
 
 const Direct = suite('throttling with no trusted proxy (TRUST_PROXY_HOPS=0, 3/min anon)');
