@@ -37,8 +37,11 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
     throw new Error(`port ${opts.port} is already served by another process (a Redis left by an earlier run?)`);
   }
 
+  // Its own process group: Ctrl-C in a terminal reaches our processes, and the owner stops Redis
+  // after its clients have drained, rather than Redis going first.
   const child = spawn('redis-server', serverArgs(opts.port, dataDir, opts.persistent), {
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   const recent: string[] = [];
   for (const stream of [child.stdout, child.stderr]) {

@@ -29,17 +29,21 @@ let redis: Awaited<ReturnType<typeof startRedis>>;
 let modes: Mode[] = [];
 let nextClient = 0;
 
-/** A request that must come back within 5 s (the point is that it returns, not how fast). */
-async function get(mode: Mode, path = '/api/tasks/', ip = '192.0.2.1'): Promise<TestResponse> {
+/** `work`, which must settle within `ms` (the point is that it returns, not how fast). */
+async function bounded<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const hung = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${mode.name}: GET ${path} did not answer within 5 s`)), 5_000);
+    timer = setTimeout(() => reject(new Error(`${what} did not return within ${ms} ms`)), ms);
   });
   try {
-    return await Promise.race([request(mode.app.base, 'GET', path, { headers: { 'X-Forwarded-For': ip } }), hung]);
+    return await Promise.race([work, hung]);
   } finally {
     clearTimeout(timer);
   }
+}
+
+function get(mode: Mode, path = '/api/tasks/', ip = '192.0.2.1'): Promise<TestResponse> {
+  return bounded(request(mode.app.base, 'GET', path, { headers: { 'X-Forwarded-For': ip } }), 5_000, `${mode.name}: GET ${path}`);
 }
 
 async function storeErrors(mode: Mode): Promise<number> {
@@ -145,7 +149,7 @@ test('an app whose Redis is gone still closes: the client stops reconnecting, no
   process.kill(redis.pid, 'SIGKILL');
   while (isAlive(redis.pid)) await sleep(20);
   assert.is((await get({ name: 'open', app, logs: [] })).status, 200, 'open by default');
-  await Promise.race([app.close(), sleep(10_000).then(() => assert.unreachable('close() did not return'))]);
+  await bounded(app.close(), 10_000, 'close()');
   let attempts = 0;
   app.deps.redis.on('reconnecting', () => (attempts += 1));
   await sleep(1_200); // longer than the longest reconnect back-off (1 s)
