@@ -24,7 +24,7 @@ const USER_LIMIT = 30;
 const test = suite('throttle exactness: 2 hosts × WEB_CONCURRENCY=4 on one Redis');
 let hosts: RunningCluster[] = [];
 let dropDatabase: () => Promise<void> = async () => {};
-let tokens: string[] = [];
+const tokens: string[] = [];
 const sent = { anon: { allowed: 0, throttled: 0 }, user: { allowed: 0, throttled: 0 } };
 
 interface Client {

@@ -26,7 +26,7 @@ interface Mode {
 const test = suite('throttle store failures (private redis-server, THROTTLE_TIMEOUT_MS=100)');
 let redisOptions: RedisOptions;
 let redis: Awaited<ReturnType<typeof startRedis>>;
-let modes: Mode[] = [];
+const modes: Mode[] = [];
 let nextClient = 0;
 
 /** `work`, which must settle within `ms` (the point is that it returns, not how fast). */
