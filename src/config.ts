@@ -48,7 +48,10 @@ const schema = z.object({
   THROTTLE_USER: rate.default('100/min'),
   THROTTLE_TOKEN_OBTAIN: rate.default('5/min'),
   THROTTLE_REPORTS: rate.default('10/hour'),
-  THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(100),
+  // Rates of scopes declared by routes (`guard({ scope, rate })`), overriding their defaults:
+  // `exports=5/min,search=30/min`.
+  THROTTLE_RATES: z.string().trim().superRefine(checkScopeRates).transform(parseScopeRates).default({}),
+  THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
   THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
   TRUST_PROXY_HOPS: integer(0, 16).default(0),
   ANON_IPV6_PREFIX: integer(1, 128).default(64),
@@ -105,6 +108,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid ${key}${shown}: ${issue.message}`);
   }
   return Object.freeze(result.data);
+}
+
+/** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
+export function parseScopeRates(text: string): Record<string, string> {
+  const pairs = text.split(',').map((pair) => pair.trim()).filter(Boolean);
+  return Object.fromEntries(pairs.map((pair) => pair.split('=').map((part) => part.trim()) as [string, string]));
+}
+
+function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
+  for (const pair of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const [scope, rateText, extra] = pair.split('=');
+    if (!scope?.trim() || rateText === undefined || extra !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
+      return;
+    }
+    try {
+      parseRate(rateText);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  }
 }
 
 /** Parses `30s`, `15m`, `24h`, `7d`, `500ms` to milliseconds. */

@@ -14,14 +14,17 @@ import { requestContext } from './request-context.middleware.js';
 import { statsRoutes } from './stats.routes.js';
 import { taskRoutes } from './tasks.routes.js';
 
-/** The throttle scopes of DESIGN §4 with their configured rates. */
-export function scopeRules(config: Deps['config']): ReadonlyMap<ScopeName, ScopeRule> {
-  return buildScopes({
+/**
+ * The throttle scopes of DESIGN §4 with their configured rates. Routes may declare more with
+ * `guard({ scope, rate })`, which adds them to this map as the app is built.
+ */
+export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
+  return new Map(buildScopes({
     anon: config.THROTTLE_ANON,
     user: config.THROTTLE_USER,
     'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
     reports: config.THROTTLE_REPORTS,
-  });
+  }));
 }
 
 /** Builds the Koa application; `extraRoutes` lets later features mount their routers. */

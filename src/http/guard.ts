@@ -1,19 +1,33 @@
 import compose from 'koa-compose';
 import type { Middleware } from 'koa';
 import type { Deps } from '../deps.js';
-import type { ScopeName, ScopeRule } from '../throttle/index.js';
+import { parseRate, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { authenticate, rejectBadCredentials } from './authenticate.middleware.js';
 import { createThrottle } from './throttle.middleware.js';
 
-/**
- * The front of every API route: identify the client, count it against its throttle scope, then
- * refuse bad credentials. Give an expensive route its own scope with `guard({ scope: 'reports' })`.
- */
 export type Guard = ReturnType<typeof createGuard>;
 
-export function createGuard(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>) {
+/** A route's own throttle scope: its name, its default rate (THROTTLE_RATES overrides it) and key. */
+export interface ScopeDeclaration {
+  scope?: ScopeName;
+  rate?: string;
+  keyedBy?: KeyedBy;
+}
+
+/**
+ * The front of every API route: identify the client, count it against its throttle scope, then
+ * refuse bad credentials. A configured scope is named: `guard({ scope: 'reports' })`; a new one for
+ * another expensive endpoint is declared in the same line:
+ * `guard({ scope: 'exports', rate: '5/min', keyedBy: 'user' })`.
+ */
+export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const identify = authenticate(deps);
   const throttleFor = createThrottle(deps, rules);
-  return (options: { scope?: ScopeName } = {}): Middleware =>
-    compose([identify, throttleFor(options.scope), rejectBadCredentials]);
+  return ({ scope, rate, keyedBy = 'user' }: ScopeDeclaration = {}): Middleware => {
+    if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
+      const text = deps.config.THROTTLE_RATES[scope] ?? rate;
+      rules.set(scope, { scope, rate: parseRate(text), keyedBy });
+    }
+    return compose([identify, throttleFor(scope), rejectBadCredentials]);
+  };
 }

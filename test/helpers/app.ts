@@ -23,6 +23,8 @@ export interface TestApp {
 export interface TestAppOptions {
   /** Replaces the app's logger (a test that reads what was logged). */
   logger?: Logger;
+  /** Extra routers mounted as `createApp`'s `extraRoutes`. */
+  routes?: Parameters<typeof createApp>[1];
 }
 
 /**
@@ -50,7 +52,7 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
   });
   const { deps, close } = await buildDeps(config, 'test');
   if (options.logger) deps.logger = options.logger;
-  const server = createServer(createApp(deps).callback());
+  const server = createServer(createApp(deps, options.routes).callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let closed = false;

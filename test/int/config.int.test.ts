@@ -37,6 +37,8 @@ const BAD: Array<[string, string]> = [
   ['WEB_CONCURRENCY', '0'],
   ['TOKEN_TTL', 'forever'],
   ['THROTTLE_FAILURE_MODE', 'maybe'],
+  ['THROTTLE_RATES', 'exports'],
+  ['THROTTLE_RATES', 'exports=often'],
 ];
 
 Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line naming the variable and its value', async () => {
@@ -53,6 +55,11 @@ Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line na
 });
 
 const Load = suite('loadConfig: defaults, parsing, refusals');
+
+Load('THROTTLE_RATES reads scope=rate pairs', () => {
+  assert.equal(loadConfig({ THROTTLE_RATES: 'exports=5/min, search = 30/5m' }).THROTTLE_RATES, { exports: '5/min', search: '30/5m' });
+  assert.equal(loadConfig({}).THROTTLE_RATES, {});
+});
 
 Load('defaults fill every setting; empty strings count as unset', () => {
   const config = loadConfig({ PORT: '', THROTTLE_ANON: '' });

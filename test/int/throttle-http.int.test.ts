@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import Router from '@koa/router';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -181,6 +182,37 @@ Proxied('a route naming a scope that has no rate fails where it is declared, not
   assert.type(guard({ scope: 'reports' }), 'function');
 });
 
+const Declared = suite('a scope declared where its route is declared');
+
+Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES overrides its default', async () => {
+  const exportsRoute = (_deps: unknown, guard: ReturnType<typeof createGuard>) =>
+    new Router().get('/api/exports/', guard({ scope: 'exports', rate: '2/min', keyedBy: 'user' }), (ctx) => {
+      ctx.body = { ok: true };
+    });
+  const searchRoute = (_deps: unknown, guard: ReturnType<typeof createGuard>) =>
+    new Router().get('/api/search/', guard({ scope: 'search', rate: '50/min' }), (ctx) => {
+      ctx.body = { ok: true };
+    });
+  const declared = await startTestApp({ THROTTLE_RATES: 'search=1/min' }, 'throttle-declared', { routes: [exportsRoute, searchRoute] });
+  try {
+    const token = await declared.login('dora');
+    const exportsStatuses = [];
+    for (let i = 0; i < 3; i += 1) exportsStatuses.push((await request(declared.base, 'GET', '/api/exports/', { token })).status);
+    assert.equal(exportsStatuses, [200, 200, 429], 'the default rate of the declaration applies');
+    const general = await request(declared.base, 'GET', '/api/tasks/', { token });
+    assert.is(general.status, 200, 'the general user budget is untouched');
+    const search = [];
+    for (let i = 0; i < 2; i += 1) search.push(await request(declared.base, 'GET', '/api/search/', { token }));
+    assert.equal(search.map((r) => r.status), [200, 429], 'THROTTLE_RATES overrides the declared default');
+    assert.is(search[0]!.headers.get('ratelimit-policy'), '"search";q=1;w=60');
+    const table = await request(declared.base, 'GET', '/api/rate-limits/', { token });
+    assert.ok(table.body.some((r: { scope: string; rate: string; keyed_by: string }) => r.scope === 'exports' && r.rate === '2/min' && r.keyed_by === 'user'));
+    assert.ok(table.body.some((r: { scope: string; rate: string }) => r.scope === 'search' && r.rate === '1/min'));
+  } finally {
+    await declared.close();
+  }
+});
+
 const Direct = suite('throttling with no trusted proxy (TRUST_PROXY_HOPS=0, 3/min anon)');
 let direct: TestApp;
 
@@ -205,4 +237,5 @@ Direct('an invented X-Forwarded-For is ignored: rotating it does not dodge the a
 });
 
 Proxied.run();
+Declared.run();
 Direct.run();
