@@ -7,7 +7,8 @@
  * order, so the request is admissible iff the N-th most recent admission has left the window:
  * one entry read, O(1). The count still inside the window (for `remaining`) is a binary search,
  * O(log N). Until N requests have been recorded the log grows by APPEND (head 0); once full it
- * is a ring: an admission overwrites the oldest entry and advances the head (two SETRANGEs).
+ * is a ring (rewritten once, without APPEND's spare allocation): an admission overwrites the
+ * oldest entry and advances the head (two SETRANGEs).
  * Every admission PEXPIREs the key to the window, after which every entry has left it anyway.
  * Rejections write nothing. Small logs (limit ≤ 128) are read with one GET; larger ones entry
  * by entry with GETRANGE, so a limit of 100,000 costs a few dozen bytes per check, not 800 kB.
@@ -82,9 +83,12 @@ local function check(i, now, record)
     redis.call('SETRANGE', key, SLOT * (1 + head), stamp)
     redis.call('SETRANGE', key, 0, pack('<d', (head + 1) % size))
     redis.call('PEXPIRE', key, window_ms)
-  elseif size < n and head == 0 then
+  elseif size + 1 < n and head == 0 then
     redis.call('APPEND', key, stamp)
     redis.call('PEXPIRE', key, window_ms)
+  elseif size + 1 == n and head == 0 then
+    -- the log becomes full: written once more as a new string, so APPEND's slack is not kept
+    redis.call('SET', key, (s or redis.call('GET', key)) .. stamp, 'PX', window_ms)
   else
     local kept = { pack('<d', 0) }
     for j = max(0, size - n + 1), size - 1 do kept[#kept + 1] = pack('<d', entry(key, s, head, size, j)) end
