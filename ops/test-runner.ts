@@ -129,7 +129,7 @@ function isAlive(pid: number): boolean {
  * exit on their own a moment after the file does, so only what outlives a short wait counts.
  */
 async function sweepGroup(pid: number): Promise<boolean> {
-  for (let waited = 0; waited < 1_000; waited += 50) {
+  for (let waited = 0; waited < 3_000; waited += 50) {
     if (!isAlive(-pid)) return false;
     await sleep(50);
   }
