@@ -33,6 +33,7 @@ import { findFreePort } from './embedded/ports.js';
 import { startEmbeddedPostgres } from './embedded/postgres.js';
 import { startRedis } from './embedded/redis.js';
 import type { RunningService } from './embedded/service.js';
+import { isAlive } from './embedded/processes.js';
 
 interface FileResult {
   passed: number;
@@ -113,15 +114,6 @@ function keepRedisUp(redis: RunningService & { pid: number }, opts: Parameters<t
     console.log(`# the shared Redis died during that file: restarting it on port ${opts.port}`);
     current = await startRedis(opts);
   };
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

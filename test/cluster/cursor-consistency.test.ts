@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +10,7 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
-import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { createUnorderedBus, createUnorderedSequences } from '../helpers/unordered-append.js';
@@ -22,8 +21,6 @@ import { checkEventOrder, checkWalk, pollIdVisibility, spawnWriters, walkWithCur
 // POSTing over HTTP while cursor readers walk to the end; then the same checks against the
 // plain-sequence append, which must fail them, so these checks are known to catch the bug.
 
-const REDIS_URL = process.env.TEST_REDIS_URL;
-if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
 
 // Throttling out of the way: off, rather than a huge rate (a sliding log of 100,000 slots per key
 // makes every request move 800 kB in Redis, which would measure the throttle, not the writes).
@@ -103,9 +100,7 @@ ordered.before(async () => {
   dropClusterDb = database.drop;
   const db = connectDatabase(database.url, 4, 'cursor-consistency-test');
   cluster = await startCluster({
-    DATABASE_URL: database.url,
-    REDIS_URL: REDIS_URL as string,
-    REDIS_PREFIX: `test:cursor-consistency:${randomBytes(4).toString('hex')}:`,
+    ...testStoresEnv('cursor-consistency', database.url),
     CURSOR_SECRET: SECRET,
     WEB_CONCURRENCY: '4',
     DATABASE_POOL_SIZE: '8',
@@ -151,9 +146,7 @@ let closeVariant: () => Promise<void>;
 unordered.before(async () => {
   const database = await createTestDatabase('cursor-unordered');
   const config = loadConfig({
-    DATABASE_URL: database.url,
-    REDIS_URL,
-    REDIS_PREFIX: `test:cursor-unordered:${randomBytes(4).toString('hex')}:`,
+    ...testStoresEnv('cursor-unordered', database.url),
     CURSOR_SECRET: SECRET,
     LOG_LEVEL: 'silent',
     DATABASE_POOL_SIZE: '20',

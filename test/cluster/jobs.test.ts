@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../ops/bench/seed-events.js';
-import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { scrape, sumOf } from '../helpers/metrics.js';
@@ -14,8 +13,6 @@ import { scrape, sumOf } from '../helpers/metrics.js';
 // BullMQ's stalled check once its lock expires, runs again in the restarted child, and ends done
 // once with the right numbers; SIGTERM lets an active report finish before the host exits 0.
 
-const REDIS_URL = process.env.TEST_REDIS_URL;
-if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
 
 const test = suite('report jobs in the jobs child');
 let cluster: RunningCluster;
@@ -53,10 +50,7 @@ test.before(async () => {
   await seedCompletedHistory(db, { ...seed, owner: user.user });
   await db.destroy();
   cluster = await startCluster({
-    DATABASE_URL: database.url,
-    REDIS_URL: REDIS_URL!,
-    REDIS_PREFIX: `test:jobs:${randomBytes(4).toString('hex')}:`,
-    CURSOR_SECRET: 'jobs-test-secret-0123456789',
+    ...testStoresEnv('jobs', database.url),
     LOG_LEVEL: 'info',
     WEB_CONCURRENCY: '1',
     JOB_CONCURRENCY: '1',

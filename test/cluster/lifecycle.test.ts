@@ -1,5 +1,4 @@
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -7,16 +6,15 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../src/auth/users.repository.js';
 import { connectDatabase } from '../../db/connect.js';
-import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
+import { isAlive } from '../../ops/embedded/processes.js';
 
 // DESIGN §1 on the real entry point: two web workers and a job worker as real processes; a
 // killed worker is replaced while the service keeps answering; SIGHUP replaces the web workers
 // with no failed request; SIGTERM lets in-flight requests finish and ends the whole tree with 0.
 
-const REDIS_URL = process.env.TEST_REDIS_URL;
-if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
 
 type Outcome = number | string; // a status, or the error code of a connection that failed
 
@@ -39,15 +37,6 @@ function children(role: 'web' | 'jobs'): number[] {
       return false; // exited meanwhile
     }
   });
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Polls until `check` returns a value, for at most `timeoutMs`. */
@@ -147,10 +136,7 @@ Lifecycle.before(async () => {
   await createUser(db, 'alice', 'alice-pass-123');
   await db.destroy();
   cluster = await startCluster({
-    DATABASE_URL: database.url,
-    REDIS_URL: REDIS_URL!,
-    REDIS_PREFIX: `test:lifecycle:${randomBytes(4).toString('hex')}:`,
-    CURSOR_SECRET: 'lifecycle-test-secret-0123456789',
+    ...testStoresEnv('lifecycle', database.url),
     WEB_CONCURRENCY: '2',
     JOB_CONCURRENCY: '1',
     LOG_LEVEL: 'info',

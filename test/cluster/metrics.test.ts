@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
 
@@ -11,8 +10,6 @@ import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/met
 // them out in turn), labels carry route templates only, and a worker that is SIGKILLed or
 // drained takes none of its reported counts with it.
 
-const REDIS_URL = process.env.TEST_REDIS_URL;
-if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
 
 const test = suite('cluster metrics');
 let cluster: RunningCluster;
@@ -44,10 +41,7 @@ test.before(async () => {
   const database = await createTestDatabase('metrics');
   dropDatabase = database.drop;
   cluster = await startCluster({
-    DATABASE_URL: database.url,
-    REDIS_URL: REDIS_URL!,
-    REDIS_PREFIX: `test:metrics:${randomBytes(4).toString('hex')}:`,
-    CURSOR_SECRET: 'metrics-test-secret-0123456789',
+    ...testStoresEnv('metrics', database.url),
     WEB_CONCURRENCY: '2',
     THROTTLE_ANON: '8/min',
     THROTTLE_TOKEN_OBTAIN: '3/min',

@@ -6,7 +6,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { scrape, sumOf } from '../helpers/metrics.js';
@@ -74,10 +74,7 @@ test.before(async () => {
   const database = await createTestDatabase('prometheus');
   dropDatabase = database.drop;
   cluster = await startCluster({
-    DATABASE_URL: database.url,
-    REDIS_URL: process.env.TEST_REDIS_URL!,
-    REDIS_PREFIX: `test:prometheus:${randomBytes(4).toString('hex')}:`,
-    CURSOR_SECRET: 'prometheus-test-secret-0123456789',
+    ...testStoresEnv('prometheus', database.url),
     WEB_CONCURRENCY: '2',
     JOB_CONCURRENCY: '1',
     THROTTLE_ANON: '5/min',

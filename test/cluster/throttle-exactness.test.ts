@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
@@ -6,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { startCluster, type RunningCluster } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { scrape, sumOf } from '../helpers/metrics.js';
 
@@ -16,8 +15,6 @@ import { scrape, sumOf } from '../helpers/metrics.js';
 // gets some, must admit exactly the limit, trial after trial; so must many clients at once.
 // (DRF's throttle admitted 20–36 against a limit of 20 with four workers.)
 
-const REDIS_URL = process.env.TEST_REDIS_URL;
-if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
 
 const ANON_LIMIT = 50;
 const USER_LIMIT = 30;
@@ -87,10 +84,7 @@ test.before(async () => {
   const database = await createTestDatabase('throttle-exact');
   dropDatabase = database.drop;
   const env = {
-    DATABASE_URL: database.url,
-    REDIS_URL: REDIS_URL!,
-    REDIS_PREFIX: `test:throttle-exact:${randomBytes(4).toString('hex')}:`,
-    CURSOR_SECRET: 'throttle-exact-secret-0123456789',
+    ...testStoresEnv('throttle-exact', database.url),
     WEB_CONCURRENCY: '4',
     TRUST_PROXY_HOPS: '1',
     THROTTLE_ANON: `${ANON_LIMIT}/min`,

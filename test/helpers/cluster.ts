@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findFreePort } from '../../ops/embedded/ports.js';
@@ -57,5 +58,20 @@ export async function startCluster(env: Record<string, string>, readyTimeoutMs =
       clearTimeout(timer);
       return code as number | null;
     },
+  };
+}
+
+/**
+ * The settings that point a cluster at the test stores: `databaseUrl`, the runner's Redis with a
+ * fresh key prefix for `label`, and a fixed cursor secret.
+ */
+export function testStoresEnv(label: string, databaseUrl: string): Record<string, string> {
+  const redisUrl = process.env.TEST_REDIS_URL;
+  if (!redisUrl) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
+  return {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl,
+    REDIS_PREFIX: `test:${label}:${randomBytes(4).toString('hex')}:`,
+    CURSOR_SECRET: `${label}-test-secret-0123456789`,
   };
 }

@@ -8,6 +8,7 @@ import { startRedis, type RedisOptions } from '../../ops/embedded/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
+import { isAlive } from '../../ops/embedded/processes.js';
 
 // DESIGN §4, Redis trouble: two apps on a private redis-server, one per THROTTLE_FAILURE_MODE.
 // The server is SIGKILLed, then frozen with SIGSTOP (slower than THROTTLE_TIMEOUT_MS): open
@@ -155,14 +156,5 @@ test('an app whose Redis is gone still closes: the client stops reconnecting, no
   await sleep(1_200); // longer than the longest reconnect back-off (1 s)
   assert.is(attempts, 0, 'no reconnect attempts after close()');
 });
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test.run();
