@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { answerClientErrors } from './http/client-errors.js';
 import { Server as NetServer } from 'node:net';
 import type { Config } from './config.js';
 import { reportMetricsToPrimary } from './cluster/metrics-reporter.js';
@@ -23,6 +24,7 @@ export async function runWebChild(config: Config): Promise<void> {
     if (draining) res.setHeader('Connection', 'close');
     void handle(req, res);
   });
+  answerClientErrors(http);
   await new Promise<void>((resolve) => http.listen(config.PORT, config.HOST, resolve));
   process.send?.({ type: 'ready' });
 

@@ -46,7 +46,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   app.use(handleErrors(deps.logger));
   app.use(baseHeaders);
   app.use(negotiate);
-  app.use(redirectToSlash);
+  app.use(redirectToSlash(routers));
   app.use(answerUnrouted);
   for (const router of routers) {
     app.use(router.routes());
@@ -71,16 +71,19 @@ const negotiate: Middleware = async (ctx, next) => {
   await next();
 };
 
-/** `/api/tasks` → 308 to `/api/tasks/`, keeping the method and the query string. */
-const redirectToSlash: Middleware = async (ctx, next) => {
-  if (ctx.path.startsWith('/api') && !ctx.path.endsWith('/')) {
-    ctx.status = 308;
-    ctx.set('Location', `${ctx.path}/${ctx.search}`);
-    ctx.body = { detail: `Moved to ${ctx.path}/` };
-    return;
-  }
-  await next();
-};
+/** `/api/tasks` → 308 to `/api/tasks/`, keeping the method and the query string, when that is a route. */
+function redirectToSlash(routers: Router[]): Middleware {
+  return async (ctx, next) => {
+    const slashed = `${ctx.path}/`;
+    if (ctx.path.startsWith('/api/') && !ctx.path.endsWith('/') && routers.some((router) => router.match(slashed, ctx.method).path.length > 0)) {
+      ctx.status = 308;
+      ctx.set('Location', `${slashed}${ctx.search}`);
+      ctx.body = { detail: `Moved to ${slashed}` };
+      return;
+    }
+    await next();
+  };
+}
 
 /**
  * Around the routers (their `allowedMethods` decide 405 and OPTIONS on the way back out): OPTIONS

@@ -1,14 +1,15 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import { issueToken, revokeToken } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
+import { createRouter, refuseOtherMethods } from './router.js';
 import { requireUser } from './users.js';
 
 /** Login (`POST`) and logout (`DELETE`) of bearer tokens. Login has its own `token-obtain` budget. */
 export function authRoutes(deps: Deps, guard: Guard): Router {
-  const router = new Router();
+  const router = createRouter();
   const { db, clock, config } = deps;
 
   router.post('/api/auth/token/', guard({ scope: 'token-obtain' }), async (ctx) => {
@@ -25,7 +26,7 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
     ctx.status = 204;
   });
 
-  return router;
+  return refuseOtherMethods(router, () => guard({ scope: 'token-obtain' }));
 }
 
 function readCredentials(body: unknown): { username: string; password: string } {
@@ -35,7 +36,8 @@ function readCredentials(body: unknown): { username: string; password: string } 
   const input = body as Record<string, unknown>;
   const errors: Record<string, string[]> = {};
   const read = (name: 'username' | 'password') => {
-    const value = input[name];
+    // As DRF's CharField: numbers are taken as their text.
+    const value = typeof input[name] === 'number' ? String(input[name]) : input[name];
     if (value === undefined) errors[name] = ['This field is required.'];
     else if (value === null) errors[name] = ['This field may not be null.'];
     else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];

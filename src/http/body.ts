@@ -23,9 +23,19 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
   throw Errors.unsupportedMediaType(type || 'none');
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A lone UTF-16 surrogate: JSON allows it as an escape, PostgreSQL text and jsonb do not. */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
 function parseJson(raw: string): unknown {
   try {
-    return JSON.parse(raw);
+    return JSON.parse(raw, (key, value: unknown) => {
+      if (LONE_SURROGATE.test(key) || (typeof value === 'string' && LONE_SURROGATE.test(value))) {
+        throw new SyntaxError('a string holds an unpaired surrogate (not valid Unicode)');
+      }
+      return value;
+    });
   } catch (error) {
     throw Errors.invalidJson(error instanceof Error ? error.message : 'invalid JSON');
   }
@@ -43,7 +53,11 @@ async function readRaw(ctx: Context, limit: number): Promise<string> {
     }
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  try {
+    return UTF8.decode(Buffer.concat(chunks));
+  } catch {
+    throw Errors.invalidJson('the body is not valid UTF-8');
+  }
 }
 
 /**

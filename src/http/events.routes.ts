@@ -1,14 +1,15 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { parseFeedParams, readFeedPage } from '../events/feed.js';
 import type { Guard } from './guard.js';
+import { createRouter, refuseOtherMethods } from './router.js';
 import { requestUrl } from './request-url.js';
 import { requireUser } from './users.js';
 
 /** The global event feed (DESIGN §5): `GET /api/events/?after=P&limit=N`, for authenticated clients. */
 export function eventRoutes(deps: Deps, guard: Guard): Router {
-  const router = new Router();
+  const router = createRouter();
   const { config } = deps;
 
   router.get('/api/events/', guard(), async (ctx) => {
@@ -18,5 +19,5 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
     ctx.body = await readFeedPage(deps.db, params.value, requestUrl(ctx, config.TRUST_PROXY_HOPS));
   });
 
-  return router;
+  return refuseOtherMethods(router, () => guard());
 }

@@ -1,10 +1,11 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
+import { createRouter } from './router.js';
 
 /** Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s. */
 export function healthRoutes(deps: Deps): Router {
-  const router = new Router();
+  const router = createRouter();
   router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
   });

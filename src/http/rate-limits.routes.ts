@@ -1,15 +1,16 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { ScopeName, ScopeRule } from '../throttle/index.js';
 import type { Guard } from './guard.js';
+import { createRouter, refuseOtherMethods } from './router.js';
 
 /**
  * The live throttle configuration. This collection opts out of pagination: it is small and
  * bounded by the number of scopes, so it answers a plain array.
  */
 export function rateLimitRoutes(rules: ReadonlyMap<ScopeName, ScopeRule>, guard: Guard): Router {
-  const router = new Router();
+  const router = createRouter();
   router.get('/api/rate-limits/', guard(), (ctx) => {
     ctx.body = [...rules.values()].map((rule) => ({ scope: rule.scope, rate: rule.rate.text, keyed_by: rule.keyedBy }));
   });
-  return router;
+  return refuseOtherMethods(router, () => guard());
 }

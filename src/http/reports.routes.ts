@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
@@ -8,6 +8,7 @@ import { isReportId, reportPath } from '../reports/report.view.js';
 import { createReport, findReport, REPORT_ACCEPTED } from '../reports/reports.repository.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
+import { createRouter, refuseOtherMethods } from './router.js';
 import { requestUrl } from './request-url.js';
 import { requireUser } from './users.js';
 
@@ -18,7 +19,7 @@ import { requireUser } from './users.js';
  * creator sees it.
  */
 export function reportRoutes(deps: Deps, guard: Guard): Router {
-  const router = new Router();
+  const router = createRouter();
   const { config, db } = deps;
 
   router.post('/api/reports/', guard({ scope: 'reports' }), async (ctx) => {
@@ -55,7 +56,7 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     ctx.body = body;
   }
 
-  return router;
+  return refuseOtherMethods(router, () => guard());
 }
 
 function hashRequest(route: string, params: object): string {

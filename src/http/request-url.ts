@@ -1,18 +1,29 @@
 import type { Context } from 'koa';
 
+const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
 /**
  * The absolute URL the client used. Scheme and host come from `X-Forwarded-Proto` /
- * `X-Forwarded-Host` only when proxies are trusted (`TRUST_PROXY_HOPS` > 0); otherwise from
- * the connection and the Host header, so a client cannot make links point elsewhere.
+ * `X-Forwarded-Host` only when proxies are trusted (`TRUST_PROXY_HOPS` = N > 0), read like
+ * `X-Forwarded-For`: the N-th value from the right, the one our own proxies wrote. Otherwise they
+ * come from the connection and the Host header. Only `http`/`https` and well-formed hosts are
+ * used, so a client cannot make links point at another scheme or at a path.
  */
 export function requestUrl(ctx: Context, trustProxyHops: number): URL {
-  const forwarded = (name: string) => (trustProxyHops > 0 ? ctx.get(name).split(',')[0]?.trim() : '') || '';
+  const forwarded = (name: string) => {
+    if (trustProxyHops === 0) return '';
+    const values = ctx.get(name).split(',').map((v) => v.trim()).filter(Boolean);
+    return values.at(-trustProxyHops) ?? values[0] ?? '';
+  };
+  const { localAddress, localPort } = ctx.req.socket;
+  const own = `${localAddress?.includes(':') ? `[${localAddress}]` : localAddress}:${localPort}`;
   const encrypted = (ctx.req.socket as { encrypted?: boolean }).encrypted === true;
-  const proto = forwarded('X-Forwarded-Proto') || (encrypted ? 'https' : 'http');
-  const host = forwarded('X-Forwarded-Host') || ctx.get('Host') || `${ctx.req.socket.localAddress}:${ctx.req.socket.localPort}`;
+  const claimedProto = forwarded('X-Forwarded-Proto').toLowerCase();
+  const proto = claimedProto === 'http' || claimedProto === 'https' ? claimedProto : encrypted ? 'https' : 'http';
+  const host = [forwarded('X-Forwarded-Host'), ctx.get('Host')].find((h) => HOST.test(h)) ?? own;
   try {
     return new URL(ctx.originalUrl, `${proto}://${host}`);
   } catch {
-    return new URL(ctx.originalUrl, `http://${ctx.req.socket.localAddress}:${ctx.req.socket.localPort}`);
+    return new URL(ctx.originalUrl, `http://${own}`);
   }
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
@@ -8,6 +8,7 @@ import { findTask, streamExists, taskEventsSource, tasksSource } from '../events
 import { taskPath, viewTask } from '../events/task.view.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
+import { createRouter, refuseOtherMethods } from './router.js';
 import { respondWithPage } from './paginated.js';
 import { requestUrl } from './request-url.js';
 import { parseTaskInput } from './task.input.js';
@@ -15,7 +16,7 @@ import { requireUser } from './users.js';
 
 /** The task collection: list, create, retrieve, change, delete, and each task's history. */
 export function taskRoutes(deps: Deps, guard: Guard): Router {
-  const router = new Router();
+  const router = createRouter();
   const { db, commands, config } = deps;
 
   router.get('/api/tasks/', guard(), (ctx) => respondWithPage(ctx, deps, tasksSource(db), viewTask));
@@ -78,7 +79,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     ctx.body = task;
   }
 
-  return router;
+  return refuseOtherMethods(router, () => guard());
 }
 
 function actorOf(ctx: Context, user: { id: number; username: string }) {

@@ -63,6 +63,7 @@ function readOwner(input: Record<string, unknown>, errors: Record<string, string
   if (typeof value !== 'string') return void (errors.owner = ['Not a valid string.']);
   const text = value.trim();
   if (text === '') return void (errors.owner = ['This field may not be blank.']);
+  if (text.includes('\u0000')) return void (errors.owner = ['Null characters are not allowed.']);
   if ([...text].length > OWNER_MAX) return void (errors.owner = [`Ensure this field has no more than ${OWNER_MAX} characters.`]);
   return text;
 }

@@ -6,6 +6,7 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
+import { answerClientErrors } from '../../src/http/client-errors.js';
 import { createTestDatabase } from './database.js';
 import { request } from './http.js';
 
@@ -53,6 +54,7 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
   const { deps, close } = await buildDeps(config, 'test');
   if (options.logger) deps.logger = options.logger;
   const server = createServer(createApp(deps, options.routes).callback());
+  answerClientErrors(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let closed = false;

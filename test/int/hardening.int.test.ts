@@ -1,0 +1,113 @@
+import { connect } from 'node:net';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { request } from '../helpers/http.js';
+
+/** Sends raw bytes and returns the raw response (for requests fetch will not send). */
+function rawRequest(base: string, bytes: Buffer | string): Promise<string> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.end(bytes));
+    let text = '';
+    socket.on('data', (chunk) => (text += chunk));
+    socket.on('end', () => resolve(text));
+    socket.on('error', reject);
+  });
+}
+
+const Input = suite<{ app: TestApp; token: string }>('odd input is a client error, never a 500');
+Input.before(async (ctx) => {
+  ctx.app = await startTestApp({}, 'hardening-input');
+  ctx.token = await ctx.app.login('alice');
+});
+Input.after(({ app }) => app.close());
+
+Input('an unpaired surrogate anywhere in a JSON body is 400, and nothing is stored', async ({ app, token }) => {
+  for (const raw of ['{"title":"\\ud800"}', '{"title":"ok","description":"x\\ud83d"}', '{"\\udfff":1,"title":"ok"}']) {
+    const res = await request(app.base, 'POST', '/api/tasks/', { token, raw, headers: { 'Content-Type': 'application/json' } });
+    assert.is(res.status, 400, raw);
+    assert.match(res.body.detail, /^JSON parse error - .*unpaired surrogate/);
+  }
+  const pair = await request(app.base, 'POST', '/api/tasks/', { token, raw: '{"title":"\\ud83d\\ude00 ok"}', headers: { 'Content-Type': 'application/json' } });
+  assert.is(pair.status, 201, 'a proper surrogate pair (an emoji) is fine');
+  assert.is(pair.body.title, '😀 ok');
+  assert.is((await request(app.base, 'GET', '/api/tasks/')).body.count, 1);
+});
+
+Input('a body that is not valid UTF-8 is 400', async ({ app, token }) => {
+  const bytes = Buffer.concat([Buffer.from('{"title":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+  const response = await fetch(`${app.base}/api/tasks/`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: bytes });
+  assert.is(response.status, 400);
+  assert.equal(await response.json(), { detail: 'JSON parse error - the body is not valid UTF-8' });
+});
+
+Input('a NUL in a report owner or the stats filter is 400 with the field named', async ({ app, token }) => {
+  const report = await request(app.base, 'POST', '/api/reports/', { token, body: { from: '2026-11-01', to: '2026-11-02', owner: 'a\u0000' } });
+  assert.equal([report.status, report.body], [400, { owner: ['Null characters are not allowed.'] }]);
+  const stats = await request(app.base, 'GET', '/api/tasks/stats/?owner=%00');
+  assert.equal([stats.status, stats.body], [400, { owner: ['Null characters are not allowed.'] }]);
+});
+
+Input('numbers are taken as text for login fields, as DRF does', async ({ app }) => {
+  const res = await request(app.base, 'POST', '/api/auth/token/', { body: { username: 123, password: 456 } });
+  assert.equal([res.status, res.body], [400, { non_field_errors: ['Unable to log in with provided credentials.'] }]);
+});
+
+Input('requests the HTTP parser refuses still get a JSON error', async ({ app }) => {
+  const unknownMethod = await rawRequest(app.base, 'FOO /api/tasks/ HTTP/1.1\r\nHost: x\r\n\r\n');
+  assert.match(unknownMethod, /^HTTP\/1\.1 400 /);
+  assert.match(unknownMethod, /Content-Type: application\/json/);
+  assert.match(unknownMethod, /\{"detail":"Bad request\."\}$/);
+  const hugeHeader = await rawRequest(app.base, `GET /api/tasks/ HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+  assert.match(hugeHeader, /^HTTP\/1\.1 431 /);
+  assert.match(hugeHeader, /\{"detail":"Request header fields too large\."\}$/);
+});
+
+Input('paths match as written: case, doubled slashes and unknown /api paths are 404, not redirects', async ({ app }) => {
+  for (const path of ['/api/TASKS/', '/api/tasks//', '/api/nope', '/api']) {
+    const res = await request(app.base, 'GET', path);
+    assert.equal([res.status, res.body], [404, { detail: 'Not found.' }], path);
+  }
+  const moved = await request(app.base, 'GET', '/api/tasks?page=1');
+  assert.equal([moved.status, moved.headers.get('location')], [308, '/api/tasks/?page=1']);
+});
+
+const Proxy = suite<{ app: TestApp }>('forwarded scheme and host behind one trusted proxy');
+Proxy.before(async (ctx) => {
+  ctx.app = await startTestApp({ TRUST_PROXY_HOPS: '1' }, 'hardening-proxy');
+  const token = await ctx.app.login('bob');
+  for (let i = 0; i < 12; i += 1) await request(ctx.app.base, 'POST', '/api/tasks/', { token, body: { title: `t${i}` } });
+});
+Proxy.after(({ app }) => app.close());
+
+Proxy('links use the value our proxy wrote (rightmost), only http/https, only well-formed hosts', async ({ app }) => {
+  const next = async (headers: Record<string, string>) => (await request(app.base, 'GET', '/api/tasks/', { headers })).body.next as string;
+  assert.is(await next({ 'X-Forwarded-Proto': 'http, https', 'X-Forwarded-Host': 'evil.example, api.example.com' }), 'https://api.example.com/api/tasks/?page=2');
+  assert.ok((await next({ 'X-Forwarded-Proto': 'gopher', 'X-Forwarded-Host': 'evil/x?y' })).startsWith('http://127.0.0.1:'));
+});
+
+const Methods = suite<{ app: TestApp }>('a method a path lacks is counted by its throttle scope, as DRF counts 405s');
+Methods.before(async (ctx) => {
+  ctx.app = await startTestApp({ THROTTLE_TOKEN_OBTAIN: '3/min', THROTTLE_ANON: '4/min' }, 'hardening-methods');
+  await ctx.app.deps.db.insertInto('users').values({ username: 'carol', password_hash: 'unused' }).execute();
+});
+Methods.after(({ app }) => app.close());
+
+Methods('405s on the login endpoint spend its token-obtain budget; OPTIONS is 204 with Allow', async ({ app }) => {
+  const options = await request(app.base, 'OPTIONS', '/api/auth/token/');
+  assert.equal([options.status, options.headers.get('allow')], [204, 'POST, DELETE, OPTIONS']);
+  const refused = await request(app.base, 'GET', '/api/auth/token/');
+  assert.equal([refused.status, refused.body, refused.headers.get('allow')], [405, { detail: 'Method "GET" not allowed.' }, 'POST, DELETE, OPTIONS']);
+  assert.is(refused.headers.get('ratelimit'), '"token-obtain";r=1;t=60');
+  assert.is((await request(app.base, 'DELETE', '/api/tasks/')).status, 405, 'a 405 elsewhere uses the general budget');
+  assert.is((await request(app.base, 'PATCH', '/api/auth/token/')).status, 405);
+  const login = await request(app.base, 'POST', '/api/auth/token/', { body: { username: 'carol', password: 'whatever-1' } });
+  assert.is(login.status, 429, 'OPTIONS, GET and PATCH used the 3/min budget');
+  const anon = await request(app.base, 'PUT', '/api/tasks/');
+  assert.equal([anon.status, anon.headers.get('ratelimit')], [405, '"anon";r=2;t=60']);
+});
+
+Input.run();
+Proxy.run();
+Methods.run();
