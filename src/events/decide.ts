@@ -1,4 +1,4 @@
-import type { Rejection, TaskCommand, TaskEvent, TaskState } from './task.events.js';
+import type { ExpectedVersion, Rejection, TaskCommand, TaskEvent, TaskState } from './task.events.js';
 
 /**
  * Decides which events a command produces against the current state of its task (null when the
@@ -15,7 +15,7 @@ export function decide(command: TaskCommand, state: TaskState | null): { ok: tru
   }
   if (state === null) return { ok: false, error: 'not_found' };
   if (state.ownerId !== command.actor.userId) return { ok: false, error: 'forbidden' };
-  if (command.expectedVersion !== undefined && command.expectedVersion !== state.version) {
+  if (!accepts(command.expectedVersion, state.version)) {
     return { ok: false, error: 'version_conflict', currentVersion: state.version };
   }
   if (command.type === 'DeleteTask') return { ok: true, events: [{ type: 'TaskDeleted', data: {} }] };
@@ -31,4 +31,9 @@ function decideChanges(fields: Partial<TaskState>, state: TaskState): TaskEvent[
   if (fields.completed === true && !state.completed) events.push({ type: 'TaskCompleted', data: {} });
   if (fields.completed === false && state.completed) events.push({ type: 'TaskReopened', data: {} });
   return events;
+}
+
+function accepts(expected: ExpectedVersion | undefined, version: number): boolean {
+  if (expected === undefined) return true;
+  return typeof expected === 'number' ? expected === version : expected.includes(version);
 }

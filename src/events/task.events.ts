@@ -49,10 +49,13 @@ export interface Actor {
   requestId?: string;
 }
 
+/** The version(s) a conditional command accepts (an `If-Match` list may name several). */
+export type ExpectedVersion = number | readonly number[];
+
 export type TaskCommand =
   | { type: 'CreateTask'; actor: Actor; fields: TaskFields; idempotency?: IdempotencyClaim }
-  | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: number }
-  | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: number };
+  | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: ExpectedVersion }
+  | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: ExpectedVersion };
 
 /** An `Idempotency-Key` and a digest of the request it came with. */
 export interface IdempotencyClaim {

@@ -11,6 +11,7 @@ import { healthRoutes } from './health.routes.js';
 import { rateLimitRoutes } from './rate-limits.routes.js';
 import { reportRoutes } from './reports.routes.js';
 import { requestContext } from './request-context.middleware.js';
+import { rootRoutes } from './root.routes.js';
 import { statsRoutes } from './stats.routes.js';
 import { taskRoutes } from './tasks.routes.js';
 
@@ -34,6 +35,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   const guard = createGuard(deps, rules);
   const routers = [
     healthRoutes(deps),
+    rootRoutes(deps, guard),
     statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),
@@ -75,7 +77,7 @@ const negotiate: Middleware = async (ctx, next) => {
 function redirectToSlash(routers: Router[]): Middleware {
   return async (ctx, next) => {
     const slashed = `${ctx.path}/`;
-    if (ctx.path.startsWith('/api/') && !ctx.path.endsWith('/') && routers.some((router) => router.match(slashed, ctx.method).path.length > 0)) {
+    if ((ctx.path === '/api' || ctx.path.startsWith('/api/')) && !ctx.path.endsWith('/') && routers.some((router) => router.match(slashed, ctx.method).path.length > 0)) {
       ctx.status = 308;
       ctx.set('Location', `${slashed}${ctx.search}`);
       ctx.body = { detail: `Moved to ${slashed}` };

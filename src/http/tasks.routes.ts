@@ -121,13 +121,16 @@ function matchesEtag(header: string, task: TaskState): boolean {
   return header.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === tag);
 }
 
-/** The version an `If-Match` header expects; an unknown tag can never match, so it expects version 0. */
-function readIfMatch(ctx: Context): number | undefined {
+/**
+ * The versions an `If-Match` header accepts: every strong tag `"<id>-<version>"` of this task in
+ * its list. Weak, malformed or other tasks' tags never match (RFC 9110 §13.1.1), so a header
+ * with none of ours accepts nothing and the change gets 412. `*` or no header: unconditional.
+ */
+function readIfMatch(ctx: Context): number[] | undefined {
   const header = ctx.get('If-Match').trim();
   if (!header || header === '*') return undefined;
-  const match = /^"(\d+)-(\d+)"$/.exec(header);
-  if (!match || match[1] !== String(ctx.params.id)) return 0;
-  return Number(match[2]);
+  const id = Number(ctx.params.id);
+  return [...header.matchAll(/(?:^|,)\s*"(\d+)-(\d+)"\s*(?=,|$)/g)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
 }
 
 function hashFields(fields: object): string {

@@ -65,7 +65,7 @@ Input('requests the HTTP parser refuses still get a JSON error', async ({ app })
 });
 
 Input('paths match as written: case, doubled slashes and unknown /api paths are 404, not redirects', async ({ app }) => {
-  for (const path of ['/api/TASKS/', '/api/tasks//', '/api/nope', '/api']) {
+  for (const path of ['/api/TASKS/', '/api/tasks//', '/api/nope', '/api/nope/']) {
     const res = await request(app.base, 'GET', path);
     assert.equal([res.status, res.body], [404, { detail: 'Not found.' }], path);
   }
@@ -106,6 +106,24 @@ Methods('405s on the login endpoint spend its token-obtain budget; OPTIONS is 20
   assert.is(login.status, 429, 'OPTIONS, GET and PATCH used the 3/min budget');
   const anon = await request(app.base, 'PUT', '/api/tasks/');
   assert.equal([anon.status, anon.headers.get('ratelimit')], [405, '"anon";r=2;t=60']);
+});
+
+Input('If-Match takes a list: any current tag of this task matches; weak, foreign or stale tags do not', async ({ app, token }) => {
+  const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'conditional' } });
+  const id = created.body.id as number;
+  const patch = (ifMatch: string, path = `/api/tasks/${id}/`) => request(app.base, 'PATCH', path, { token, body: { description: ifMatch }, headers: { 'If-Match': ifMatch } });
+  assert.is((await patch(`"${id}-7", "${id}-1"`)).status, 200, 'the list holds the current version');
+  assert.is((await patch(`W/"${id}-2"`)).status, 412, 'weak tags never match');
+  assert.is((await patch(`"${id + 1}-2"`)).status, 412, 'another task');
+  assert.is((await patch('garbage')).status, 412);
+  assert.is((await patch(`"${id}-2"`, `/api/tasks/0${id}/`)).status, 200, 'the id in the path is a number');
+});
+
+Input('GET /api/ lists the collections as absolute links', async ({ app }) => {
+  const root = await request(app.base, 'GET', '/api/');
+  assert.is(root.status, 200);
+  assert.is(root.body.tasks, `${app.base}/api/tasks/`);
+  assert.is(root.body['rate-limits'], `${app.base}/api/rate-limits/`);
 });
 
 Input.run();
