@@ -7,7 +7,7 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 /** Opens a pooled kysely handle. `destroy()` on it closes the pool. */
 export function connectDatabase(url: string, poolSize: number, applicationName = 'paceline'): Kysely<Database> {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: applicationName });
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: applicationName, connectionTimeoutMillis: 10_000 });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on next use.
   });

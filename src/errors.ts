@@ -39,3 +39,23 @@ export const Errors = {
   unavailable: (detail: string, retryAfterS: number) =>
     new AppError(503, { detail }, { 'Retry-After': String(retryAfterS) }),
 } as const;
+
+/**
+ * The body as an object of fields, or DRF's 400 `Invalid data. Expected a dictionary, but got
+ * list.` (Python's type names: list, str, int, float, bool, null).
+ */
+export function requireObject(body: unknown): Record<string, unknown> {
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) return body as Record<string, unknown>;
+  const got = Array.isArray(body)
+    ? 'list'
+    : body === null
+      ? 'null'
+      : typeof body === 'string'
+        ? 'str'
+        : typeof body === 'boolean'
+          ? 'bool'
+          : Number.isInteger(body)
+            ? 'int'
+            : 'float';
+  throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${got}.`] });
+}

@@ -52,6 +52,7 @@ export class ReadModelFollower {
   }
 
   #pause(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {

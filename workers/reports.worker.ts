@@ -35,7 +35,9 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
   });
   worker.on('failed', (job, error) => {
     if (!job) return;
-    const final = job.attemptsMade >= (job.opts.attempts ?? 1);
+    // A job failed by the stalled check (its worker died too often) fails with UnrecoverableError
+    // without reaching the processor, whatever its attempts: that is final too.
+    const final = error.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1);
     logger.warn({ err: error, reportId: job.data.reportId, attempt: job.attemptsMade, final }, 'report attempt failed');
     // Also covers a job failed by the stalled check, which never reaches the processor's catch.
     if (final) void recordReportFailure(db, job.data.reportId, error.message, true).catch(() => {});

@@ -55,17 +55,21 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
     });
   }
   const exited = exitOf(child);
-  await waitUntilReady(opts.port, exited, recent);
+  // A synchronous last resort when the caller exits without stop() (or the start fails below).
+  const onExit = () => child.kill('SIGTERM');
+  process.on('exit', onExit);
+  void exited.then(() => process.removeListener('exit', onExit));
+  try {
+    await waitUntilReady(opts.port, exited, recent);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
 
   let stopping = false;
   void exited.then(({ code, signal }) => {
     if (!stopping) log(`redis-server on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
   });
-  // A synchronous last resort when the caller exits without stop().
-  const onExit = () => child.kill('SIGTERM');
-  process.on('exit', onExit);
-  void exited.then(() => process.removeListener('exit', onExit));
-
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {

@@ -14,16 +14,38 @@ import { Supervisor } from './supervisor.js';
  */
 export async function runPrimary(config: Config): Promise<void> {
   const logger = createLogger(config, 'primary');
-  const backends = await provideBackends(config, logger);
+  // Signals are handled from the first moment: whatever has started by then is stopped in
+  // reverse order, after the step under way finishes, so no embedded store is left running.
+  const stops: Array<() => Promise<void>> = [];
+  let current: Promise<unknown> = Promise.resolve();
+  let stopping = false;
+  // Once shutting down, start nothing more: the step never resolves and the process exits.
+  const step = <T>(start: () => Promise<T>): Promise<T> => {
+    if (stopping) return new Promise<never>(() => {});
+    const work = start();
+    current = work.catch(() => {});
+    return work;
+  };
+  const shutdown = onceShutdown(logger, config, async () => {
+    stopping = true;
+    for (let seen = null as unknown; seen !== current; ) await (seen = current);
+    for (const stop of stops.reverse()) await stop();
+  });
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+
+  const backends = await step(() => provideBackends(config, logger));
+  stops.push(() => backends.stop());
   const migrator = connectDatabase(backends.databaseUrl, 1, 'paceline-migrate');
   try {
-    const applied = await migrateToLatest(migrator);
+    const applied = await step(() => migrateToLatest(migrator));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   } finally {
     await migrator.destroy();
   }
 
-  const metrics = await startMetricsHub(config, logger);
+  const metrics = await step(() => startMetricsHub(config, logger));
+  stops.push(() => metrics.close());
   const supervisor = new Supervisor({
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
@@ -32,18 +54,13 @@ export async function runPrimary(config: Config): Promise<void> {
     onExit: (worker) => metrics.retire(worker),
   });
   metrics.attach(() => supervisor.workers());
-  const shutdown = onceShutdown(logger, config, async () => {
-    await supervisor.stop();
-    await metrics.close();
-    await backends.stop();
-  });
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  stops.push(() => supervisor.stop());
   process.on('SIGHUP', () => {
     logger.info('SIGHUP: replacing web workers one at a time');
     void supervisor.reload('web').then(() => logger.info('web workers replaced'));
   });
 
+  if (stopping) return;
   if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
   logger.info(

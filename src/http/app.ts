@@ -50,10 +50,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   app.use(negotiate);
   app.use(redirectToSlash(routers));
   app.use(answerUnrouted);
-  for (const router of routers) {
-    app.use(router.routes());
-    app.use(router.allowedMethods());
-  }
+  for (const router of routers) app.use(router.routes());
   app.on('error', () => {
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
@@ -87,27 +84,8 @@ function redirectToSlash(routers: Router[]): Middleware {
   };
 }
 
-/**
- * Around the routers (their `allowedMethods` decide 405 and OPTIONS on the way back out): OPTIONS
- * is 204 with `Allow`; a method the path lacks is 405 with `Allow`; anything else unrouted is 404.
- */
+/** After the routers: anything no route answered is 404. */
 const answerUnrouted: Middleware = async (ctx, next) => {
   await next();
-  const allow = ctx.response.get('Allow') as string;
-  if (allow) ctx.set('Allow', describeAllowed(allow));
-  if (ctx.method === 'OPTIONS' && ctx.status === 200 && allow) {
-    ctx.status = 204;
-    ctx.body = null;
-    return;
-  }
-  if ((ctx.status === 405 || ctx.status === 501) && allow) throw Errors.methodNotAllowed(ctx.method, describeAllowed(allow));
-  if (ctx.body === undefined && (ctx.status === 404 || ctx.status === 501)) throw Errors.notFound();
+  if (ctx.body === undefined && ctx.status === 404) throw Errors.notFound();
 };
-
-const METHOD_ORDER = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
-
-/** The router's method list in DRF's order, with OPTIONS, e.g. `GET, POST, HEAD, OPTIONS`. */
-function describeAllowed(allow: string): string {
-  const methods = new Set([...allow.split(/,\s*/), 'OPTIONS']);
-  return METHOD_ORDER.filter((m) => methods.has(m)).join(', ');
-}

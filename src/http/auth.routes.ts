@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { issueToken, revokeToken } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
-import { Errors } from '../errors.js';
+import { Errors, requireObject } from '../errors.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
@@ -30,10 +30,7 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
 }
 
 function readCredentials(body: unknown): { username: string; password: string } {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${Array.isArray(body) ? 'list' : typeof body}.`] });
-  }
-  const input = body as Record<string, unknown>;
+  const input = requireObject(body);
   const errors: Record<string, string[]> = {};
   const read = (name: 'username' | 'password') => {
     // As DRF's CharField: numbers are taken as their text.

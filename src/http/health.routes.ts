@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
-import { createRouter } from './router.js';
+import { createRouter, refuseOtherMethods } from './router.js';
 
 /** Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s. */
 export function healthRoutes(deps: Deps): Router {
@@ -18,7 +18,8 @@ export function healthRoutes(deps: Deps): Router {
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'unavailable', checks: { database, redis } };
   });
-  return router;
+  // Never throttled: other methods are refused without counting.
+  return refuseOtherMethods(router, () => (_ctx, next) => next());
 }
 
 async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failing'> {

@@ -13,7 +13,8 @@ export function requestUrl(ctx: Context, trustProxyHops: number): URL {
   const forwarded = (name: string) => {
     if (trustProxyHops === 0) return '';
     const values = ctx.get(name).split(',').map((v) => v.trim()).filter(Boolean);
-    return values.at(-trustProxyHops) ?? values[0] ?? '';
+    // Fewer values than proxies: none of them was written by ours, so none is trusted.
+    return values.at(-trustProxyHops) ?? '';
   };
   const { localAddress, localPort } = ctx.req.socket;
   const own = `${localAddress?.includes(':') ? `[${localAddress}]` : localAddress}:${localPort}`;

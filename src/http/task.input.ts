@@ -1,5 +1,5 @@
 import type { TaskFields } from '../events/task.events.js';
-import { Errors } from '../errors.js';
+import { Errors, requireObject } from '../errors.js';
 
 const TITLE_MAX = 200;
 const DESCRIPTION_MAX = 10_000;
@@ -12,11 +12,7 @@ type FieldErrors = Record<string, string[]>;
  * `id` are ignored. Throws a 400 whose body maps each bad field to its messages.
  */
 export function parseTaskInput(body: unknown, partial: boolean): Partial<TaskFields> {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    const got = Array.isArray(body) ? 'list' : body === null ? 'null' : typeof body === 'string' ? 'str' : typeof body;
-    throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${got}.`] });
-  }
-  const input = body as Record<string, unknown>;
+  const input = requireObject(body);
   const errors: FieldErrors = {};
   const fields: Partial<TaskFields> = {};
   const title = readString(input, 'title', { required: !partial, allowBlank: false, max: TITLE_MAX }, errors);

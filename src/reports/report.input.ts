@@ -1,4 +1,4 @@
-import { Errors } from '../errors.js';
+import { Errors, requireObject } from '../errors.js';
 
 /** What a report covers: whole UTC days from `from` to `to` inclusive, optionally one owner's tasks. */
 export interface ReportParams {
@@ -18,11 +18,7 @@ const OWNER_MAX = 150;
  * messages.
  */
 export function parseReportInput(body: unknown, maxDays: number): ReportParams {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    const got = Array.isArray(body) ? 'list' : body === null ? 'null' : typeof body === 'string' ? 'str' : typeof body;
-    throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${got}.`] });
-  }
-  const input = body as Record<string, unknown>;
+  const input = requireObject(body);
   const errors: Record<string, string[]> = {};
   const from = readDate(input, 'from', errors);
   const to = readDate(input, 'to', errors);
