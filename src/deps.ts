@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
@@ -33,8 +32,8 @@ export interface Deps {
 export async function buildDeps(config: Config, role: string): Promise<{ deps: Deps; close(): Promise<void> }> {
   const logger = createLogger(config, role);
   const metrics = createMetrics();
-  const db = connectDatabase(requireUrl(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE);
-  const redis = connectRedis(requireUrl(config.REDIS_URL, 'REDIS_URL'), config);
+  const db = connectDatabase(requireSetting(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE);
+  const redis = connectRedis(requireSetting(config.REDIS_URL, 'REDIS_URL'), config);
   // Commands fail fast while disconnected, so a child serving before its first connection would
   // let its first requests through uncounted (or answer 503 in closed mode).
   if (!(await untilReady(redis, REDIS_READY_WAIT_MS))) logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
@@ -53,7 +52,8 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     metrics,
     commands,
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX }),
-    cursorSecret: config.CURSOR_SECRET ?? randomBytes(32).toString('base64url'),
+    // Every process must sign cursors alike; the primary generates one when none is configured.
+    cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
     reportQueue: new ReportQueue(config, logger),
   };
   let closing: Promise<void> | undefined;
@@ -66,9 +66,9 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   return { deps, close };
 }
 
-function requireUrl(url: string | undefined, name: string): string {
-  if (!url) throw new Error(`${name} is not set`);
-  return url;
+function requireSetting(value: string | undefined, name: string): string {
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
 }
 
 /** How long a new process waits for its first Redis connection before it serves anyway. */
