@@ -18,7 +18,7 @@ interface ReportJob {
  */
 export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
   const { config, db, logger } = deps;
-  const worker = new Worker<ReportJob>(REPORTS_QUEUE, (job) => runReport(deps, job), {
+  const worker = new Worker<ReportJob>(REPORTS_QUEUE, (job, _token, signal) => runReport(deps, job, signal), {
     connection: bullConnection(config, 'worker'),
     prefix: bullPrefix(config),
     concurrency: 1,
@@ -43,10 +43,21 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
     if (final) void recordReportFailure(db, job.data.reportId, error.message, true).catch(() => {});
   });
   worker.on('stalled', (jobId) => logger.warn({ reportId: jobId }, 'report job stalled (its worker died); it will run again'));
-  return { close: () => worker.close() };
+  return {
+    // Graceful: the active report may finish; one still running shortly before the shutdown
+    // deadline is interrupted (an attempt, retried later) rather than killed with its child.
+    async close() {
+      const deadline = setTimeout(() => worker.cancelAllJobs('the jobs child is shutting down'), Math.max(0, config.SHUTDOWN_TIMEOUT_MS - 2_000));
+      try {
+        await worker.close();
+      } finally {
+        clearTimeout(deadline);
+      }
+    },
+  };
 }
 
-async function runReport(deps: Deps, job: Job<ReportJob>): Promise<{ status: string }> {
+async function runReport(deps: Deps, job: Job<ReportJob>, signal?: AbortSignal): Promise<{ status: string }> {
   const { config, db, logger } = deps;
   const { reportId } = job.data;
   const params = await startReport(db, reportId);
@@ -56,7 +67,10 @@ async function runReport(deps: Deps, job: Job<ReportJob>): Promise<{ status: str
     const result = await aggregateReport(db, params, {
       batchSize: config.REPORT_BATCH_SIZE,
       pauseMs: config.REPORT_BATCH_DELAY_MS,
-      onBatch: (position, upTo) => job.updateProgress(upTo === 0 ? 100 : Math.floor((position / upTo) * 100)),
+      onBatch: (position, upTo) => {
+        if (signal?.aborted) throw new Error(`report interrupted: ${String(signal.reason ?? 'cancelled')}`);
+        return job.updateProgress(upTo === 0 ? 100 : Math.floor((position / upTo) * 100));
+      },
     });
     await completeReport(db, reportId, result);
     logger.info({ reportId, ms: Date.now() - began, events: result.as_of_position }, 'report done');

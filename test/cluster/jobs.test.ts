@@ -110,4 +110,22 @@ test('SIGTERM lets the active report finish before the host exits 0', async () =
   assert.equal(row, { status: 'done', attempts: 1 });
 });
 
+test('a report longer than the shutdown allows is interrupted, not killed, and finishes after the restart', async () => {
+  const slow = { ...testStoresEnv('jobs-slow', databaseUrl), WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', REPORT_BATCH_SIZE: '100', THROTTLE_USER: '100000/min' };
+  cluster = await startCluster({ ...slow, REPORT_BATCH_DELAY_MS: '300', SHUTDOWN_TIMEOUT_MS: '3000' });
+  token = (await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })).body.token;
+  const accepted = await request(cluster.base, 'POST', '/api/reports/', { token, body: range });
+  const path = new URL(accepted.headers.get('location')!).pathname;
+  await poll(path, (body) => body.status === 'running');
+  assert.is(await cluster.stop('SIGTERM'), 0, 'the host drained within its shutdown timeout');
+  assert.not.match(cluster.output(), /"level":50[^\n]*(SIGKILL|uncaught)/i);
+
+  cluster = await startCluster({ ...slow, REPORT_BATCH_DELAY_MS: '0' });
+  token = (await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })).body.token;
+  const report = await poll(path, (body) => body.status === 'done' || body.status === 'failed');
+  assert.is(report.status, 'done');
+  assert.is((report as unknown as { attempts: number }).attempts, 2, 'the interrupted attempt, then the one that finished');
+  assert.is((report.result as { as_of_position: number }).as_of_position, 4_500);
+});
+
 test.run();
