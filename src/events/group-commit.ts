@@ -60,11 +60,21 @@ export class GroupCommitter implements CommandBus {
       const outcomes = await this.run(batch.map((p) => p.command));
       batch.forEach((p, i) => p.resolve(outcomes[i]!));
     } catch (error) {
-      if (batch.length === 1) {
-        batch[0]!.reject(error);
+      if (batch.length === 1 || !wasRolledBack(error)) {
+        for (const pending of batch) pending.reject(error);
         return;
       }
       for (const pending of batch) await this.#commit([pending]);
     }
   }
+}
+
+/**
+ * Whether the database answered the failure itself (a SQLSTATE outside connection classes), so the
+ * transaction certainly rolled back and its commands may be retried one by one. A lost connection
+ * may have lost the answer to a COMMIT that succeeded: retrying then could append twice.
+ */
+function wasRolledBack(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !code.startsWith('57');
 }
