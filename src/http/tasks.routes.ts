@@ -17,25 +17,10 @@ import { requireUser } from './users.js';
 /** The task collection: list, create, retrieve, change, delete, and each task's history. */
 export function taskRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
-  const { db, commands, config } = deps;
+  const { db, commands } = deps;
 
   router.get('/api/tasks/', guard(), (ctx) => respondWithPage(ctx, deps, tasksSource(db), viewTask));
-
-  router.post('/api/tasks/', guard(), async (ctx) => {
-    const user = requireUser(ctx);
-    const fields = parseTaskInput(await readBody(ctx, config.BODY_LIMIT_BYTES, true), false) as Required<ReturnType<typeof parseTaskInput>>;
-    const key = ctx.get('Idempotency-Key');
-    if (key.length > 255) throw Errors.badRequest('Idempotency-Key must be at most 255 characters.');
-    const idempotency = key ? { key, requestHash: hashFields(fields) } : undefined;
-    const outcome = await commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
-    if (outcome.ok && outcome.replayed) {
-      const body = outcome.replayed.body as { id: number; version: number };
-      ctx.set('Idempotent-Replayed', 'true');
-      respondWithTask(ctx, outcome.replayed.status, body);
-      return;
-    }
-    respondWithTask(ctx, 201, viewTask(expectTask(outcome)));
-  });
+  router.post('/api/tasks/', guard(), createTask(deps));
 
   router.get('/api/tasks/:id/', guard(), async (ctx) => {
     const task = await findTask(db, parseId(ctx.params.id));
@@ -45,19 +30,10 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
       ctx.set('ETag', etagOf(task));
       return;
     }
-    respondWithTask(ctx, 200, viewTask(task));
+    respondWithTask(ctx, deps, 200, viewTask(task));
   });
-
-  const change = (replace: boolean) => async (ctx: Context) => {
-    const user = requireUser(ctx);
-    const taskId = parseId(ctx.params.id);
-    const fields = parseTaskInput(await readBody(ctx, config.BODY_LIMIT_BYTES, true), !replace);
-    const expectedVersion = readIfMatch(ctx);
-    const outcome = await commands.execute({ type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion });
-    respondWithTask(ctx, 200, viewTask(expectTask(outcome)));
-  };
-  router.patch('/api/tasks/:id/', guard(), change(false));
-  router.put('/api/tasks/:id/', guard(), change(true));
+  router.patch('/api/tasks/:id/', guard(), changeTask(deps, false));
+  router.put('/api/tasks/:id/', guard(), changeTask(deps, true));
 
   router.delete('/api/tasks/:id/', guard(), async (ctx) => {
     const user = requireUser(ctx);
@@ -72,14 +48,44 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     await respondWithPage(ctx, deps, taskEventsSource(db, taskId), (e) => e, 'version');
   });
 
-  function respondWithTask(ctx: Context, status: number, task: { id: number; version: number }) {
-    ctx.status = status;
-    ctx.set('ETag', etagOf(task));
-    if (status === 201) ctx.set('Location', new URL(taskPath(task.id), requestUrl(ctx, config.TRUST_PROXY_HOPS)).href);
-    ctx.body = task;
-  }
-
   return refuseOtherMethods(router, () => guard());
+}
+
+/** POST: 201 with `Location` and `ETag`; a repeated `Idempotency-Key` replays the first answer. */
+function createTask(deps: Deps) {
+  return async (ctx: Context) => {
+    const user = requireUser(ctx);
+    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), false) as Required<ReturnType<typeof parseTaskInput>>;
+    const key = ctx.get('Idempotency-Key');
+    if (key.length > 255) throw Errors.badRequest('Idempotency-Key must be at most 255 characters.');
+    const idempotency = key ? { key, requestHash: hashFields(fields) } : undefined;
+    const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
+    if (outcome.ok && outcome.replayed) {
+      ctx.set('Idempotent-Replayed', 'true');
+      respondWithTask(ctx, deps, outcome.replayed.status, outcome.replayed.body as { id: number; version: number });
+      return;
+    }
+    respondWithTask(ctx, deps, 201, viewTask(expectTask(outcome)));
+  };
+}
+
+/** PATCH (`replace` false) or PUT: the owner's change, conditional on `If-Match` when given. */
+function changeTask(deps: Deps, replace: boolean) {
+  return async (ctx: Context) => {
+    const user = requireUser(ctx);
+    const taskId = parseId(ctx.params.id);
+    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), !replace);
+    const expectedVersion = readIfMatch(ctx);
+    const outcome = await deps.commands.execute({ type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion });
+    respondWithTask(ctx, deps, 200, viewTask(expectTask(outcome)));
+  };
+}
+
+function respondWithTask(ctx: Context, deps: Pick<Deps, 'config'>, status: number, task: { id: number; version: number }) {
+  ctx.status = status;
+  ctx.set('ETag', etagOf(task));
+  if (status === 201) ctx.set('Location', new URL(taskPath(task.id), requestUrl(ctx, deps.config.TRUST_PROXY_HOPS)).href);
+  ctx.body = task;
 }
 
 function actorOf(ctx: Context, user: { id: number; username: string }) {
