@@ -30,6 +30,7 @@ export const Errors = {
   notAcceptable: () => new AppError(406, { detail: 'Could not satisfy the request Accept header.' }),
   preconditionFailed: (currentVersion: number) =>
     new AppError(412, { detail: `Precondition failed: the task has changed since that version (current version ${currentVersion}).` }),
+  preconditionFailedMissing: () => new AppError(412, { detail: 'Precondition failed: the task does not exist.' }),
   payloadTooLarge: (limit: number) => new AppError(413, { detail: `Request body is larger than ${limit} bytes.` }),
   unsupportedMediaType: (type: string) => new AppError(415, { detail: `Unsupported media type "${type}" in request.` }),
   idempotencyMismatch: () =>

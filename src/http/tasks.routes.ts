@@ -38,7 +38,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
   router.delete('/api/tasks/:id/', guard(), async (ctx) => {
     const user = requireUser(ctx);
     const outcome = await commands.execute({ type: 'DeleteTask', actor: actorOf(ctx, user), taskId: parseId(ctx.params.id), expectedVersion: readIfMatch(ctx) });
-    if (!outcome.ok) throw rejectionError(outcome);
+    if (!outcome.ok) throw rejectionError(outcome, ctx);
     ctx.status = 204;
   });
 
@@ -77,6 +77,7 @@ function changeTask(deps: Deps, replace: boolean) {
     const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), !replace);
     const expectedVersion = readIfMatch(ctx);
     const outcome = await deps.commands.execute({ type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion });
+    if (!outcome.ok) throw rejectionError(outcome, ctx);
     respondWithTask(ctx, deps, 200, viewTask(expectTask(outcome)));
   };
 }
@@ -98,10 +99,11 @@ function expectTask(outcome: CommandOutcome): TaskState {
   return outcome.task;
 }
 
-function rejectionError(outcome: Extract<CommandOutcome, { ok: false }>) {
+/** The HTTP answer to a rejected command; `If-Match: *` on a missing task is 412 (RFC 9110 §13.1.1). */
+function rejectionError(outcome: Extract<CommandOutcome, { ok: false }>, ctx?: Context) {
   switch (outcome.error) {
     case 'not_found':
-      return Errors.notFound();
+      return ctx?.get('If-Match').trim() === '*' ? Errors.preconditionFailedMissing() : Errors.notFound();
     case 'forbidden':
       return Errors.forbidden();
     case 'version_conflict':

@@ -117,6 +117,10 @@ Input('If-Match takes a list: any current tag of this task matches; weak, foreig
   assert.is((await patch(`"${id + 1}-2"`)).status, 412, 'another task');
   assert.is((await patch('garbage')).status, 412);
   assert.is((await patch(`"${id}-2"`, `/api/tasks/0${id}/`)).status, 200, 'the id in the path is a number');
+  assert.is((await patch('*')).status, 200, '* matches any current version');
+  const missing = await patch('*', '/api/tasks/999999/');
+  assert.equal([missing.status, missing.body], [412, { detail: 'Precondition failed: the task does not exist.' }]);
+  assert.is((await patch('"999999-1"', '/api/tasks/999999/')).status, 404, 'without *, a missing task is 404');
 });
 
 Input('GET /api/ lists the collections as absolute links', async ({ app }) => {
