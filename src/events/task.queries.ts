@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
-import type { Ordering, PageSource } from '../pagination/types.js';
+import type { PageSource } from '../pagination/types.js';
 import { COUNTER_NAMES } from './batch-state.js';
 import type { TaskState } from './task.events.js';
 import { rowToTask } from './task.rows.js';
@@ -15,7 +15,7 @@ export function tasksSource(db: Kysely<Database>): PageSource<TaskState> {
       const rows = await db
         .selectFrom('counters as c')
         .leftJoinLateral(
-          (eb) => eb.selectFrom('tasks').selectAll().orderBy('id', direction(ordering)).limit(limit).offset(offset).as('t'),
+          (eb) => eb.selectFrom('tasks').selectAll().orderBy('id', ordering).limit(limit).offset(offset).as('t'),
           (join) => join.onTrue(),
         )
         .select(['c.value as total'])
@@ -27,7 +27,7 @@ export function tasksSource(db: Kysely<Database>): PageSource<TaskState> {
       return { count, items };
     },
     async seek(key, limit, ordering) {
-      let query = db.selectFrom('tasks').selectAll().orderBy('id', direction(ordering)).limit(limit);
+      let query = db.selectFrom('tasks').selectAll().orderBy('id', ordering).limit(limit);
       if (key !== null) query = query.where('id', ordering === 'asc' ? '>' : '<', key);
       return (await query.execute()).map(rowToTask);
     },
@@ -51,7 +51,7 @@ export interface EventView {
 
 const eventColumns = ['position', 'stream_id', 'version', 'type', 'data', 'metadata', 'recorded_at'] as const;
 
-function viewEvent(row: { position: number; stream_id: number; version: number; type: string; data: Record<string, unknown>; metadata: Record<string, unknown>; recorded_at: Date }): EventView {
+export function viewEvent(row: { position: number; stream_id: number; version: number; type: string; data: Record<string, unknown>; metadata: Record<string, unknown>; recorded_at: Date }): EventView {
   return { position: row.position, task_id: row.stream_id, version: row.version, type: row.type, data: row.data, metadata: row.metadata, recorded_at: row.recorded_at.toISOString() };
 }
 
@@ -62,13 +62,13 @@ export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSour
     keyOf: (event) => event.version,
     async page(offset, limit, ordering) {
       const [rows, total] = await Promise.all([
-        stream().orderBy('version', direction(ordering)).limit(limit).offset(offset).execute(),
+        stream().orderBy('version', ordering).limit(limit).offset(offset).execute(),
         db.selectFrom('events').select(sql<number>`count(*)::int`.as('n')).where('stream_id', '=', taskId).executeTakeFirstOrThrow(),
       ]);
       return { count: total.n, items: rows.map(viewEvent) };
     },
     async seek(key, limit, ordering) {
-      let query = stream().orderBy('version', direction(ordering)).limit(limit);
+      let query = stream().orderBy('version', ordering).limit(limit);
       if (key !== null) query = query.where('version', ordering === 'asc' ? '>' : '<', key);
       return (await query.execute()).map(viewEvent);
     },
@@ -80,8 +80,4 @@ export async function streamExists(db: Kysely<Database>, taskId: number): Promis
   return row !== undefined;
 }
 
-export { viewEvent };
 
-function direction(ordering: Ordering): 'asc' | 'desc' {
-  return ordering;
-}

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
@@ -9,7 +8,8 @@ import { createReport, findReport, REPORT_ACCEPTED } from '../reports/reports.re
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
-import { requestUrl } from './request-url.js';
+import { absoluteUrl } from './request-url.js';
+import { readIdempotencyClaim } from './idempotency.js';
 import { requireUser } from './users.js';
 
 /**
@@ -25,9 +25,7 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
   router.post('/api/reports/', guard({ scope: 'reports' }), async (ctx) => {
     const user = requireUser(ctx);
     const params = parseReportInput(await readBody(ctx, config.BODY_LIMIT_BYTES), config.REPORT_MAX_DAYS);
-    const key = ctx.get('Idempotency-Key');
-    if (key.length > 255) throw Errors.badRequest('Idempotency-Key must be at most 255 characters.');
-    const idempotency = key ? { key, requestHash: hashRequest('POST /api/reports/', params) } : undefined;
+    const idempotency = readIdempotencyClaim(ctx, params);
     const outcome = await createReport(db, { userId: user.id, params, idempotency, now: deps.clock.now() });
     if (!outcome.ok) throw Errors.idempotencyMismatch();
     if (outcome.replayed) {
@@ -52,13 +50,10 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
 
   function respond(ctx: Context, status: number, body: unknown, path: string | null) {
     ctx.status = status;
-    if (path) ctx.set('Location', new URL(path, requestUrl(ctx, config.TRUST_PROXY_HOPS)).href);
+    if (path) ctx.set('Location', absoluteUrl(ctx, config.TRUST_PROXY_HOPS, path));
     ctx.body = body;
   }
 
   return refuseOtherMethods(router, () => guard());
 }
 
-function hashRequest(route: string, params: object): string {
-  return createHash('sha256').update(JSON.stringify([route, params])).digest('base64url');
-}

@@ -28,3 +28,8 @@ export function requestUrl(ctx: Context, trustProxyHops: number): URL {
     return new URL(ctx.originalUrl, `http://${own}`);
   }
 }
+
+/** `path` as an absolute URL on the scheme and host the client used (see `requestUrl`). */
+export function absoluteUrl(ctx: Context, trustProxyHops: number, path: string): string {
+  return new URL(path, requestUrl(ctx, trustProxyHops)).href;
+}

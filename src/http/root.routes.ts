@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Guard } from './guard.js';
-import { requestUrl } from './request-url.js';
+import { absoluteUrl } from './request-url.js';
 import type { Deps } from '../deps.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
@@ -10,8 +10,8 @@ const COLLECTIONS = { tasks: '/api/tasks/', 'task-stats': '/api/tasks/stats/', e
 export function rootRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   router.get('/api/', guard(), (ctx) => {
-    const base = requestUrl(ctx, deps.config.TRUST_PROXY_HOPS);
-    ctx.body = Object.fromEntries(Object.entries(COLLECTIONS).map(([name, path]) => [name, new URL(path, base).href]));
+    const link = (path: string) => absoluteUrl(ctx, deps.config.TRUST_PROXY_HOPS, path);
+    ctx.body = Object.fromEntries(Object.entries(COLLECTIONS).map(([name, path]) => [name, link(path)]));
   });
   return refuseOtherMethods(router, () => guard());
 }

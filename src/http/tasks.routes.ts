@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
@@ -10,7 +9,8 @@ import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { respondWithPage } from './paginated.js';
-import { requestUrl } from './request-url.js';
+import { absoluteUrl } from './request-url.js';
+import { readIdempotencyClaim } from './idempotency.js';
 import { parseTaskInput } from './task.input.js';
 import { requireUser } from './users.js';
 
@@ -56,9 +56,7 @@ function createTask(deps: Deps) {
   return async (ctx: Context) => {
     const user = requireUser(ctx);
     const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), false) as Required<ReturnType<typeof parseTaskInput>>;
-    const key = ctx.get('Idempotency-Key');
-    if (key.length > 255) throw Errors.badRequest('Idempotency-Key must be at most 255 characters.');
-    const idempotency = key ? { key, requestHash: hashFields(fields) } : undefined;
+    const idempotency = readIdempotencyClaim(ctx, fields);
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
     if (outcome.ok && outcome.replayed) {
       ctx.set('Idempotent-Replayed', 'true');
@@ -85,7 +83,7 @@ function changeTask(deps: Deps, replace: boolean) {
 function respondWithTask(ctx: Context, deps: Pick<Deps, 'config'>, status: number, task: { id: number; version: number }) {
   ctx.status = status;
   ctx.set('ETag', etagOf(task));
-  if (status === 201) ctx.set('Location', new URL(taskPath(task.id), requestUrl(ctx, deps.config.TRUST_PROXY_HOPS)).href);
+  if (status === 201) ctx.set('Location', absoluteUrl(ctx, deps.config.TRUST_PROXY_HOPS, taskPath(task.id)));
   ctx.body = task;
 }
 
@@ -141,6 +139,3 @@ function readIfMatch(ctx: Context): number[] | undefined {
   return [...header.matchAll(/(?:^|,)\s*"(\d+)-(\d+)"\s*(?=,|$)/g)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
 }
 
-function hashFields(fields: object): string {
-  return createHash('sha256').update(JSON.stringify(fields)).digest('base64url');
-}

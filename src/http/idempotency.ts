@@ -1,0 +1,19 @@
+import { createHash } from 'node:crypto';
+import type { Context } from 'koa';
+import { Errors } from '../errors.js';
+import type { IdempotencyClaim } from '../events/task.events.js';
+
+const KEY_MAX = 255;
+
+/**
+ * The request's `Idempotency-Key` with a digest of what it asks for (route and validated body),
+ * or undefined without the header. A key reused with another body, or on another endpoint,
+ * therefore never replays the wrong answer.
+ */
+export function readIdempotencyClaim(ctx: Context, request: unknown): IdempotencyClaim | undefined {
+  const key = ctx.get('Idempotency-Key');
+  if (!key) return undefined;
+  if (key.length > KEY_MAX) throw Errors.badRequest(`Idempotency-Key must be at most ${KEY_MAX} characters.`);
+  const route = `${ctx.method} ${String(ctx._matchedRoute ?? ctx.path)}`;
+  return { key, requestHash: createHash('sha256').update(JSON.stringify([route, request])).digest('base64url') };
+}
