@@ -51,7 +51,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     logger,
     metrics,
     commands,
-    throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX }),
+    throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX, timeoutMs: config.THROTTLE_TIMEOUT_MS }),
     // Every process must sign cursors alike; the primary generates one when none is configured.
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
     reportQueue: new ReportQueue(config, logger),

@@ -26,19 +26,22 @@ export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRu
 }
 
 function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErrors: BurstLogger, scope?: ScopeName): Middleware {
-  const { config, metrics } = deps;
+  const { config } = deps;
+  const series = seriesFor(deps);
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
     const rule = rules.get(scope ?? (ctx.state.user ? 'user' : 'anon'));
     if (!rule) throw new Error(`throttle scope "${scope ?? 'anon/user'}" is not configured`);
     const ident = identify(ctx, rule, deps);
-    const stopTimer = metrics.throttleCheckDuration.startTimer({ scope: rule.scope });
+    const { duration, allowed, throttled, storeError } = series(rule.scope);
+    const stopTimer = duration.startTimer();
     let decisions: Decision[];
     try {
-      decisions = await withTimeout(deps.throttler.consume([{ rule, ident }]), config.THROTTLE_TIMEOUT_MS);
+      // The throttler applies THROTTLE_TIMEOUT_MS (see deps.ts).
+      decisions = await deps.throttler.consume([{ rule, ident }]);
     } catch (error) {
       stopTimer();
-      metrics.throttleDecisions.inc({ scope: rule.scope, decision: 'store_error' });
+      storeError.inc();
       storeErrors.report(error);
       if (config.THROTTLE_FAILURE_MODE === 'closed') {
         throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
@@ -49,10 +52,26 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
     storeErrors.recovered();
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
-    metrics.throttleDecisions.inc({ scope: rule.scope, decision: rejected ? 'throttled' : 'allowed' });
+    (rejected ? throttled : allowed).inc();
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
     ctx.set(headers);
     await next();
+  };
+}
+
+/** A scope's metric series, bound once: the per-request path does no label lookups. */
+function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
+  const bound = new Map<ScopeName, ReturnType<typeof bind>>();
+  const bind = (scope: ScopeName) => ({
+    duration: metrics.throttleCheckDuration.labels({ scope }),
+    allowed: metrics.throttleDecisions.labels({ scope, decision: 'allowed' }),
+    throttled: metrics.throttleDecisions.labels({ scope, decision: 'throttled' }),
+    storeError: metrics.throttleDecisions.labels({ scope, decision: 'store_error' }),
+  });
+  return (scope: ScopeName) => {
+    let series = bound.get(scope);
+    if (!series) bound.set(scope, (series = bind(scope)));
+    return series;
   };
 }
 
@@ -60,27 +79,6 @@ function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   if (rule.keyedBy === 'user' && ctx.state.user) return `user:${ctx.state.user.id}`;
   const ip = clientIp(ctx.req.socket.remoteAddress, ctx.get('X-Forwarded-For') || undefined, deps.config.TRUST_PROXY_HOPS);
   return `ip:${ipKey(ip, deps.config.ANON_IPV6_PREFIX)}`;
-}
-
-/**
- * Rejects when `promise` has not settled within `ms`. An expired timer runs before the event loop
- * reads the sockets, so a busy process would see the deadline pass while the store's reply sits
- * unread; the deadline is therefore judged after one more poll for I/O (setImmediate), so that
- * only the store's own slowness counts, not the process's event-loop lag.
- */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const settle = (finish: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      finish();
-    };
-    const expire = () => settle(() => reject(new Error(`throttle store did not answer within ${ms} ms`)));
-    const timer = setTimeout(() => setImmediate(expire), ms);
-    promise.then((value) => settle(() => resolve(value)), (error: unknown) => settle(() => reject(error)));
-  });
 }
 
 type BurstLogger = ReturnType<typeof createBurstLogger>;

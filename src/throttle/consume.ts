@@ -1,3 +1,4 @@
+import hashSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { RING_SCRIPT } from './ring.lua.js';
 import type { ScopeName, ScopeRule } from './scopes.js';
@@ -53,40 +54,164 @@ export interface Throttler {
 
 const COMMAND = 'pacelineThrottleRing';
 
-type RingCommand = (numKeys: number, ...keysThenArgs: Array<string | number>) => Promise<number[]>;
+/** Requests decided by one script call at most, so one call never holds Redis for long. */
+const MAX_BATCH = 128;
+
+/** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
+const RESULT_BYTES = 32;
+
+/** Distinct rules one script call can name (the layout holds indices as single bytes). */
+const MAX_RULES = 127;
+
+type RingCommand = (numKeys: number, ...keysThenArgs: Array<string | Buffer>) => Promise<Buffer>;
+
+interface Pending {
+  checks: ReadonlyArray<Check>;
+  keys: string[];
+  resolve: (decisions: Decision[]) => void;
+  reject: (error: Error) => void;
+}
 
 /**
  * Creates a throttler over `redis`, on which it defines a custom command so the script is sent
  * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:{<ident>}:<scope>`;
  * the braces make every key of one identity share a Redis Cluster hash slot.
+ *
+ * The requests that reach `consume` in one turn of the event loop are decided by one script call
+ * (one per hash slot on a Redis Cluster, at most MAX_BATCH requests each): under load a process
+ * pays one round trip for many requests; idle, one per request with no added wait. Each request
+ * is still decided atomically and exactly, as if it had a call of its own (see ring.lua.ts).
+ *
+ * With `timeoutMs`, a call whose answer has not come within it rejects each of its requests. The
+ * deadline is judged after one more poll for I/O, so that only the store's slowness counts, not
+ * this process's event-loop lag: an expired timer runs before the loop reads the sockets.
  */
-export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string }): Throttler {
-  deps.redis.defineCommand(COMMAND, { lua: RING_SCRIPT });
-  const run = (deps.redis as unknown as Record<typeof COMMAND, RingCommand>)[COMMAND].bind(deps.redis);
+export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number }): Throttler {
+  const { redis, keyPrefix, timeoutMs } = deps;
+  redis.defineCommand(COMMAND, { lua: RING_SCRIPT });
+  const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
+  let queue: Pending[] = [];
+
+  const flush = () => {
+    const pending = queue;
+    queue = [];
+    for (const batch of batches(pending, redis.isCluster)) decide(batch);
+  };
+
+  const decide = (batch: Pending[]) => {
+    const keys: string[] = [];
+    const rules = new Map<ScopeRule, number>();
+    const layout = Buffer.allocUnsafe(batch.reduce((bytes, request) => bytes + 1 + request.checks.length, 0));
+    let at = 0;
+    for (const request of batch) {
+      layout[at++] = request.checks.length;
+      for (const { rule } of request.checks) {
+        let index = rules.get(rule);
+        if (index === undefined) rules.set(rule, (index = rules.size + 1));
+        layout[at++] = index;
+      }
+      for (const key of request.keys) keys.push(key);
+    }
+    let ruleList = '';
+    for (const { rate } of rules.keys()) ruleList += `${rate.limit} ${rate.windowMs} `;
+    let settled = false;
+    let timer: NodeJS.Timeout | undefined;
+    if (timeoutMs !== undefined) {
+      const expire = () => settle(() => rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`)));
+      timer = setTimeout(() => setImmediate(expire), timeoutMs);
+    }
+    const settle = (finish: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      finish();
+    };
+    run(keys.length, ...keys, ruleList, layout).then(
+      (reply) => settle(() => answer(batch, keys.length, reply)),
+      (error: unknown) => settle(() => rejectAll(batch, error as Error)),
+    );
+  };
+
   return {
-    async consume(checks) {
-      if (checks.length === 0) return [];
-      const keys = checks.map((check) => throttleKey(deps.keyPrefix, check));
-      if (new Set(keys).size < keys.length) throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
-      const args = checks.flatMap(({ rule }) => [rule.rate.limit, rule.rate.windowMs]);
-      const reply = await run(keys.length, ...keys, ...args);
-      return checks.map(({ rule }, i) => toDecision(rule, reply.slice(4 * i, 4 * i + 4)));
+    consume(checks) {
+      return new Promise<Decision[]>((resolve, reject) => {
+        if (checks.length === 0) return resolve([]);
+        const keys = checks.map((check) => throttleKey(keyPrefix, check));
+        if (keys.length > 1 && new Set(keys).size < keys.length) throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
+        if (checks.length > MAX_RULES) throw new Error(`a request may name at most ${MAX_RULES} throttle scopes`);
+        if (queue.length === 0) setImmediate(flush);
+        queue.push({ checks, keys, resolve, reject });
+      });
     },
   };
 }
 
+/** Hands each request of a batch its decisions from the script's reply (see ring.lua.ts). */
+function answer(batch: Pending[], checkCount: number, reply: Buffer): void {
+  const errors = reply.length > RESULT_BYTES * checkCount ? reply.subarray(RESULT_BYTES * checkCount).toString().split('\n') : [];
+  let at = 0;
+  for (const { checks, resolve, reject } of batch) {
+    if (reply.readDoubleLE(at) === -1) {
+      reject(new Error(errors.shift() ?? 'throttle script failed'));
+      at += RESULT_BYTES * checks.length;
+      continue;
+    }
+    const decisions: Decision[] = [];
+    for (const { rule } of checks) {
+      decisions.push({
+        scope: rule.scope, allowed: reply.readDoubleLE(at) === 1, limit: rule.rate.limit, windowMs: rule.rate.windowMs,
+        remaining: reply.readDoubleLE(at + 8), resetMs: reply.readDoubleLE(at + 16), retryAfterS: reply.readDoubleLE(at + 24),
+      });
+      at += RESULT_BYTES;
+    }
+    resolve(decisions);
+  }
+}
+
+function rejectAll(batch: Pending[], error: Error): void {
+  for (const request of batch) request.reject(error);
+}
+
+/**
+ * The queued requests as script calls, in arrival order: at most MAX_BATCH requests and
+ * MAX_RULES distinct rules each; on a Cluster one group per hash slot (all keys of one request
+ * share its ident's slot).
+ */
+function batches(pending: Pending[], byHashSlot: boolean): Pending[][] {
+  const groups = new Map<number, Pending[]>();
+  for (const request of pending) {
+    const slot = byHashSlot ? hashSlot(request.keys[0] as string) : 0;
+    const group = groups.get(slot);
+    if (group) group.push(request);
+    else groups.set(slot, [request]);
+  }
+  const calls: Pending[][] = [];
+  for (const group of groups.values()) {
+    let call: Pending[] = [];
+    let rules = new Set<ScopeRule>();
+    for (const request of group) {
+      let fresh = 0;
+      for (const { rule } of request.checks) if (!rules.has(rule)) fresh++;
+      if (call.length === MAX_BATCH || rules.size + fresh > MAX_RULES) {
+        calls.push(call);
+        call = [];
+        rules = new Set();
+      }
+      call.push(request);
+      for (const { rule } of request.checks) rules.add(rule);
+    }
+    if (call.length > 0) calls.push(call);
+  }
+  return calls;
+}
+
 /** The Redis key of one check. @throws Error if the ident contains a brace (it would split the hash tag). */
 export function throttleKey(keyPrefix: string, check: Check): string {
-  if (/[{}]/.test(check.ident)) throw new Error(`throttle ident must not contain braces: ${check.ident}`);
+  if (check.ident.includes('{') || check.ident.includes('}')) throw new Error(`throttle ident must not contain braces: ${check.ident}`);
   return `${keyPrefix}throttle:{${check.ident}}:${check.rule.scope}`;
 }
 
 /** True when every scope admitted the request, i.e. it was recorded and may proceed. */
 export function isAdmitted(decisions: ReadonlyArray<Decision>): boolean {
   return decisions.every((decision) => decision.allowed);
-}
-
-function toDecision(rule: ScopeRule, [allowed = 0, remaining = 0, resetMs = 0, retryAfterS = 0]: number[]): Decision {
-  const { limit, windowMs } = rule.rate;
-  return { scope: rule.scope, allowed: allowed === 1, limit, windowMs, remaining, resetMs, retryAfterS };
 }

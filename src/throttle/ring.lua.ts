@@ -1,114 +1,188 @@
 /**
  * The sliding-log check-and-record, as one Redis Lua script (Redis 7, Lua 5.1 + `struct`).
  *
- * Each key holds a log of the most recent admitted requests in one string: an 8-byte header with
- * the head index, then one 8-byte double per entry (microseconds of Redis `TIME`), at most N
- * entries for a limit N, so at most 8·(N+1) bytes. Read from the head, the entries are in time
- * order, so the request is admissible iff the N-th most recent admission has left the window:
- * one entry read, O(1). The count still inside the window (for `remaining`) is a binary search,
- * O(log N). Until N requests have been recorded the log grows by APPEND (head 0); once full it
- * is a ring (rewritten once, without APPEND's spare allocation): an admission overwrites the
- * oldest entry and advances the head (two SETRANGEs).
- * Every admission PEXPIREs the key to the window, after which every entry has left it anyway.
- * Rejections write nothing. Small logs (limit ≤ 128) are read with one GET; larger ones entry
- * by entry with GETRANGE, so a limit of 100,000 costs a few dozen bytes per check, not 800 kB.
+ * A request is admissible iff fewer than N of the admitted requests are inside the window, i.e.
+ * iff the N-th most recent admission has left it. Each key holds the log of the most recent
+ * admissions of one client in one scope, in one string:
  *
- * KEYS[i] is check i's log, ARGV[2i-1] its limit N and ARGV[2i] its window in ms. All checks are
- * decided at one reading of the clock and recorded only if every one admits: with several
- * checks, a first pass decides without writing, a second records. A log's instant is never
- * earlier than its newest entry, so a clock stepping back cannot unsort it.
+ *   header (32 bytes): "PLR1", head, size, gone (uint32), last, expires (double, µs)
+ *   entries: `size` doubles (µs of Redis `TIME`), a ring read from `head`, oldest first
  *
- * A log stored for another limit stays exact: admission always looks at the N-th most recent
- * entry of the current limit; when an admission finds a log longer than N (limit lowered) or a
- * short ring (limit raised), it rewrites it oldest-first, dropping only entries older than the
- * N-th most recent, which are outside the window. So workers briefly running different limits
- * (a rolling reload) each enforce their own exactly.
+ * `gone` counts the oldest entries already known to have left the window and `last` is the
+ * newest entry, so a check reads only the header and the few entries that left since the
+ * client's previous admission (GETRANGE, a few dozen bytes), never the whole log: the time of a
+ * check does not grow with N, and no large string crosses into Lua. Scanning starts with 8
+ * entries and reads 4 times more each step; when `last` itself has left, nothing is read.
  *
- * Returns 4 integers per check: allowed (1/0), remaining, resetMs, retryAfterS (see Decision).
+ * Until N entries are held the log grows by APPEND (head 0); the admission that fills it writes
+ * it once more as a new string (APPEND keeps spare room). Once full an admission overwrites the
+ * oldest entry (which has left, or the request would be refused) and advances the head. So an
+ * admission writes the entry and the header (two small SETRANGE/APPEND). A growing log whose
+ * entries have mostly left is rewritten without them. Rejections write nothing.
+ *
+ * The key expires on its own: an admission that would outlive the key's expiry sets it to two
+ * windows ahead (so one PEXPIRE per window per client, not per request). A key is therefore
+ * gone between one and two windows after its client's last admission; every entry in it has
+ * left the window by then anyway.
+ *
+ * A log stored for another limit stays exact: the count inside the window does not depend on
+ * N; an admission that finds a log longer than N (limit lowered) or a full ring shorter than N
+ * (limit raised) rewrites it oldest-first with only the entries still inside. So workers
+ * briefly running different limits (a rolling reload) each enforce their own exactly. A value
+ * that is not such a log is replaced; a key of another type is an error.
+ *
+ * One call decides a batch of requests, one after another, at one reading of the clock.
+ * KEYS holds every check's log, request after request. ARGV[1] lists the batch's distinct rules
+ * as `N ms N ms …` (limit, window in ms; decimal, space-separated); ARGV[2] is the layout, one
+ * byte each: per request its number of checks c, then c 1-based rule indices. (Lua parses a few
+ * bytes far faster than a number per check.) A request's checks are recorded only if every one admits. A later request of the
+ * batch sees the earlier ones' records, so the batch decides exactly as the same requests would
+ * with one call each. A log's instant is never earlier than its newest entry, so a clock
+ * stepping back cannot unsort it.
+ *
+ * Returns one string: per check, 4 little-endian doubles (allowed 1/0, remaining, resetMs,
+ * retryAfterS; see Decision). A request that failed (a key of another type, a write refused for
+ * memory) has -1 as its first check's `allowed`; its error texts follow the doubles, one per
+ * line, in the order of the failed requests. The other requests of the batch are decided as usual.
  */
 export const RING_SCRIPT = `
-local unpack, pack, floor, ceil, max = struct.unpack, struct.pack, math.floor, math.ceil, math.max
-local SLOT, WHOLE = 8, 128
+local unpack, pack, ceil, max, min = struct.unpack, struct.pack, math.ceil, math.max, math.min
+local MAGIC, HEADER_FORMAT, HEADER, SLOT = 'PLR1', '<c4I4I4I4dd', 32, 8
+local limits, windows = {}, {}
 
--- entry j of a log (0 = oldest): from the string s when it was read whole, else by GETRANGE
-local function entry(key, s, head, size, j)
-  local at = SLOT * (1 + (head + j) % size)
-  if s then return (unpack('<d', s, at + 1)) end
-  return (unpack('<d', redis.call('GETRANGE', key, at, at + SLOT - 1)))
+-- physical slots [from, from + count) of a log as a string; nil if the value is too short
+local function slots(key, from, count)
+  local s = redis.call('GETRANGE', key, HEADER + SLOT * from, HEADER + SLOT * (from + count) - 1)
+  if #s == SLOT * count then return s end
 end
 
--- the stored log: s (nil unless read whole), head, size; size 0 when absent or not one of ours
-local function open(key, n)
-  local s, len
-  if n <= WHOLE then
-    s = redis.call('GET', key)
-    len = s and #s or 0
-  else
-    len = redis.call('STRLEN', key)
-  end
-  if len < 2 * SLOT or len % SLOT ~= 0 then return nil, 0, 0 end
-  local head = unpack('<d', s or redis.call('GETRANGE', key, 0, SLOT - 1))
-  local size = len / SLOT - 1
-  if head < 0 or head >= size or head % 1 ~= 0 then return nil, 0, 0 end
-  return s, head, size
+-- logical entry j (0 = oldest) of a loaded log
+local function entry(log, j)
+  local s = slots(log.key, (log.head + j) % log.size, 1)
+  return s and unpack('<d', s) or 0
 end
 
--- decides check i at now; records it if allowed and record is true; returns the 4 results
-local function check(i, now, record)
-  local key, n, window_ms = KEYS[i], tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
-  local window = window_ms * 1000
-  local s, head, size = open(key, n)
-  if size == 0 then
-    if record then redis.call('SET', key, pack('<d', 0) .. pack('<d', now), 'PX', window_ms) end
-    return 1, record and n - 1 or n, record and window_ms or 0, 0
-  end
-  now = max(now, entry(key, s, head, size, size - 1))
-  if size >= n then
-    local nth = entry(key, s, head, size, size - n)
-    if nth > now - window then
-      local wait = nth + window - now
-      return 0, 0, ceil(wait / 1000), max(1, ceil(wait / 1000000))
+-- reads the log at key and decides it at now for limit n and window_ms: a table
+local function load(key, n, window_ms, now)
+  local log = { key = key, n = n, window_ms = window_ms, window = window_ms * 1000, size = 0, head = 0, gone = 0, expires = 0 }
+  local h = redis.call('GETRANGE', key, 0, HEADER - 1)
+  if #h == HEADER then
+    local magic, head, size, gone, last, expires = unpack(HEADER_FORMAT, h)
+    if magic == MAGIC and size >= 1 and head < size and gone <= size then
+      log.head, log.size, log.gone, log.expires = head, size, gone, expires
+      now = max(now, last)
+      if last <= now - log.window then log.gone = size end
     end
   end
-  -- the first entry inside the window; the N-th most recent and older are outside
-  local lo, hi = max(0, size - n + 1), size
-  while lo < hi do
-    local mid = floor((lo + hi) / 2)
-    if entry(key, s, head, size, mid) > now - window then hi = mid else lo = mid + 1 end
+  log.now = now
+  local cutoff, step = now - log.window, 8
+  while log.gone < log.size and not log.first do
+    local from = (log.head + log.gone) % log.size
+    local count = min(step, log.size - log.gone, log.size - from)
+    local s = slots(key, from, count)
+    if not s then
+      log.size, log.head, log.gone = 0, 0, 0
+      break
+    end
+    for j = 0, count - 1 do
+      local stamp = unpack('<d', s, SLOT * j + 1)
+      if stamp > cutoff then
+        log.first = stamp
+        break
+      end
+      log.gone = log.gone + 1
+    end
+    step = step * 4
   end
-  local oldest = lo < size and entry(key, s, head, size, lo) or nil
-  if not record then return 1, n - (size - lo), oldest and ceil((oldest + window - now) / 1000) or 0, 0 end
-  local stamp = pack('<d', now)
-  if size == n then
-    redis.call('SETRANGE', key, SLOT * (1 + head), stamp)
-    redis.call('SETRANGE', key, 0, pack('<d', (head + 1) % size))
-    redis.call('PEXPIRE', key, window_ms)
-  elseif size + 1 < n and head == 0 then
-    redis.call('APPEND', key, stamp)
-    redis.call('PEXPIRE', key, window_ms)
-  elseif size + 1 == n and head == 0 then
-    -- the log becomes full: written once more as a new string, so APPEND's slack is not kept
-    redis.call('SET', key, (s or redis.call('GET', key)) .. stamp, 'PX', window_ms)
-  else
-    local kept = { pack('<d', 0) }
-    for j = max(0, size - n + 1), size - 1 do kept[#kept + 1] = pack('<d', entry(key, s, head, size, j)) end
-    kept[#kept + 1] = stamp
-    redis.call('SET', key, table.concat(kept), 'PX', window_ms)
+  log.inside = log.size - log.gone
+  if log.inside >= n then
+    -- the N-th most recent admission is still inside: refused until it leaves
+    local nth = log.size - n == log.gone and log.first or entry(log, log.size - n)
+    log.wait = nth + log.window - now
   end
-  return 1, n - (size - lo) - 1, ceil(((oldest or now) + window - now) / 1000), 0
+  return log
 end
 
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local admitted = true
-if #KEYS > 1 then
-  for i = 1, #KEYS do
-    if check(i, now, false) == 0 then admitted = false end
+-- rewrites the log oldest-first with its newest entries still inside (at most n - 1) and stamp
+local function rewrite(log, stamp, expires)
+  local keep = min(log.inside, log.n - 1)
+  local parts = { pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, log.now, expires) }
+  local from = (log.head + log.size - keep) % log.size
+  local first = min(keep, log.size - from)
+  if first > 0 then parts[#parts + 1] = slots(log.key, from, first) or '' end
+  if keep > first then parts[#parts + 1] = slots(log.key, 0, keep - first) or '' end
+  parts[#parts + 1] = stamp
+  local value = table.concat(parts)
+  if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, log.now, expires) .. stamp end
+  redis.call('SET', log.key, value, 'PX', 2 * log.window_ms)
+end
+
+-- records an admission at log.now
+local function record(log)
+  local key, now, n = log.key, log.now, log.n
+  local stamp, expires = pack('<d', now), log.expires
+  local refresh = expires < now + log.window
+  if refresh then expires = now + 2 * log.window end
+  if log.size == 0 then
+    redis.call('SET', key, pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + 2 * log.window) .. stamp, 'PX', 2 * log.window_ms)
+    return
+  elseif log.size == n then
+    -- full: the oldest entry has left (else refused); the new one takes its slot
+    redis.call('SETRANGE', key, HEADER + SLOT * log.head, stamp)
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (log.head + 1) % n, n, log.gone - 1, now, expires))
+  elseif log.size + 1 == n and log.head == 0 then
+    -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
+    local entries = redis.call('GETRANGE', key, HEADER, HEADER + SLOT * log.size - 1)
+    local header = pack(HEADER_FORMAT, MAGIC, 0, n, log.gone, now, now + 2 * log.window)
+    redis.call('SET', key, header .. entries .. stamp, 'PX', 2 * log.window_ms)
+    return
+  elseif log.size < n and log.head == 0 and (log.gone < 16 or 2 * log.gone < log.size) then
+    redis.call('APPEND', key, stamp)
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, 0, log.size + 1, log.gone, now, expires))
+  else
+    return rewrite(log, stamp, now + 2 * log.window)
+  end
+  if refresh then redis.call('PEXPIRE', key, 2 * log.window_ms) end
+end
+
+-- the 4 results of a check: admitted and recorded, allowed but not recorded, or refused
+local function result(log, recorded)
+  if log.wait then return pack('<dddd', 0, 0, ceil(log.wait / 1000), max(1, ceil(log.wait / 1000000))) end
+  local reset = log.first and ceil((log.first + log.window - log.now) / 1000) or (recorded and log.window_ms or 0)
+  return pack('<dddd', 1, log.n - log.inside - (recorded and 1 or 0), reset, 0)
+end
+
+-- decides one request whose checks are KEYS[k + 1 .. k + c], rule indices at layout[at + 1 .. at + c]
+local function request(k, c, layout, at, now, out)
+  local logs, admitted = {}, true
+  for j = 1, c do
+    local rule = string.byte(layout, at + j)
+    logs[j] = load(KEYS[k + j], limits[rule], windows[rule], now)
+    if logs[j].wait then admitted = false end
+  end
+  for j = 1, c do
+    if admitted then record(logs[j]) end
+    out[#out + 1] = result(logs[j], admitted)
   end
 end
-local out = {}
-for i = 1, #KEYS do
-  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = check(i, now, admitted)
+
+for number in string.gmatch(ARGV[1], '%d+') do
+  if #limits == #windows then limits[#limits + 1] = tonumber(number) else windows[#windows + 1] = tonumber(number) end
 end
-return out
+local layout = ARGV[2]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local out, errors = {}, {}
+local k, at = 0, 0
+while at < #layout do
+  local c = string.byte(layout, at + 1)
+  local before = #out
+  local ok, err = pcall(request, k, c, layout, at + 1, now, out)
+  if not ok then
+    for j = before + 1, before + c do out[j] = pack('<dddd', j == before + 1 and -1 or 0, 0, 0, 0) end
+    errors[#errors + 1] = (string.gsub(type(err) == 'table' and (err.err or 'ERR throttle script') or tostring(err), '%s+', ' '))
+  end
+  k, at = k + c, at + 1 + c
+end
+return table.concat(out) .. table.concat(errors, '\\n')
 `;
