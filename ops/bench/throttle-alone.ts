@@ -4,18 +4,21 @@
  *
  *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants, comma-separated]
  *
- * Variants: `none`; `ring`, src/throttle as the service uses it; `ring-autopipe`, the same over
- * an ioredis client with `enableAutoPipelining`; `zset`, a sorted-set sliding log
- * (ZREMRANGEBYSCORE/ZCARD/ZADD); `fixed`, a fixed-window INCR+PEXPIRE counter. The last two live
- * only here, for comparison. 1,000 client idents rotate and the limit (100/s per ident) never
- * triggers, so every variant takes the admitting path. All servers start first and are warmed;
- * the variants then take turns in rounds, so a change in the host's load hits them alike.
+ * Variants: `none`; `ring`, the service's own throttle middleware (src/http/throttle.middleware.ts
+ * over src/throttle, with its metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only
+ * middleware; `zset`, a sorted-set sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a
+ * fixed-window INCR+PEXPIRE counter, one script call per request, setting the same fields. The
+ * last two live only here, for comparison. Every request carries one of 1,000 client addresses
+ * in X-Forwarded-For (TRUST_PROXY_HOPS=1) and the limit (100/s per client) never triggers, so
+ * every variant takes the admitting path; `none` gets the same requests. All servers start
+ * first and are warmed; the variants then take turns in rounds, so a change in the host's load
+ * hits them alike.
  *
  * Printed per variant: req/s and its ratio to `none` (overall, and the range over rounds), p99,
- * Redis round trips and commands per request (INFO commandstats; commands inside scripts count),
- * and CPU µs per request of the workers, of redis-server and of this process (autocannon).
- * Then MEMORY USAGE of one client key holding 100 admissions. Starts and stops its own
- * redis-server on a free port.
+ * script calls (round trips) and Redis commands per request (INFO commandstats; commands inside
+ * scripts count), and CPU µs per request of the workers, of redis-server and of this process
+ * (autocannon). Then MEMORY USAGE of one client key holding 100 admissions. Starts and stops its
+ * own redis-server on a free port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import cluster, { type Worker } from 'node:cluster';
@@ -26,12 +29,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
+import { pino } from 'pino';
+import { loadConfig } from '../../src/config.js';
+import type { Deps } from '../../src/deps.js';
+import { createThrottle } from '../../src/http/throttle.middleware.js';
+import { createMetrics } from '../../src/metrics.js';
 import { createThrottler, type Decision } from '../../src/throttle/consume.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
-import { parseRate } from '../../src/throttle/rate.js';
-import type { ScopeRule } from '../../src/throttle/scopes.js';
+import { buildScopes } from '../../src/throttle/scopes.js';
 
-const VARIANTS = ['none', 'ring', 'ring-autopipe', 'zset', 'fixed'] as const;
+const VARIANTS = ['none', 'ring', 'zset', 'fixed'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
 interface Setup { variant: Variant; redisPort: number; httpPort: number }
@@ -40,7 +47,10 @@ const WORKERS = 2;
 const CONNECTIONS = 100;
 const WARMUP_S = 2;
 const IDENTS = 1000;
-const RULE: ScopeRule = { scope: 'anon', rate: parseRate('100/s'), keyedBy: 'ip' };
+const RULES = buildScopes({ anon: '100/s' });
+/** One request per client address; every connection cycles through them (each built once by autocannon). */
+const CLIENT_REQUESTS = Array.from({ length: IDENTS }, (_, i) => ({ headers: { 'x-forwarded-for': `198.18.${i >> 8}.${i & 255}` } }));
+const RULE = RULES.get('anon')!;
 
 const ZSET_SCRIPT = `
 local t = redis.call('TIME')
@@ -67,12 +77,8 @@ local allowed = count <= tonumber(ARGV[1])
 return { allowed and 1 or 0, math.max(0, ARGV[1] - count), ttl, allowed and 0 or math.max(1, math.ceil(ttl / 1000)) }
 `;
 
-/** A one-scope check for the variant, answering in the shape of the service's Decision. */
-function createCheck(variant: Exclude<Variant, 'none'>, redis: Redis): Check {
-  if (variant === 'ring' || variant === 'ring-autopipe') {
-    const throttler = createThrottler({ redis, keyPrefix: 'bench:' });
-    return async (ident) => (await throttler.consume([{ rule: RULE, ident }]))[0] as Decision;
-  }
+/** A one-scope check for a comparison variant, answering in the shape of the service's Decision. */
+function createCheck(variant: 'zset' | 'fixed', redis: Redis): Check {
   redis.defineCommand(variant, { lua: variant === 'zset' ? ZSET_SCRIPT : FIXED_SCRIPT, numberOfKeys: 1 });
   const run = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<number[]>>)[variant];
   return async (ident) => {
@@ -83,15 +89,22 @@ function createCheck(variant: Exclude<Variant, 'none'>, redis: Redis): Check {
   };
 }
 
+/** The service's throttle middleware, with the dependencies it uses and nothing else. */
+function serviceThrottle(redisPort: number): Koa.Middleware {
+  const config = loadConfig({ TRUST_PROXY_HOPS: '1', THROTTLE_ANON: RULE.rate.text, LOG_LEVEL: 'silent' });
+  const redis = new Redis(redisPort, '127.0.0.1');
+  const throttler = createThrottler({ redis, keyPrefix: 'bench:', timeoutMs: config.THROTTLE_TIMEOUT_MS });
+  const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler } as Pick<Deps, 'config' | 'metrics' | 'logger' | 'throttler'>;
+  return createThrottle(deps as Deps, RULES)();
+}
+
 function serve({ variant, redisPort, httpPort }: Setup): void {
   const app = new Koa();
-  if (variant !== 'none') {
-    const redis = new Redis(redisPort, '127.0.0.1', { enableAutoPipelining: variant === 'ring-autopipe' });
-    const check = createCheck(variant, redis);
-    let turn = 0;
+  if (variant === 'ring') app.use(serviceThrottle(redisPort));
+  if (variant === 'zset' || variant === 'fixed') {
+    const check = createCheck(variant, new Redis(redisPort, '127.0.0.1'));
     app.use(async (ctx, next) => {
-      const i = turn++ % IDENTS;
-      const decision = await check(`ip:198.18.${i >> 8}.${i & 255}`);
+      const decision = await check(`ip:${ctx.get('X-Forwarded-For')}`);
       ctx.set(rateLimitHeaders([decision]));
       if (decision.allowed) return next();
       ctx.status = 429;
@@ -141,7 +154,7 @@ async function startServer(variant: Variant, redisPort: number): Promise<Server>
     await once(worker, 'message');
   }));
   const url = `http://127.0.0.1:${httpPort}/`;
-  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S });
+  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, requests: CLIENT_REQUESTS });
   return { variant, url, workers };
 }
 
@@ -176,7 +189,7 @@ async function commandCounts(admin: Redis): Promise<Map<string, number>> {
 
 async function measureSlice(server: Server, admin: Redis, seconds: number) {
   const [commandsBefore, cpuBefore] = [await commandCounts(admin), await sampleCpu(server, admin)];
-  const result = await autocannon({ url: server.url, connections: CONNECTIONS, duration: seconds });
+  const result = await autocannon({ url: server.url, connections: CONNECTIONS, duration: seconds, requests: CLIENT_REQUESTS });
   const [commandsAfter, cpuAfter] = [await commandCounts(admin), await sampleCpu(server, admin)];
   let scripts = 0;
   let commands = 0;
@@ -197,7 +210,7 @@ type Slice = Awaited<ReturnType<typeof measureSlice>>;
 /** MEMORY USAGE of one client key after 100 admissions at limit 100 (a full ring). */
 async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>> {
   const sizes: Record<string, number | null> = {};
-  const full: ScopeRule = { ...RULE, rate: parseRate('100/min') };
+  const full = buildScopes({ anon: '100/min' }).get('anon')!;
   const ring = createThrottler({ redis: admin, keyPrefix: 'mem:' });
   for (let i = 0; i < 100; i++) await ring.consume([{ rule: full, ident: 'ip:198.19.0.1' }]);
   sizes.ring = await admin.memory('USAGE', 'mem:throttle:{ip:198.19.0.1}:anon', 'SAMPLES', 0);

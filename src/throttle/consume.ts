@@ -57,6 +57,12 @@ const COMMAND = 'pacelineThrottleRing';
 /** Requests decided by one script call at most, so one call never holds Redis for long. */
 const MAX_BATCH = 128;
 
+/**
+ * Script calls a process has waiting for Redis at once; later requests queue and go together in
+ * the next call when one answers. Idle, a request is sent at once; under load, the calls grow.
+ */
+const MAX_IN_FLIGHT = 2;
+
 /** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
 const RESULT_BYTES = 32;
 
@@ -82,23 +88,36 @@ interface Pending {
  * pays one round trip for many requests; idle, one per request with no added wait. Each request
  * is still decided atomically and exactly, as if it had a call of its own (see ring.lua.ts).
  *
- * With `timeoutMs`, a call whose answer has not come within it rejects each of its requests. The
- * deadline is judged after one more poll for I/O, so that only the store's slowness counts, not
- * this process's event-loop lag: an expired timer runs before the loop reads the sockets.
+ * With `timeoutMs`, a request not answered within it of asking (time queued behind calls in
+ * flight included) is rejected, with the rest of its call. The deadline is judged after one more
+ * poll for I/O, so that only the store's slowness counts, not this process's event-loop lag: an
+ * expired timer runs before the loop reads the sockets.
  */
 export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number }): Throttler {
   const { redis, keyPrefix, timeoutMs } = deps;
   redis.defineCommand(COMMAND, { lua: RING_SCRIPT });
   const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
   let queue: Pending[] = [];
+  let inFlight = 0;
+  let scheduled = false;
+  /** When the oldest queued request asked: the deadline of its call counts from then. */
+  let queuedSince = 0;
 
-  const flush = () => {
-    const pending = queue;
-    queue = [];
-    for (const batch of batches(pending, redis.isCluster)) decide(batch);
+  const schedule = () => {
+    if (scheduled || queue.length === 0 || inFlight >= MAX_IN_FLIGHT) return;
+    scheduled = true;
+    setImmediate(flush);
   };
 
-  const decide = (batch: Pending[]) => {
+  const flush = () => {
+    scheduled = false;
+    if (inFlight >= MAX_IN_FLIGHT) return;
+    const pending = queue;
+    queue = [];
+    for (const batch of batches(pending, redis.isCluster)) decide(batch, queuedSince);
+  };
+
+  const decide = (batch: Pending[], since: number) => {
     const keys: string[] = [];
     const rules = new Map<ScopeRule, number>();
     const layout = Buffer.allocUnsafe(batch.reduce((bytes, request) => bytes + 1 + request.checks.length, 0));
@@ -118,14 +137,17 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     let timer: NodeJS.Timeout | undefined;
     if (timeoutMs !== undefined) {
       const expire = () => settle(() => rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`)));
-      timer = setTimeout(() => setImmediate(expire), timeoutMs);
+      timer = setTimeout(() => setImmediate(expire), Math.max(0, since + timeoutMs - performance.now()));
     }
     const settle = (finish: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      inFlight--;
       finish();
+      schedule();
     };
+    inFlight++;
     run(keys.length, ...keys, ruleList, layout).then(
       (reply) => settle(() => answer(batch, keys.length, reply)),
       (error: unknown) => settle(() => rejectAll(batch, error as Error)),
@@ -139,8 +161,9 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
         const keys = checks.map((check) => throttleKey(keyPrefix, check));
         if (keys.length > 1 && new Set(keys).size < keys.length) throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
         if (checks.length > MAX_RULES) throw new Error(`a request may name at most ${MAX_RULES} throttle scopes`);
-        if (queue.length === 0) setImmediate(flush);
+        if (queue.length === 0) queuedSince = performance.now();
         queue.push({ checks, keys, resolve, reject });
+        schedule();
       });
     },
   };

@@ -280,14 +280,61 @@ consume('a value that is not a ring is replaced; a wrong type is an error, not a
   }
 });
 
-consume('one round trip per request, the script sent by SHA', async () => {
-  const connection = connect();
+/** Counts the commands a connection sends, by name. */
+function countCommands(connection: Redis): string[] {
   const sent: string[] = [];
   const send = connection.sendCommand.bind(connection);
   connection.sendCommand = (command, ...rest) => {
     sent.push(command.name);
     return send(command, ...rest);
   };
+  return sent;
+}
+
+consume('requests arriving together share script calls and are decided exactly as one by one', async () => {
+  const connection = connect();
+  const sent = countCommands(connection);
+  const own = createThrottler({ redis: connection, keyPrefix: PREFIX });
+  await own.consume([{ rule: rule('5/min'), ident: 'ip:10.0.12.9' }]);
+  sent.length = 0;
+  const r = rule('37/min');
+  const decisions = await Promise.all(Array.from({ length: 300 }, () => hit(r, 'ip:10.0.12.1', own)));
+  assert.ok(sent.length <= 4, `300 requests took ${sent.length} script calls`);
+  assert.ok(sent.every((name) => name === 'evalsha'));
+  const admitted = decisions.filter((d) => d.allowed);
+  assert.is(admitted.length, 37);
+  assert.equal(decisions.slice(0, 37).map((d) => d.remaining), Array.from({ length: 37 }, (_, i) => 36 - i), 'in arrival order');
+  assert.ok(decisions.slice(37).every((d) => !d.allowed && d.retryAfterS === 60));
+  assert.is((await readStamps(keyOf(r, 'ip:10.0.12.1'))).length, 37);
+});
+
+consume('in a shared call, several-scope requests stay all-or-nothing and a broken key fails only its request', async () => {
+  const user = rule('3/min', 'user');
+  const reports = rule('1/min', 'reports');
+  await redis.hset(keyOf(user, 'user:7'), 'a', '1');
+  const both = (ident: string) => throttler.consume([{ rule: user, ident }, { rule: reports, ident }]);
+  const alone = (ident: string) => throttler.consume([{ rule: user, ident }]);
+  const settled = await Promise.allSettled([
+    both('user:5'), alone('user:5'), both('user:5'), both('user:7'), alone('user:5'), alone('user:5'), alone('user:6'),
+  ]);
+  const outcome = settled.map((s) => (s.status === 'rejected' ? 'error' : s.value.map((d) => d.allowed)));
+  assert.equal(outcome, [[true, true], [true], [true, false], 'error', [true], [false], [true]], 'the refused pair recorded nothing');
+  assert.match(String((settled[3] as PromiseRejectedResult).reason), /WRONGTYPE/);
+  assert.equal([(await readStamps(keyOf(user, 'user:5'))).length, (await readStamps(keyOf(reports, 'user:5'))).length], [3, 1]);
+});
+
+consume('a call naming more distinct rules than one byte can index is split, and stays exact', async () => {
+  const rules = Array.from({ length: 300 }, (_, i) => rule(`${1 + (i % 3)}/min`, `s${i}`));
+  const decisions = await Promise.all([0, 1, 2].flatMap(() => rules.map((r) => hit(r, 'ip:10.0.13.1'))));
+  rules.forEach((r, i) => {
+    const mine = [0, 1, 2].map((round) => decisions[300 * round + i]?.allowed);
+    assert.equal(mine, [true, r.rate.limit >= 2, r.rate.limit >= 3], `scope ${r.scope}`);
+  });
+});
+
+consume('one round trip per request, the script sent by SHA', async () => {
+  const connection = connect();
+  const sent = countCommands(connection);
   const own = createThrottler({ redis: connection, keyPrefix: PREFIX });
   await own.consume([{ rule: rule('5/min'), ident: 'ip:10.0.10.1' }, { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' }]);
   sent.length = 0;
