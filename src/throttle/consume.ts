@@ -69,7 +69,7 @@ const RESULT_BYTES = 32;
 /** Distinct rules one script call can name (the layout holds indices as single bytes). */
 const MAX_RULES = 127;
 
-type RingCommand = (numKeys: number, ...keysThenArgs: Array<string | Buffer>) => Promise<Buffer>;
+type RingCommand = (numKeys: number, ...keysThenArgs: string[]) => Promise<Buffer>;
 
 interface Pending {
   checks: ReadonlyArray<Check>;
@@ -120,14 +120,15 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
   const decide = (batch: Pending[], since: number) => {
     const keys: string[] = [];
     const rules = new Map<ScopeRule, number>();
-    const layout = Buffer.allocUnsafe(batch.reduce((bytes, request) => bytes + 1 + request.checks.length, 0));
-    let at = 0;
+    // Bytes 1–127 only: sent as a string, they are the same bytes in UTF-8, and ioredis writes
+    // an all-string command in one piece.
+    const layout: number[] = [];
     for (const request of batch) {
-      layout[at++] = request.checks.length;
+      layout.push(request.checks.length);
       for (const { rule } of request.checks) {
         let index = rules.get(rule);
         if (index === undefined) rules.set(rule, (index = rules.size + 1));
-        layout[at++] = index;
+        layout.push(index);
       }
       for (const key of request.keys) keys.push(key);
     }
@@ -148,7 +149,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       schedule();
     };
     inFlight++;
-    run(keys.length, ...keys, ruleList, layout).then(
+    run(keys.length, ...keys, ruleList, String.fromCharCode(...layout)).then(
       (reply) => settle(() => answer(batch, keys.length, reply)),
       (error: unknown) => settle(() => rejectAll(batch, error as Error)),
     );
