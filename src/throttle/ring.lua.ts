@@ -9,10 +9,11 @@
  *   entries: `size` doubles (µs of Redis `TIME`), a ring read from `head`, oldest first
  *
  * `gone` counts the oldest entries already known to have left the window and `last` is the
- * newest entry, so a check reads only the header and the few entries that left since the
- * client's previous admission (GETRANGE, a few dozen bytes), never the whole log: the time of a
- * check does not grow with N, and no large string crosses into Lua. Scanning starts with 8
- * entries and reads 4 times more each step; when `last` itself has left, nothing is read.
+ * newest entry, so a check looks only at the header and the few entries that left since the
+ * client's previous admission. A log of a limit up to 128 (at most 1,056 bytes) is read with
+ * one GET; a larger one by header and slots (GETRANGE, a few dozen bytes), so the time of a
+ * check does not grow with N and no large string crosses into Lua. Scanning starts with 8
+ * entries and reads 4 times more each step; when `last` itself has left, nothing is scanned.
  *
  * Until N entries are held the log grows by APPEND (head 0); the admission that fills it writes
  * it once more as a new string (APPEND keeps spare room). Once full an admission overwrites the
@@ -47,29 +48,42 @@
  */
 export const RING_SCRIPT = `
 local unpack, pack, ceil, max, min = struct.unpack, struct.pack, math.ceil, math.max, math.min
-local MAGIC, HEADER_FORMAT, HEADER, SLOT = 'PLR1', '<c4I4I4I4dd', 32, 8
+local MAGIC, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', '<c4I4I4I4dd', 32, 8, 128
 local limits, windows = {}, {}
 
--- physical slots [from, from + count) of a log as a string; nil if the value is too short
-local function slots(key, from, count)
-  local s = redis.call('GETRANGE', key, HEADER + SLOT * from, HEADER + SLOT * (from + count) - 1)
-  if #s == SLOT * count then return s end
+-- physical slots [from, from + count) of a log: a string and the offset of the first slot in it;
+-- nil if the value is too short. A log read whole is sliced in place, others by GETRANGE.
+local function slots(log, from, count)
+  if log.whole then return log.whole, HEADER + SLOT * from end
+  local s = redis.call('GETRANGE', log.key, HEADER + SLOT * from, HEADER + SLOT * (from + count) - 1)
+  if #s == SLOT * count then return s, 0 end
 end
 
 -- logical entry j (0 = oldest) of a loaded log
 local function entry(log, j)
-  local s = slots(log.key, (log.head + j) % log.size, 1)
-  return s and unpack('<d', s) or 0
+  local s, at = slots(log, (log.head + j) % log.size, 1)
+  return s and unpack('<d', s, at + 1) or 0
 end
 
--- reads the log at key and decides it at now for limit n and window_ms: a table
+-- reads the log at key and decides it at now for limit n and window_ms: a table. A log of a
+-- limit up to WHOLE is read with one GET (a few hundred bytes), a larger one by header and slots.
 local function load(key, n, window_ms, now)
-  local log = { key = key, n = n, window_ms = window_ms, window = window_ms * 1000, size = 0, head = 0, gone = 0, expires = 0 }
-  local h = redis.call('GETRANGE', key, 0, HEADER - 1)
-  if #h == HEADER then
+  -- every field named here, so the table is sized once (nil fields would grow it later)
+  local log = {
+    key = key, n = n, window_ms = window_ms, window = window_ms * 1000, now = now, size = 0, head = 0, gone = 0,
+    expires = 0, inside = 0, whole = false, first = false, wait = false,
+  }
+  local h
+  if n <= WHOLE then
+    h = redis.call('GET', key) or ''
+  else
+    h = redis.call('GETRANGE', key, 0, HEADER - 1)
+  end
+  if #h >= HEADER then
     local magic, head, size, gone, last, expires = unpack(HEADER_FORMAT, h)
-    if magic == MAGIC and size >= 1 and head < size and gone <= size then
+    if magic == MAGIC and size >= 1 and head < size and gone <= size and (n > WHOLE or #h == HEADER + SLOT * size) then
       log.head, log.size, log.gone, log.expires = head, size, gone, expires
+      if n <= WHOLE then log.whole = h end
       now = max(now, last)
       if last <= now - log.window then log.gone = size end
     end
@@ -79,13 +93,13 @@ local function load(key, n, window_ms, now)
   while log.gone < log.size and not log.first do
     local from = (log.head + log.gone) % log.size
     local count = min(step, log.size - log.gone, log.size - from)
-    local s = slots(key, from, count)
+    local s, at = slots(log, from, count)
     if not s then
       log.size, log.head, log.gone = 0, 0, 0
       break
     end
     for j = 0, count - 1 do
-      local stamp = unpack('<d', s, SLOT * j + 1)
+      local stamp = unpack('<d', s, at + SLOT * j + 1)
       if stamp > cutoff then
         log.first = stamp
         break
@@ -103,14 +117,20 @@ local function load(key, n, window_ms, now)
   return log
 end
 
+-- physical slots [from, from + count) of a log as a string of their own ('' if unreadable)
+local function span(log, from, count)
+  local s, at = slots(log, from, count)
+  return s and s:sub(at + 1, at + SLOT * count) or ''
+end
+
 -- rewrites the log oldest-first with its newest entries still inside (at most n - 1) and stamp
 local function rewrite(log, stamp, expires)
   local keep = min(log.inside, log.n - 1)
   local parts = { pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, log.now, expires) }
   local from = (log.head + log.size - keep) % log.size
   local first = min(keep, log.size - from)
-  if first > 0 then parts[#parts + 1] = slots(log.key, from, first) or '' end
-  if keep > first then parts[#parts + 1] = slots(log.key, 0, keep - first) or '' end
+  if first > 0 then parts[#parts + 1] = span(log, from, first) end
+  if keep > first then parts[#parts + 1] = span(log, 0, keep - first) end
   parts[#parts + 1] = stamp
   local value = table.concat(parts)
   if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, log.now, expires) .. stamp end
@@ -132,7 +152,7 @@ local function record(log)
     redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (log.head + 1) % n, n, log.gone - 1, now, expires))
   elseif log.size + 1 == n and log.head == 0 then
     -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
-    local entries = redis.call('GETRANGE', key, HEADER, HEADER + SLOT * log.size - 1)
+    local entries = span(log, 0, log.size)
     local header = pack(HEADER_FORMAT, MAGIC, 0, n, log.gone, now, now + 2 * log.window)
     redis.call('SET', key, header .. entries .. stamp, 'PX', 2 * log.window_ms)
     return
