@@ -241,6 +241,23 @@ consume('a large limit stores only what was admitted and stays exact', async () 
   assert.is(await redis.strlen(keyOf(big, ident)), logBytes(300), 'grows with admissions, not with the limit');
 });
 
+for (const [limit, batch] of [[300, 100], [120, 50]] as const) {
+  consume(`entries that left since the last check are skipped exactly (limit ${limit}, ${batch} left)`, async () => {
+    const r = rule(`${limit}/2s`, `skip${limit}`);
+    const ident = 'ip:10.0.14.1';
+    assert.is(admittedCount(await burst(r, ident, batch)), batch);
+    await sleep(1200);
+    assert.is(admittedCount(await burst(r, ident, batch)), batch);
+    const second = (await readStamps(keyOf(r, ident)))[batch] as number;
+    await sleep(((await readStamps(keyOf(r, ident)))[0] as number + 2_000_000 - (await redisNowUs())) / 1000 + 50);
+    const next = await hit(r, ident);
+    assert.is(next.remaining, limit - batch - 1, 'only the second burst is inside');
+    const expectedResetMs = (second + 2_000_000 - (await redisNowUs())) / 1000;
+    assert.ok(Math.abs(next.resetMs - expectedResetMs) < 100, `resetMs ${next.resetMs} ≈ ${expectedResetMs}: when the second burst's first leaves`);
+    assert.is(await redis.strlen(keyOf(r, ident)), logBytes(batch + 1), 'the log was rewritten without the entries that left');
+  });
+}
+
 consume('a changed limit applies at once and keeps the history exact', async () => {
   const ident = 'ip:10.0.8.1';
   const key = keyOf(rule('5/min'), ident);
