@@ -7,7 +7,7 @@
  *   off      THROTTLE_ENABLED=false
  *   on       throttling as deployed (anon 100/min, TRUST_PROXY_HOPS=1); each request carries
  *            one of 1,000 client addresses in X-Forwarded-For, so the limit never triggers
- *   on-N1000 the same with anon 1000/min (a limit above 128: the log is read entry by entry)
+ *   on-N1000 the same with anon 1000/min (a limit above 128: the log is read by header and slots, not whole)
  *   on-bigN  anon 100000/min (the largest N accepted) and a single client address, whose log
  *            grows to thousands of entries during the run
  *
@@ -205,7 +205,7 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
     const used = Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
     console.log(`"on" left ${left.keys} client keys (${CLIENTS} addresses), MEMORY USAGE ${left.meanBytes} bytes each on average; `
       + `Redis used_memory ${used} bytes in all`);
-    console.log('MEMORY USAGE of one client key (bytes; entries are 8 bytes each after an 8-byte header):');
+    console.log('MEMORY USAGE of one client key (bytes; entries are 8 bytes each after a 32-byte header):');
     console.table(await memoryPerKey(admin));
   } finally {
     await cleanUp();

@@ -15,6 +15,8 @@ export interface RedisOptions {
   persistent: boolean;
   /** Receives the server's log lines and a line if it dies unexpectedly. */
   log?: (line: string) => void;
+  /** More `redis-server` options, e.g. `['--cluster-enabled', 'yes']`. */
+  extraArgs?: string[];
 }
 
 const READY_TIMEOUT_MS = 30_000;
@@ -39,7 +41,7 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
 
   // Its own process group: Ctrl-C in a terminal reaches our processes, and the owner stops Redis
   // after its clients have drained, rather than Redis going first.
-  const child = spawn('redis-server', serverArgs(opts.port, dataDir, opts.persistent), {
+  const child = spawn('redis-server', [...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
