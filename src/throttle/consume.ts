@@ -58,8 +58,9 @@ const COMMAND = 'pacelineThrottleRing';
 const MAX_BATCH = 128;
 
 /**
- * Script calls a process has waiting for Redis at once; later requests queue and go together in
- * the next call when one answers. Idle, a request is sent at once; under load, the calls grow.
+ * Rounds of script calls a process has waiting for Redis at once (a round is one call, or one
+ * per MAX_BATCH requests or hash slot); later requests queue and go together in the next round
+ * when a call answers or times out. Idle, a request is sent at once; under load, the calls grow.
  */
 const MAX_IN_FLIGHT = 2;
 
@@ -80,7 +81,8 @@ interface Pending {
 
 /**
  * Creates a throttler over `redis`, on which it defines a custom command so the script is sent
- * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:{<ident>}:<scope>`;
+ * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:v2:{<ident>}:<scope>`
+ * (v2: the log format of ring.lua.ts; a process of another format counts apart instead of clobbering);
  * the braces make every key of one identity share a Redis Cluster hash slot.
  *
  * The requests that reach `consume` in one turn of the event loop are decided by one script call
@@ -102,6 +104,8 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
   let scheduled = false;
   /** When the oldest queued request asked: the deadline of its call counts from then. */
   let queuedSince = 0;
+  /** When a call last went unanswered past its deadline. */
+  let lastExpiry = Number.NEGATIVE_INFINITY;
 
   const schedule = () => {
     if (scheduled || queue.length === 0 || inFlight >= MAX_IN_FLIGHT) return;
@@ -134,10 +138,20 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     }
     let ruleList = '';
     for (const { rate } of rules.keys()) ruleList += `${rate.limit} ${rate.windowMs} `;
+    if (timeoutMs !== undefined && lastExpiry >= since && performance.now() >= since + timeoutMs) {
+      // Queued behind calls that got no answer in time: refused unsent, so a Redis that comes back
+      // later does not record admissions for requests already answered under THROTTLE_FAILURE_MODE.
+      // (A deadline passed only through this process's own lag is still sent and judged as usual.)
+      rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`));
+      return;
+    }
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
     if (timeoutMs !== undefined) {
-      const expire = () => settle(() => rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`)));
+      const expire = () => settle(() => {
+        lastExpiry = performance.now();
+        rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`));
+      });
       timer = setTimeout(() => setImmediate(expire), Math.max(0, since + timeoutMs - performance.now()));
     }
     const settle = (finish: () => void) => {
@@ -162,6 +176,9 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
         const keys = checks.map((check) => throttleKey(keyPrefix, check));
         if (keys.length > 1 && new Set(keys).size < keys.length) throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
         if (checks.length > MAX_RULES) throw new Error(`a request may name at most ${MAX_RULES} throttle scopes`);
+        if (redis.isCluster && keys.some((key) => hashSlot(key) !== hashSlot(keys[0] as string))) {
+          throw new Error(`on a Redis Cluster the checks of one request must share an ident: ${keys.join(', ')}`);
+        }
         if (queue.length === 0) queuedSince = performance.now();
         queue.push({ checks, keys, resolve, reject });
         schedule();
@@ -232,7 +249,7 @@ function batches(pending: Pending[], byHashSlot: boolean): Pending[][] {
 /** The Redis key of one check. @throws Error if the ident contains a brace (it would split the hash tag). */
 export function throttleKey(keyPrefix: string, check: Check): string {
   if (check.ident.includes('{') || check.ident.includes('}')) throw new Error(`throttle ident must not contain braces: ${check.ident}`);
-  return `${keyPrefix}throttle:{${check.ident}}:${check.rule.scope}`;
+  return `${keyPrefix}throttle:v2:{${check.ident}}:${check.rule.scope}`;
 }
 
 /** True when every scope admitted the request, i.e. it was recorded and may proceed. */

@@ -5,12 +5,14 @@
  * iff the N-th most recent admission has left it. Each key holds the log of the most recent
  * admissions of one client in one scope, in one string:
  *
- *   header (32 bytes): "PLR1", head, size, gone (uint32), last, expires (double, µs)
+ *   header (40 bytes): "PLR1", head, size, gone (uint32), last, expires (double, µs), widest (double, ms)
  *   entries: `size` doubles (µs of Redis `TIME`), a ring read from `head`, oldest first
  *
- * `gone` counts the oldest entries already known to have left the window and `last` is the
+ * `widest` is the longest window any process has checked this log with while it lived (one
+ * window normally; two during a rolling reload that changes it). `gone` counts the oldest
+ * entries already known to have left that window (so they have left any shorter one) and `last` is the
  * newest entry, so a check looks only at the header and the few entries that left since the
- * client's previous admission. A log of a limit up to 128 (at most 1,056 bytes) is read with
+ * client's previous admission. A log of a limit up to 128 (at most 1,064 bytes) is read with
  * one GET; a larger one by header and slots (GETRANGE, a few dozen bytes), so the time of a
  * check does not grow with N and no large string crosses into Lua. Scanning starts with 8
  * entries and reads 4 times more each step; when `last` itself has left, nothing is scanned.
@@ -19,24 +21,28 @@
  * it once more as a new string (APPEND keeps spare room). Once full an admission overwrites the
  * oldest entry (which has left, or the request would be refused) and advances the head. So an
  * admission writes the entry and the header (two small SETRANGE/APPEND). A growing log whose
- * entries have mostly left is rewritten without them. Rejections write nothing.
+ * entries have mostly left `widest` is rewritten without them. Rejections write nothing.
  *
  * The key expires on its own: an admission that would outlive the key's expiry sets it to two
- * windows ahead (so one PEXPIRE per window per client, not per request). A key is therefore
- * gone between one and two windows after its client's last admission; every entry in it has
- * left the window by then anyway.
+ * (widest) windows ahead (so one PEXPIRE per window per client, not per request), never
+ * earlier. A key is therefore gone between one and two windows after its client's last
+ * admission; every entry in it has left the window by then anyway.
  *
- * A log stored for another limit stays exact: the count inside the window does not depend on
- * N; an admission that finds a log longer than N (limit lowered) or a full ring shorter than N
- * (limit raised) rewrites it oldest-first with only the entries still inside. So workers
- * briefly running different limits (a rolling reload) each enforce their own exactly. A value
- * that is not such a log is replaced; a key of another type is an error.
+ * A log stored for another limit or window stays exact: the count inside the window does not
+ * depend on N, and nothing inside the widest window is dropped except behind the N-th most
+ * recent entry; an admission that finds a log longer than N (limit lowered) or a full ring
+ * shorter than N (limit raised) rewrites it oldest-first. So workers briefly running different
+ * limits or windows (a rolling reload) each enforce their own exactly. (Changing both at once
+ * is exact for the process with the smaller limit; one with a larger limit and a longer window
+ * may miss entries the other trimmed, until the reload ends.) A value that is not such a log is
+ * replaced; a key of another type is an error.
  *
  * One call decides a batch of requests, one after another, at one reading of the clock.
  * KEYS holds every check's log, request after request. ARGV[1] lists the batch's distinct rules
  * as `N ms N ms …` (limit, window in ms; decimal, space-separated); ARGV[2] is the layout, one
  * byte each: per request its number of checks c, then c 1-based rule indices. (Lua parses a few
- * bytes far faster than a number per check.) A request's checks are recorded only if every one admits. A later request of the
+ * bytes far faster than a number per check.) A request's checks are recorded only if every one
+ * admits. A later request of the
  * batch sees the earlier ones' records, so the batch decides exactly as the same requests would
  * with one call each. A log's instant is never earlier than its newest entry, so a clock
  * stepping back cannot unsort it.
@@ -48,7 +54,7 @@
  */
 export const RING_SCRIPT = `
 local unpack, pack, ceil, max, min = struct.unpack, struct.pack, math.ceil, math.max, math.min
-local MAGIC, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', '<c4I4I4I4dd', 32, 8, 128
+local MAGIC, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', '<c4I4I4I4ddd', 40, 8, 128
 local limits, windows = {}, {}
 
 -- physical slots [from, from + count) of a log: a string and the offset of the first slot in it;
@@ -71,7 +77,7 @@ local function load(key, n, window_ms, now)
   -- every field named here, so the table is sized once (nil fields would grow it later)
   local log = {
     key = key, n = n, window_ms = window_ms, window = window_ms * 1000, now = now, size = 0, head = 0, gone = 0,
-    expires = 0, inside = 0, whole = false, first = false, wait = false,
+    expires = 0, inside = 0, whole = false, first = false, wait = false, widest_ms = window_ms, kept_gone = 0,
   }
   local h
   if n <= WHOLE then
@@ -80,9 +86,12 @@ local function load(key, n, window_ms, now)
     h = redis.call('GETRANGE', key, 0, HEADER - 1)
   end
   if #h >= HEADER then
-    local magic, head, size, gone, last, expires = unpack(HEADER_FORMAT, h)
-    if magic == MAGIC and size >= 1 and head < size and gone <= size and (n > WHOLE or #h == HEADER + SLOT * size) then
-      log.head, log.size, log.gone, log.expires = head, size, gone, expires
+    local magic, head, size, gone, last, expires, widest_ms = unpack(HEADER_FORMAT, h)
+    if magic == MAGIC and size >= 1 and head < size and gone <= size and widest_ms >= 1
+      and (n > WHOLE or #h == HEADER + SLOT * size) then
+      log.head, log.size, log.expires, log.widest_ms = head, size, expires, max(widest_ms, window_ms)
+      -- the stored gone counts entries out of the widest window: out of this one too, if narrower
+      if widest_ms >= window_ms then log.gone, log.kept_gone = gone, gone end
       if n <= WHOLE then log.whole = h end
       now = max(now, last)
       if last <= now - log.window then log.gone = size end
@@ -109,6 +118,7 @@ local function load(key, n, window_ms, now)
     step = step * 4
   end
   log.inside = log.size - log.gone
+  if log.widest_ms == window_ms then log.kept_gone = log.gone end
   if log.inside >= n then
     -- the N-th most recent admission is still inside: refused until it leaves
     local nth = log.size - n == log.gone and log.first or entry(log, log.size - n)
@@ -125,44 +135,45 @@ end
 
 -- rewrites the log oldest-first with its newest entries still inside (at most n - 1) and stamp
 local function rewrite(log, stamp, expires)
-  local keep = min(log.inside, log.n - 1)
-  local parts = { pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, log.now, expires) }
+  local keep = min(log.size - log.kept_gone, log.n - 1)
+  local parts = { pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, log.now, expires, log.widest_ms) }
   local from = (log.head + log.size - keep) % log.size
   local first = min(keep, log.size - from)
   if first > 0 then parts[#parts + 1] = span(log, from, first) end
   if keep > first then parts[#parts + 1] = span(log, 0, keep - first) end
   parts[#parts + 1] = stamp
   local value = table.concat(parts)
-  if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, log.now, expires) .. stamp end
-  redis.call('SET', log.key, value, 'PX', 2 * log.window_ms)
+  if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, log.now, expires, log.widest_ms) .. stamp end
+  redis.call('SET', log.key, value, 'PX', 2 * log.widest_ms)
 end
 
 -- records an admission at log.now
 local function record(log)
   local key, now, n = log.key, log.now, log.n
-  local stamp, expires = pack('<d', now), log.expires
-  local refresh = expires < now + log.window
-  if refresh then expires = now + 2 * log.window end
+  local widest_ms, kept_gone = log.widest_ms, log.kept_gone
+  local stamp, expires, lifetime = pack('<d', now), log.expires, 2 * widest_ms * 1000
+  local refresh = expires < now + widest_ms * 1000
+  if refresh then expires = now + lifetime end
   if log.size == 0 then
-    redis.call('SET', key, pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + 2 * log.window) .. stamp, 'PX', 2 * log.window_ms)
+    redis.call('SET', key, pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', 2 * widest_ms)
     return
   elseif log.size == n then
     -- full: the oldest entry has left (else refused); the new one takes its slot
     redis.call('SETRANGE', key, HEADER + SLOT * log.head, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (log.head + 1) % n, n, log.gone - 1, now, expires))
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (log.head + 1) % n, n, max(0, kept_gone - 1), now, expires, widest_ms))
   elseif log.size + 1 == n and log.head == 0 then
     -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
     local entries = span(log, 0, log.size)
-    local header = pack(HEADER_FORMAT, MAGIC, 0, n, log.gone, now, now + 2 * log.window)
-    redis.call('SET', key, header .. entries .. stamp, 'PX', 2 * log.window_ms)
+    local header = pack(HEADER_FORMAT, MAGIC, 0, n, kept_gone, now, now + lifetime, widest_ms)
+    redis.call('SET', key, header .. entries .. stamp, 'PX', 2 * widest_ms)
     return
-  elseif log.size < n and log.head == 0 and (log.gone < 16 or 2 * log.gone < log.size) then
+  elseif log.size < n and log.head == 0 and (kept_gone < 16 or 2 * kept_gone < log.size) then
     redis.call('APPEND', key, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, 0, log.size + 1, log.gone, now, expires))
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, 0, log.size + 1, kept_gone, now, expires, widest_ms))
   else
-    return rewrite(log, stamp, now + 2 * log.window)
+    return rewrite(log, stamp, now + lifetime)
   end
-  if refresh then redis.call('PEXPIRE', key, 2 * log.window_ms) end
+  if refresh then redis.call('PEXPIRE', key, 2 * widest_ms) end
 end
 
 -- the 4 results of a check: admitted and recorded, allowed but not recorded, or refused

@@ -34,8 +34,8 @@ async function redisNowUs(): Promise<number> {
   return Number(seconds) * 1e6 + Number(micros);
 }
 
-/** Bytes of a log holding `entries` admissions: the 32-byte header and 8 bytes per entry (ring.lua.ts). */
-const logBytes = (entries: number) => 32 + 8 * entries;
+/** Bytes of a log holding `entries` admissions: the 40-byte header and 8 bytes per entry (ring.lua.ts). */
+const logBytes = (entries: number) => 40 + 8 * entries;
 
 /** The admission stamps (µs) held in a log, oldest first. White-box: the layout of ring.lua.ts. */
 async function readStamps(key: string): Promise<number[]> {
@@ -219,7 +219,7 @@ consume('keys expire by themselves within two windows of the last admission', as
   assert.ok(ttl > 119_000 && ttl <= 120_000, `PTTL ${ttl}`);
   assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), logBytes(1), 'one admission: header + one entry');
   for (let i = 0; i < 6; i++) await hit(r, 'ip:10.0.7.1');
-  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), logBytes(5), 'full: 32 + 8·N bytes, never more');
+  assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), logBytes(5), 'full: 40 + 8·N bytes, never more');
   const short = rule('2/1s', 'short');
   const key = keyOf(short, 'ip:10.0.7.1');
   assert.ok((await hit(short, 'ip:10.0.7.1')).allowed);
@@ -271,6 +271,21 @@ consume('a changed limit applies at once and keeps the history exact', async () 
   assert.is((await hit(rule('8/min'), ident)).allowed, false, 'flipping back lost nothing');
   assert.is(admittedCount(await burst(rule('10/min'), ident, 5)), 2);
   assert.is(await redis.strlen(key), logBytes(10));
+});
+
+consume('a changed window applies at once: a shorter one neither forgets nor shortens what a longer one needs', async () => {
+  const ident = 'ip:10.0.15.1';
+  const long = rule('3/4s', 'win');
+  const short = rule('3/1s', 'win');
+  assert.is(admittedCount(await burst(long, ident, 3)), 3);
+  await sleep(1100);
+  assert.ok((await hit(short, ident)).allowed, 'the three left the short window');
+  assert.ok((await redis.pttl(keyOf(long, ident))) > 6_000, 'the short window did not shorten the key');
+  const again = await burst(long, ident, 2);
+  assert.is(admittedCount(again), 0, 'the long window still counts all four');
+  assert.is(again[0]?.retryAfterS, 3);
+  assert.is(admittedCount(await burst(short, ident, 3)), 2, 'the short window counts only its own one');
+  assert.is(admittedCount(await burst(long, ident, 1)), 0);
 });
 
 consume('a smaller limit shrinks the ring only by entries already outside the window', async () => {

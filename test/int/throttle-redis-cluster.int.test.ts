@@ -75,4 +75,15 @@ test('several scopes of one client are decided together on its slot', async () =
   assert.is((await throttler.consume([{ rule: user, ident: 'user:77' }]))[0]?.remaining, 3, 'the refused pair recorded nothing');
 });
 
+test('a request whose checks name idents on different slots fails alone, not its batch', async () => {
+  const r = rule('5/min', 'mixed');
+  const [mixed, fine] = await Promise.allSettled([
+    throttler.consume([{ rule: r, ident: 'ip:10.9.9.1' }, { rule: rule('5/min', 'other'), ident: 'user:1' }]),
+    throttler.consume([{ rule: r, ident: 'ip:10.9.9.2' }]),
+  ]);
+  assert.is(mixed?.status, 'rejected');
+  assert.match(String((mixed as PromiseRejectedResult).reason), /share an ident/);
+  assert.is(fine?.status === 'fulfilled' && fine.value[0]?.allowed, true);
+});
+
 test.run();
