@@ -4,9 +4,10 @@
  *
  *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants, comma-separated]
  *
- * Variants: `none`; `ring`, the service's own throttle middleware (src/http/throttle.middleware.ts
- * over src/throttle, with its metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only
- * middleware; `zset`, a sorted-set sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a
+ * Variants: `none`; `fields`, only the RateLimit fields a throttled response carries (fixed
+ * values, no Redis: what the fields alone cost the server and the load generator); `ring`, the
+ * service's own throttle middleware (src/http/throttle.middleware.ts over src/throttle, with its
+ * metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only middleware; `zset`, a sorted-set sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a
  * fixed-window INCR+PEXPIRE counter, one script call per request, setting the same fields. The
  * last two live only here, for comparison. Every request carries one of 1,000 client addresses
  * in X-Forwarded-For (TRUST_PROXY_HOPS=1) and the limit (100/s per client) never triggers, so
@@ -38,7 +39,7 @@ import { createThrottler, type Decision } from '../../src/throttle/consume.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 
-const VARIANTS = ['none', 'ring', 'zset', 'fixed'] as const;
+const VARIANTS = ['none', 'fields', 'ring', 'zset', 'fixed'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
 interface Setup { variant: Variant; redisPort: number; httpPort: number }
@@ -101,6 +102,14 @@ function serviceThrottle(redisPort: number): Koa.Middleware {
 function serve({ variant, redisPort, httpPort }: Setup): void {
   const app = new Koa();
   if (variant === 'ring') app.use(serviceThrottle(redisPort));
+  if (variant === 'fields') {
+    let turn = 0;
+    app.use(async (ctx, next) => {
+      const { limit, windowMs } = RULE.rate;
+      ctx.set(rateLimitHeaders([{ scope: RULE.scope, allowed: true, limit, windowMs, remaining: turn++ % limit, resetMs: 500, retryAfterS: 0 }]));
+      return next();
+    });
+  }
   if (variant === 'zset' || variant === 'fixed') {
     const check = createCheck(variant, new Redis(redisPort, '127.0.0.1'));
     app.use(async (ctx, next) => {

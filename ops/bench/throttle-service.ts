@@ -205,7 +205,7 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
     const used = Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
     console.log(`"on" left ${left.keys} client keys (${CLIENTS} addresses), MEMORY USAGE ${left.meanBytes} bytes each on average; `
       + `Redis used_memory ${used} bytes in all`);
-    console.log('MEMORY USAGE of one client key (bytes; entries are 8 bytes each after a 32-byte header):');
+    console.log('MEMORY USAGE of one client key (bytes; entries are 8 bytes each after a 40-byte header):');
     console.table(await memoryPerKey(admin));
   } finally {
     await cleanUp();
