@@ -142,7 +142,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       // Queued behind calls that got no answer in time: refused unsent, so a Redis that comes back
       // later does not record admissions for requests already answered under THROTTLE_FAILURE_MODE.
       // (A deadline passed only through this process's own lag is still sent and judged as usual.)
-      rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`));
+      rejectAll(batch, unanswered(timeoutMs));
       return;
     }
     let settled = false;
@@ -150,7 +150,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     if (timeoutMs !== undefined) {
       const expire = () => settle(() => {
         lastExpiry = performance.now();
-        rejectAll(batch, new Error(`throttle store did not answer within ${timeoutMs} ms`));
+        rejectAll(batch, unanswered(timeoutMs));
       });
       timer = setTimeout(() => setImmediate(expire), Math.max(0, since + timeoutMs - performance.now()));
     }
@@ -164,7 +164,14 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     };
     inFlight++;
     run(keys.length, ...keys, ruleList, String.fromCharCode(...layout)).then(
-      (reply) => settle(() => answer(batch, keys.length, reply)),
+      (reply) => settle(() => {
+        try {
+          answer(batch, keys.length, reply);
+        } catch (error) {
+          // A reply not of the script's shape; requests already answered keep their answer.
+          rejectAll(batch, error as Error);
+        }
+      }),
       (error: unknown) => settle(() => rejectAll(batch, error as Error)),
     );
   };
@@ -189,6 +196,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
 
 /** Hands each request of a batch its decisions from the script's reply (see ring.lua.ts). */
 function answer(batch: Pending[], checkCount: number, reply: Buffer): void {
+  if (reply.length < RESULT_BYTES * checkCount) throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
   const errors = reply.length > RESULT_BYTES * checkCount ? reply.subarray(RESULT_BYTES * checkCount).toString().split('\n') : [];
   let at = 0;
   for (const { checks, resolve, reject } of batch) {
@@ -208,6 +216,8 @@ function answer(batch: Pending[], checkCount: number, reply: Buffer): void {
     resolve(decisions);
   }
 }
+
+const unanswered = (timeoutMs: number) => new Error(`throttle store did not answer within ${timeoutMs} ms`);
 
 function rejectAll(batch: Pending[], error: Error): void {
   for (const request of batch) request.reject(error);
