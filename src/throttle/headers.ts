@@ -11,29 +11,13 @@ import type { Decision } from './consume.js';
  */
 export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<string, string> {
   if (decisions.length === 0) return {};
-  let policy = '';
-  let state = '';
-  for (const decision of decisions) {
-    const { name, policy: member } = fieldParts(decision);
-    policy += policy === '' ? member : `, ${member}`;
-    const current = `${name};r=${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`;
-    state += state === '' ? current : `, ${current}`;
-  }
-  return { 'RateLimit-Policy': policy, RateLimit: state };
-}
-
-/** The constant parts of a scope's fields, built once per scope, limit and window (a handful). */
-const partsCache = new Map<string, { name: string; policy: string }>();
-
-function fieldParts({ scope, limit, windowMs }: Decision): { name: string; policy: string } {
-  const cacheKey = `${scope} ${limit} ${windowMs}`;
-  let parts = partsCache.get(cacheKey);
-  if (!parts) {
-    const name = quote(scope);
-    parts = { name, policy: `${name};q=${limit};w=${Math.ceil(windowMs / 1000)}` };
-    if (partsCache.size < 1000) partsCache.set(cacheKey, parts);
-  }
-  return parts;
+  const policies = decisions.map(
+    (decision) => `${quote(decision.scope)};q=${decision.limit};w=${Math.ceil(decision.windowMs / 1000)}`,
+  );
+  const states = decisions.map(
+    (decision) => `${quote(decision.scope)};r=${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`,
+  );
+  return { 'RateLimit-Policy': policies.join(', '), RateLimit: states.join(', ') };
 }
 
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */
