@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { isIP, isIPv4 } from 'node:net';
 import { formatIpv6, maskIpv6, parseIpv6, unmapIpv4 } from './ipv6.js';
 
 /**
@@ -17,12 +17,13 @@ export function clientIp(
   xForwardedFor: string | undefined,
   trustProxyHops: number,
 ): string {
-  const socketIp = normaliseAddress(socketAddress ?? '') ?? socketAddress ?? '';
   const hops = Math.trunc(trustProxyHops);
-  if (!(hops > 0) || !xForwardedFor) return socketIp;
-  const addresses = xForwardedFor.split(',');
-  if (addresses.length < hops) return socketIp;
-  return normaliseAddress(addresses[addresses.length - hops] ?? '') ?? socketIp;
+  if (hops > 0 && xForwardedFor) {
+    const addresses = xForwardedFor.split(',');
+    const forwarded = addresses.length < hops ? undefined : normaliseAddress(addresses[addresses.length - hops] ?? '');
+    if (forwarded !== undefined) return forwarded;
+  }
+  return normaliseAddress(socketAddress ?? '') ?? socketAddress ?? '';
 }
 
 /**
@@ -34,18 +35,40 @@ export function clientIp(
  */
 export function ipKey(ip: string, ipv6Prefix = 64): string {
   const address = normaliseAddress(ip);
-  if (address === undefined || isIP(address) === 4) return address ?? ip;
+  if (address === undefined || isIPv4(address)) return address ?? ip;
   const prefix = Math.min(128, Math.max(0, Math.trunc(ipv6Prefix)));
-  return `${formatIpv6(maskIpv6(parseIpv6(address), prefix))}/${prefix}`;
+  return remember(`${prefix} ${address}`, () => `${formatIpv6(maskIpv6(parseIpv6(address), prefix))}/${prefix}`);
+}
+
+/**
+ * Results of the slow paths (IPv6 parsing and formatting, ~5 µs each) for addresses seen lately,
+ * so a busy client's address is worked out once rather than per request. Bounded: emptied when full.
+ */
+const recent = new Map<string, string | null>();
+const RECENT_MAX = 4096;
+
+function remember<T extends string | null>(key: string, make: () => T): T {
+  let value = recent.get(key) as T | undefined;
+  if (value === undefined) {
+    value = make();
+    if (recent.size >= RECENT_MAX) recent.clear();
+    recent.set(key, value);
+  }
+  return value;
 }
 
 /** A bare, valid IP address from a socket or header value, or undefined. */
 function normaliseAddress(raw: string): string | undefined {
-  const address = stripPortAndZone(raw.trim().toLowerCase());
-  const family = isIP(address);
-  if (family === 4) return address;
-  if (family !== 6) return undefined;
-  return unmapIpv4(parseIpv6(address)) ?? address;
+  // The usual cases first: bare IPv4, and IPv4 as a dual-stack socket reports it.
+  if (isIPv4(raw)) return raw;
+  if (raw.startsWith('::ffff:') && isIPv4(raw.slice(7))) return raw.slice(7);
+  return remember(`@${raw}`, () => {
+    const address = stripPortAndZone(raw.trim().toLowerCase());
+    const family = isIP(address);
+    if (family === 4) return address;
+    if (family !== 6) return null;
+    return unmapIpv4(parseIpv6(address)) ?? address;
+  }) ?? undefined;
 }
 
 function stripPortAndZone(address: string): string {

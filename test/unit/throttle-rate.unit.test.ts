@@ -131,6 +131,21 @@ keys('mapped IPv4 is IPv4; anything else is returned unchanged', () => {
   assert.is(ipKey('not-an-ip'), 'not-an-ip');
 });
 
+keys('an address keeps its key however often and among however many others it is seen', () => {
+  // More distinct addresses than the per-process memo of worked-out IPv6 keys holds.
+  for (let round = 0; round < 2; round++) {
+    for (let i = 0; i < 5000; i++) {
+      const group = i.toString(16);
+      assert.is(ipKey(`2001:db8:${group}:1::${group}`, 64), `2001:db8:${group}:1::/64`);
+      assert.is(clientIp(`2001:DB8:${group}::1`, undefined, 0), `2001:db8:${group}::1`);
+    }
+  }
+  assert.is(ipKey('2001:db8:1:2:3:4:5:6', 48), '2001:db8:1::/48');
+  assert.is(ipKey('2001:db8:1:2:3:4:5:6', 128), '2001:db8:1:2:3:4:5:6/128');
+  assert.is(clientIp('not-an-ip', undefined, 0), 'not-an-ip');
+  assert.is(clientIp('not-an-ip', undefined, 0), 'not-an-ip');
+});
+
 const headers = suite('the RateLimit fields and the 429 detail');
 
 const decision = (over: Partial<Decision>): Decision => ({
