@@ -7,13 +7,16 @@
  * Variants: `none`; `fields`, only the RateLimit fields a throttled response carries (fixed
  * values, no Redis: what the fields alone cost the server and the load generator); `ring`, the
  * service's own throttle middleware (src/http/throttle.middleware.ts over src/throttle, with its
- * metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only middleware; `zset`, a sorted-set sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a
- * fixed-window INCR+PEXPIRE counter, one script call per request, setting the same fields. The
- * last two live only here, for comparison. Every request carries one of 1,000 client addresses
- * in X-Forwarded-For (TRUST_PROXY_HOPS=1) and the limit (100/s per client) never triggers, so
- * every variant takes the admitting path; `none` gets the same requests. All servers start
- * first and are warmed; the variants then take turns in rounds, so a change in the host's load
- * hits them alike.
+ * metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only middleware; `zset`, a sorted-set
+ * sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a fixed-window INCR+PEXPIRE counter, one
+ * script call per request, setting the same fields (these two live only here, for comparison);
+ * and two popular npm limiters as their users run them: `flexible`, rate-limiter-flexible's
+ * RateLimiterRedis (a fixed window; the middleware sets the same fields from its answer) and
+ * `koa-ratelimit` (a sorted-set log, with its own X-RateLimit headers). Every request carries one
+ * of 1,000 client addresses in X-Forwarded-For (TRUST_PROXY_HOPS=1) and the limit (100/s per
+ * client) never triggers, so every variant takes the admitting path; `none` gets the same
+ * requests. All servers start first and are warmed; the variants then take turns in rounds, so a
+ * change in the host's load hits them alike.
  *
  * Printed per variant: req/s and its ratio to `none` (overall, and the range over rounds), p99,
  * script calls (round trips) and Redis commands per request (INFO commandstats; commands inside
@@ -30,6 +33,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
+import koaRatelimit from 'koa-ratelimit';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config.js';
 import type { Deps } from '../../src/deps.js';
@@ -39,7 +44,7 @@ import { createThrottler, type Decision } from '../../src/throttle/consume.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 
-const VARIANTS = ['none', 'fields', 'ring', 'zset', 'fixed'] as const;
+const VARIANTS = ['none', 'fields', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
 interface Setup { variant: Variant; redisPort: number; httpPort: number }
@@ -99,6 +104,29 @@ function serviceThrottle(redisPort: number): Koa.Middleware {
   return createThrottle(deps as Deps, RULES)();
 }
 
+/** rate-limiter-flexible's Redis limiter (a fixed window: one INCR script per request), answering with the same fields. */
+function flexibleThrottle(redisPort: number): Koa.Middleware {
+  const { limit, windowMs } = RULE.rate;
+  const limiter = new RateLimiterRedis({ storeClient: new Redis(redisPort, '127.0.0.1'), points: limit, duration: windowMs / 1000, keyPrefix: 'bench:flexible' });
+  return async (ctx, next) => {
+    let state: RateLimiterRes;
+    let allowed = true;
+    try {
+      state = await limiter.consume(ctx.get('X-Forwarded-For'));
+    } catch (rejection) {
+      if (!(rejection instanceof RateLimiterRes)) throw rejection;
+      [state, allowed] = [rejection, false];
+    }
+    const retryAfterS = allowed ? 0 : Math.max(1, Math.ceil(state.msBeforeNext / 1000));
+    const decision = { scope: RULE.scope, allowed, limit, windowMs, remaining: state.remainingPoints, resetMs: state.msBeforeNext, retryAfterS };
+    ctx.set(rateLimitHeaders([decision]));
+    if (allowed) return next();
+    ctx.status = 429;
+    ctx.set('Retry-After', String(retryAfterS));
+    ctx.body = { detail: throttledDetail(retryAfterS) };
+  };
+}
+
 function serve({ variant, redisPort, httpPort }: Setup): void {
   const app = new Koa();
   if (variant === 'ring') app.use(serviceThrottle(redisPort));
@@ -120,6 +148,11 @@ function serve({ variant, redisPort, httpPort }: Setup): void {
       ctx.set('Retry-After', String(decision.retryAfterS));
       ctx.body = { detail: throttledDetail(decision.retryAfterS) };
     });
+  }
+  if (variant === 'flexible') app.use(flexibleThrottle(redisPort));
+  if (variant === 'koa-ratelimit') {
+    const { limit, windowMs } = RULE.rate;
+    app.use(koaRatelimit({ driver: 'redis', db: new Redis(redisPort, '127.0.0.1'), duration: windowMs, max: limit, id: (ctx) => ctx.get('X-Forwarded-For') }));
   }
   app.use((ctx) => {
     ctx.body = { ok: true };
