@@ -5,7 +5,9 @@
  *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants, comma-separated]
  *
  * Variants: `none`; `fields`, only the RateLimit fields a throttled response carries (fixed
- * values, no Redis: what the fields alone cost the server and the load generator); `ring`, the
+ * values, no Redis: what the fields alone cost the server and the load generator); `roundtrip`,
+ * the fields after one Redis PING per turn's requests, at most two in flight, as the throttle
+ * batches its calls (what the round trip costs without any script work); `ring`, the
  * service's own throttle middleware (src/http/throttle.middleware.ts over src/throttle, with its
  * metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only middleware; `zset`, a sorted-set
  * sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a fixed-window INCR+PEXPIRE counter, one
@@ -44,7 +46,7 @@ import { createThrottler, type Decision } from '../../src/throttle/consume.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 
-const VARIANTS = ['none', 'fields', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
+const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
 interface Setup { variant: Variant; redisPort: number; httpPort: number }
@@ -104,6 +106,32 @@ function serviceThrottle(redisPort: number): Koa.Middleware {
   return createThrottle(deps as Deps, RULES)();
 }
 
+/** The fields after a shared Redis round trip (PING) per turn of requests, no script: the floor of a batched check. */
+function roundTripOnly(redisPort: number): Koa.Middleware {
+  const redis = new Redis(redisPort, '127.0.0.1');
+  let waiting: Array<() => void> = [];
+  let inFlight = 0;
+  const flush = () => {
+    if (inFlight >= 2 || waiting.length === 0) return;
+    const batch = waiting;
+    waiting = [];
+    inFlight++;
+    void redis.ping().then(() => {
+      inFlight--;
+      for (const resume of batch) resume();
+      flush();
+    });
+  };
+  const { limit, windowMs } = RULE.rate;
+  return async (ctx, next) => {
+    await new Promise<void>((resume) => {
+      if (waiting.push(resume) === 1) setImmediate(flush);
+    });
+    ctx.set(rateLimitHeaders([{ scope: RULE.scope, allowed: true, limit, windowMs, remaining: limit - 1, resetMs: windowMs, retryAfterS: 0 }]));
+    return next();
+  };
+}
+
 /** rate-limiter-flexible's Redis limiter (a fixed window: one INCR script per request), answering with the same fields. */
 function flexibleThrottle(redisPort: number): Koa.Middleware {
   const { limit, windowMs } = RULE.rate;
@@ -149,6 +177,7 @@ function serve({ variant, redisPort, httpPort }: Setup): void {
       ctx.body = { detail: throttledDetail(decision.retryAfterS) };
     });
   }
+  if (variant === 'roundtrip') app.use(roundTripOnly(redisPort));
   if (variant === 'flexible') app.use(flexibleThrottle(redisPort));
   if (variant === 'koa-ratelimit') {
     const { limit, windowMs } = RULE.rate;
