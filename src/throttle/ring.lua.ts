@@ -41,10 +41,10 @@
  * KEYS holds every check's log, request after request. ARGV[1] lists the batch's distinct rules
  * as `N ms N ms …` (limit, window in ms; decimal, space-separated); ARGV[2] is the layout, one
  * byte each: per request its number of checks c, then c 1-based rule indices. (Lua parses a few
- * bytes far faster than a number per check.) A request's checks are recorded only if every one
- * admits. A later request of the
- * batch sees the earlier ones' records, so the batch decides exactly as the same requests would
- * with one call each. A log's instant is never earlier than its newest entry, so a clock
+ * bytes far faster than a number per check.) A request with one check is decided and recorded
+ * in one pass; one with several is decided first, then its logs are read again and recorded only
+ * if every one admits. A later request of the batch sees the earlier ones' records, so the
+ * batch decides exactly as the same requests would with one call each. A log's instant is never earlier than its newest entry, so a clock
  * stepping back cannot unsort it.
  *
  * Returns one string: per check, 4 little-endian doubles (allowed 1/0, remaining, resetMs,
@@ -53,32 +53,31 @@
  * line, in the order of the failed requests. The other requests of the batch are decided as usual.
  */
 export const RING_SCRIPT = `
-local unpack, pack, ceil, max, min = struct.unpack, struct.pack, math.ceil, math.max, math.min
+local unpack, pack, ceil, max, min, byte = struct.unpack, struct.pack, math.ceil, math.max, math.min, string.byte
 local MAGIC, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', '<c4I4I4I4ddd', 40, 8, 128
 local limits, windows = {}, {}
 
--- physical slots [from, from + count) of a log: a string and the offset of the first slot in it;
--- nil if the value is too short. A log read whole is sliced in place, others by GETRANGE.
-local function slots(log, from, count)
-  if log.whole then return log.whole, HEADER + SLOT * from end
-  local s = redis.call('GETRANGE', log.key, HEADER + SLOT * from, HEADER + SLOT * (from + count) - 1)
+-- physical slots [from, from + count) of the log at key: a string and the offset of the first slot
+-- in it; nil if the value is too short. A log read whole is sliced in place, others by GETRANGE.
+local function slots(key, whole, from, count)
+  if whole then return whole, HEADER + SLOT * from end
+  local s = redis.call('GETRANGE', key, HEADER + SLOT * from, HEADER + SLOT * (from + count) - 1)
   if #s == SLOT * count then return s, 0 end
 end
 
--- logical entry j (0 = oldest) of a loaded log
-local function entry(log, j)
-  local s, at = slots(log, (log.head + j) % log.size, 1)
-  return s and unpack('<d', s, at + 1) or 0
+-- the same slots as a string of their own ('' if unreadable)
+local function span(key, whole, from, count)
+  local s, at = slots(key, whole, from, count)
+  return s and s:sub(at + 1, at + SLOT * count) or ''
 end
 
--- reads the log at key and decides it at now for limit n and window_ms: a table. A log of a
--- limit up to WHOLE is read with one GET (a few hundred bytes), a larger one by header and slots.
-local function load(key, n, window_ms, now)
-  -- every field named here, so the table is sized once (nil fields would grow it later)
-  local log = {
-    key = key, n = n, window_ms = window_ms, window = window_ms * 1000, now = now, size = 0, head = 0, gone = 0,
-    expires = 0, inside = 0, whole = false, first = false, wait = false, widest_ms = window_ms, kept_gone = 0,
-  }
+-- Decides one check at now for limit n and window_ms and, if commit and admissible, records it.
+-- Returns the check's 4 results (admitted and recorded, admissible but not recorded, or refused)
+-- and whether it is admissible. One function with locals: this runs for every request.
+local function check(key, n, window_ms, now, commit)
+  local window = window_ms * 1000
+  local size, head, gone, kept_gone, expires, widest_ms, whole, first = 0, 0, 0, 0, 0, window_ms, false, false
+  -- a log of a limit up to WHOLE is read with one GET (a few hundred bytes), a larger one by header and slots
   local h
   if n <= WHOLE then
     h = redis.call('GET', key) or ''
@@ -86,114 +85,126 @@ local function load(key, n, window_ms, now)
     h = redis.call('GETRANGE', key, 0, HEADER - 1)
   end
   if #h >= HEADER then
-    local magic, head, size, gone, last, expires, widest_ms = unpack(HEADER_FORMAT, h)
-    if magic == MAGIC and size >= 1 and head < size and gone <= size and widest_ms >= 1
-      and (n > WHOLE or #h == HEADER + SLOT * size) then
-      log.head, log.size, log.expires, log.widest_ms = head, size, expires, max(widest_ms, window_ms)
+    local magic, h_head, h_size, h_gone, last, h_expires, h_widest = unpack(HEADER_FORMAT, h)
+    if magic == MAGIC and h_size >= 1 and h_head < h_size and h_gone <= h_size and h_widest >= 1
+      and (n > WHOLE or #h == HEADER + SLOT * h_size) then
+      head, size, expires, widest_ms = h_head, h_size, h_expires, max(h_widest, window_ms)
       -- the stored gone counts entries out of the widest window: out of this one too, if narrower
-      if widest_ms >= window_ms then log.gone, log.kept_gone = gone, gone end
-      if n <= WHOLE then log.whole = h end
+      if h_widest >= window_ms then gone, kept_gone = h_gone, h_gone end
+      if n <= WHOLE then whole = h end
       now = max(now, last)
-      if last <= now - log.window then log.gone = size end
+      if last <= now - window then gone = size end
     end
   end
-  log.now = now
-  local cutoff, step = now - log.window, 8
-  while log.gone < log.size and not log.first do
-    local from = (log.head + log.gone) % log.size
-    local count = min(step, log.size - log.gone, log.size - from)
-    local s, at = slots(log, from, count)
-    if not s then
-      log.size, log.head, log.gone = 0, 0, 0
-      break
-    end
-    for j = 0, count - 1 do
-      local stamp = unpack('<d', s, at + SLOT * j + 1)
+
+  -- skip the entries that have left the window since the last check, oldest first
+  local cutoff = now - window
+  if whole then
+    while gone < size do
+      local stamp = unpack('<d', whole, HEADER + SLOT * ((head + gone) % size) + 1)
       if stamp > cutoff then
-        log.first = stamp
+        first = stamp
         break
       end
-      log.gone = log.gone + 1
+      gone = gone + 1
     end
-    step = step * 4
+  else
+    local step = 8
+    while gone < size and not first do
+      local from = (head + gone) % size
+      local count = min(step, size - gone, size - from)
+      local s, at = slots(key, false, from, count)
+      if not s then
+        size, head, gone = 0, 0, 0
+        break
+      end
+      for j = 0, count - 1 do
+        local stamp = unpack('<d', s, at + SLOT * j + 1)
+        if stamp > cutoff then
+          first = stamp
+          break
+        end
+        gone = gone + 1
+      end
+      step = step * 4
+    end
   end
-  log.inside = log.size - log.gone
-  if log.widest_ms == window_ms then log.kept_gone = log.gone end
-  if log.inside >= n then
+  local inside = size - gone
+  if widest_ms == window_ms then kept_gone = gone end
+
+  if inside >= n then
     -- the N-th most recent admission is still inside: refused until it leaves
-    local nth = log.size - n == log.gone and log.first or entry(log, log.size - n)
-    log.wait = nth + log.window - now
+    local nth = first
+    if size - n ~= gone then
+      local s, at = slots(key, whole, (head + size - n) % size, 1)
+      nth = s and unpack('<d', s, at + 1) or 0
+    end
+    local wait = nth + window - now
+    return pack('<dddd', 0, 0, ceil(wait / 1000), max(1, ceil(wait / 1000000))), false
   end
-  return log
-end
+  if not commit then
+    return pack('<dddd', 1, n - inside, first and ceil((first + window - now) / 1000) or 0, 0), true
+  end
 
--- physical slots [from, from + count) of a log as a string of their own ('' if unreadable)
-local function span(log, from, count)
-  local s, at = slots(log, from, count)
-  return s and s:sub(at + 1, at + SLOT * count) or ''
-end
-
--- rewrites the log oldest-first with its newest entries still inside (at most n - 1) and stamp
-local function rewrite(log, stamp, expires)
-  local keep = min(log.size - log.kept_gone, log.n - 1)
-  local parts = { pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, log.now, expires, log.widest_ms) }
-  local from = (log.head + log.size - keep) % log.size
-  local first = min(keep, log.size - from)
-  if first > 0 then parts[#parts + 1] = span(log, from, first) end
-  if keep > first then parts[#parts + 1] = span(log, 0, keep - first) end
-  parts[#parts + 1] = stamp
-  local value = table.concat(parts)
-  if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, log.now, expires, log.widest_ms) .. stamp end
-  redis.call('SET', log.key, value, 'PX', 2 * log.widest_ms)
-end
-
--- records an admission at log.now
-local function record(log)
-  local key, now, n = log.key, log.now, log.n
-  local widest_ms, kept_gone = log.widest_ms, log.kept_gone
-  local stamp, expires, lifetime = pack('<d', now), log.expires, 2 * widest_ms * 1000
+  -- record the admission at now
+  local stamp, lifetime = pack('<d', now), 2 * widest_ms * 1000
   local refresh = expires < now + widest_ms * 1000
   if refresh then expires = now + lifetime end
-  if log.size == 0 then
+  if size == 0 then
     redis.call('SET', key, pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', 2 * widest_ms)
-    return
-  elseif log.size == n then
+    refresh = false
+  elseif size == n then
     -- full: the oldest entry has left (else refused); the new one takes its slot
-    redis.call('SETRANGE', key, HEADER + SLOT * log.head, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (log.head + 1) % n, n, max(0, kept_gone - 1), now, expires, widest_ms))
-  elseif log.size + 1 == n and log.head == 0 then
+    redis.call('SETRANGE', key, HEADER + SLOT * head, stamp)
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (head + 1) % n, n, max(0, kept_gone - 1), now, expires, widest_ms))
+  elseif size + 1 == n and head == 0 then
     -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
-    local entries = span(log, 0, log.size)
     local header = pack(HEADER_FORMAT, MAGIC, 0, n, kept_gone, now, now + lifetime, widest_ms)
-    redis.call('SET', key, header .. entries .. stamp, 'PX', 2 * widest_ms)
-    return
-  elseif log.size < n and log.head == 0 and (kept_gone < 16 or 2 * kept_gone < log.size) then
+    redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', 2 * widest_ms)
+    refresh = false
+  elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size) then
     redis.call('APPEND', key, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, 0, log.size + 1, kept_gone, now, expires, widest_ms))
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, 0, size + 1, kept_gone, now, expires, widest_ms))
   else
-    return rewrite(log, stamp, now + lifetime)
+    -- rewritten oldest-first with its newest entries still inside (at most n - 1) and the new one
+    local keep = min(size - kept_gone, n - 1)
+    local header = pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, now, now + lifetime, widest_ms)
+    local from = (head + size - keep) % size
+    local first_part = min(keep, size - from)
+    local parts = { header }
+    if first_part > 0 then parts[#parts + 1] = span(key, whole, from, first_part) end
+    if keep > first_part then parts[#parts + 1] = span(key, whole, 0, keep - first_part) end
+    parts[#parts + 1] = stamp
+    local value = table.concat(parts)
+    if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp end
+    redis.call('SET', key, value, 'PX', 2 * widest_ms)
+    refresh = false
   end
   if refresh then redis.call('PEXPIRE', key, 2 * widest_ms) end
-end
-
--- the 4 results of a check: admitted and recorded, allowed but not recorded, or refused
-local function result(log, recorded)
-  if log.wait then return pack('<dddd', 0, 0, ceil(log.wait / 1000), max(1, ceil(log.wait / 1000000))) end
-  local reset = log.first and ceil((log.first + log.window - log.now) / 1000) or (recorded and log.window_ms or 0)
-  return pack('<dddd', 1, log.n - log.inside - (recorded and 1 or 0), reset, 0)
+  return pack('<dddd', 1, n - inside - 1, first and ceil((first + window - now) / 1000) or window_ms, 0), true
 end
 
 -- decides one request whose checks are KEYS[k + 1 .. k + c], rule indices at layout[at + 1 .. at + c]
 local function request(k, c, layout, at, now, out)
-  local logs, admitted = {}, true
+  if c == 1 then
+    local rule = byte(layout, at + 1)
+    out[#out + 1] = check(KEYS[k + 1], limits[rule], windows[rule], now, true)
+    return
+  end
+  -- several scopes: all are decided first, and recorded (read again) only if every one admits
+  local results, admitted = {}, true
   for j = 1, c do
-    local rule = string.byte(layout, at + j)
-    logs[j] = load(KEYS[k + j], limits[rule], windows[rule], now)
-    if logs[j].wait then admitted = false end
+    local rule = byte(layout, at + j)
+    local result, admissible = check(KEYS[k + j], limits[rule], windows[rule], now, false)
+    results[j] = result
+    if not admissible then admitted = false end
   end
   for j = 1, c do
-    if admitted then record(logs[j]) end
-    out[#out + 1] = result(logs[j], admitted)
+    if admitted then
+      local rule = byte(layout, at + j)
+      results[j] = check(KEYS[k + j], limits[rule], windows[rule], now, true)
+    end
+    out[#out + 1] = results[j]
   end
 end
 
@@ -206,7 +217,7 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local out, errors = {}, {}
 local k, at = 0, 0
 while at < #layout do
-  local c = string.byte(layout, at + 1)
+  local c = byte(layout, at + 1)
   local before = #out
   local ok, err = pcall(request, k, c, layout, at + 1, now, out)
   if not ok then
