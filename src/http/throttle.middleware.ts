@@ -34,13 +34,13 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
     if (!rule) throw new Error(`throttle scope "${scope ?? 'anon/user'}" is not configured`);
     const ident = identify(ctx, rule, deps);
     const { duration, allowed, throttled, storeError } = series(rule.scope);
-    const stopTimer = duration.startTimer();
+    const started = performance.now();
     let decisions: Decision[];
     try {
       // The throttler applies THROTTLE_TIMEOUT_MS (see deps.ts).
       decisions = await deps.throttler.consume([{ rule, ident }]);
     } catch (error) {
-      stopTimer();
+      duration.observe((performance.now() - started) / 1000);
       storeError.inc();
       storeErrors.report(error);
       if (config.THROTTLE_FAILURE_MODE === 'closed') {
@@ -48,13 +48,14 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
       }
       return next();
     }
-    stopTimer();
+    duration.observe((performance.now() - started) / 1000);
     storeErrors.recovered();
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
-    ctx.set(headers);
+    // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
+    for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
     await next();
   };
 }

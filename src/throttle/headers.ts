@@ -11,13 +11,16 @@ import type { Decision } from './consume.js';
  */
 export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<string, string> {
   if (decisions.length === 0) return {};
-  const policies = decisions.map(
-    (decision) => `${quote(decision.scope)};q=${decision.limit};w=${Math.ceil(decision.windowMs / 1000)}`,
-  );
-  const states = decisions.map(
-    (decision) => `${quote(decision.scope)};r=${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`,
-  );
-  return { 'RateLimit-Policy': policies.join(', '), RateLimit: states.join(', ') };
+  // Built by concatenation: this runs for every throttled request.
+  let policy = '';
+  let state = '';
+  for (const { scope, limit, windowMs, remaining, resetMs } of decisions) {
+    const name = quote(scope);
+    const separator = policy === '' ? '' : ', ';
+    policy += `${separator}${name};q=${limit};w=${Math.ceil(windowMs / 1000)}`;
+    state += `${separator}${name};r=${remaining};t=${Math.ceil(resetMs / 1000)}`;
+  }
+  return { 'RateLimit-Policy': policy, RateLimit: state };
 }
 
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */
@@ -39,5 +42,7 @@ export function longestWait(decisions: ReadonlyArray<Decision>): Decision | unde
 
 /** A structured-field String (RFC 8941 §3.3.3): quotes with `"` and `\` escaped. */
 function quote(value: string): string {
+  // Scope names never need escaping (see buildScopes); the check keeps this correct for any string.
+  if (!value.includes('"') && !value.includes('\\')) return `"${value}"`;
   return `"${value.replace(/[\\"]/g, '\\$&')}"`;
 }
