@@ -110,6 +110,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return Object.freeze(result.data);
 }
 
+/** The scopes of DESIGN §4 are set by their own variables, never through THROTTLE_RATES. */
+const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
+  anon: 'THROTTLE_ANON', user: 'THROTTLE_USER', 'token-obtain': 'THROTTLE_TOKEN_OBTAIN', reports: 'THROTTLE_REPORTS',
+};
+
 /** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
 export function parseScopeRates(text: string): Record<string, string> {
   const pairs = text.split(',').map((pair) => pair.trim()).filter(Boolean);
@@ -121,6 +126,11 @@ function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
     const [scope, rateText, extra] = pair.split('=');
     if (!scope?.trim() || rateText === undefined || extra !== undefined) {
       ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
+      return;
+    }
+    const own = OWN_RATE_SETTINGS[scope.trim()];
+    if (own) {
+      ctx.addIssue({ code: 'custom', message: `the ${scope.trim()} scope has its own setting, ${own}` });
       return;
     }
     try {

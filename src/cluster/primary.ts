@@ -63,6 +63,7 @@ export async function runPrimary(config: Config): Promise<void> {
   if (stopping) return;
   if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
+  if (stopping) return;
   logger.info(
     { port: config.PORT, metricsPort: config.METRICS_PORT, web: config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY, jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY },
     `Paceline is up: http://127.0.0.1:${config.PORT}/api/tasks/`,

@@ -44,10 +44,13 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
     reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),
   ];
+  const undeclared = Object.keys(deps.config.THROTTLE_RATES).filter((scope) => !rules.has(scope));
+  if (undeclared.length > 0) {
+    deps.logger.warn({ undeclared, declared: [...rules.keys()] }, 'THROTTLE_RATES names scopes no route declares; they have no effect');
+  }
   app.use(requestContext(deps.logger, deps.metrics));
   app.use(handleErrors(deps.logger));
   app.use(baseHeaders);
-  app.use(negotiate);
   app.use(redirectToSlash(routers));
   app.use(answerUnrouted);
   for (const router of routers) app.use(router.routes());
@@ -63,13 +66,6 @@ const baseHeaders: Middleware = async (ctx, next) => {
   await next();
 };
 
-/** JSON is the only representation; a client that refuses it gets 406. */
-const negotiate: Middleware = async (ctx, next) => {
-  const accept = ctx.get('Accept');
-  if (accept && !ctx.accepts('application/json')) throw Errors.notAcceptable();
-  await next();
-};
-
 /** `/api/tasks` → 308 to `/api/tasks/`, keeping the method and the query string, when that is a route. */
 function redirectToSlash(routers: Router[]): Middleware {
   return async (ctx, next) => {
@@ -77,7 +73,7 @@ function redirectToSlash(routers: Router[]): Middleware {
     if ((ctx.path === '/api' || ctx.path.startsWith('/api/')) && !ctx.path.endsWith('/') && routers.some((router) => router.match(slashed, ctx.method).path.length > 0)) {
       ctx.status = 308;
       ctx.set('Location', `${slashed}${ctx.search}`);
-      ctx.body = { detail: `Moved to ${slashed}` };
+      ctx.body = { detail: `Moved to ${slashed}${ctx.search}` };
       return;
     }
     await next();

@@ -37,6 +37,8 @@ function parseJson(raw: string): unknown {
       return value;
     });
   } catch (error) {
+    // A RangeError is the parser running out of stack on deep nesting, not a message for clients.
+    if (error instanceof RangeError) throw Errors.invalidJson('the document is nested too deeply');
     throw Errors.invalidJson(error instanceof Error ? error.message : 'invalid JSON');
   }
 }

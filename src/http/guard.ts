@@ -1,6 +1,7 @@
 import compose from 'koa-compose';
 import type { Middleware } from 'koa';
 import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
 import { parseRate, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { authenticate, rejectBadCredentials } from './authenticate.middleware.js';
 import { createThrottle } from './throttle.middleware.js';
@@ -16,7 +17,7 @@ export interface ScopeDeclaration {
 
 /**
  * The front of every API route: identify the client, count it against its throttle scope, then
- * refuse bad credentials. A configured scope is named: `guard({ scope: 'reports' })`; a new one for
+ * refuse what it cannot be served (an Accept without JSON: 406) and bad credentials. A configured scope is named: `guard({ scope: 'reports' })`; a new one for
  * another expensive endpoint is declared in the same line:
  * `guard({ scope: 'exports', rate: '5/min', keyedBy: 'user' })`.
  */
@@ -28,6 +29,13 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
       const text = deps.config.THROTTLE_RATES[scope] ?? rate;
       rules.set(scope, { scope, rate: parseRate(text), keyedBy });
     }
-    return compose([identify, throttleFor(scope), rejectBadCredentials]);
+    return compose([identify, throttleFor(scope), negotiate, rejectBadCredentials]);
   };
 }
+
+/** JSON is the only representation; a client that refuses it gets 406 (counted, as any request). */
+const negotiate: Middleware = async (ctx, next) => {
+  const accept = ctx.get('Accept');
+  if (accept && !ctx.accepts('application/json')) throw Errors.notAcceptable();
+  await next();
+};

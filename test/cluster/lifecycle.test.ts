@@ -22,15 +22,17 @@ let cluster: RunningCluster;
 let dropDatabase: () => Promise<void> = async () => {};
 let token = '';
 
-/** The primary's children by role, read from the environment the primary gave each of them. */
-function children(role: 'web' | 'jobs'): number[] {
-  let pids: number[];
+function childPids(parent: number): number[] {
   try {
-    pids = execFileSync('ps', ['-o', 'pid=', '--ppid', String(cluster.child.pid)], { encoding: 'utf8' }).split('\n').map(Number).filter((n) => n > 0);
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(parent)], { encoding: 'utf8' }).split('\n').map(Number).filter((n) => n > 0);
   } catch {
     return []; // ps exits 1 when there are none
   }
-  return pids.filter((pid) => {
+}
+
+/** The primary's children by role, read from the environment the primary gave each of them. */
+function children(role: 'web' | 'jobs'): number[] {
+  return childPids(cluster.child.pid!).filter((pid) => {
     try {
       return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`PACELINE_CHILD_ROLE=${role}`);
     } catch {
@@ -234,3 +236,24 @@ Lifecycle('SIGTERM: in-flight requests complete, then the whole tree exits 0 lea
 });
 
 Lifecycle.run();
+
+const ProcessManager = suite('npm start under a process manager');
+
+ProcessManager('SIGTERM to the PID of `npm start` stops the service and everything it started', async () => {
+  const database = await createTestDatabase('lifecycle-npm');
+  try {
+    cluster = await startCluster({ ...testStoresEnv('lifecycle-npm', database.url), WEB_CONCURRENCY: '1', THROTTLE_ENABLED: 'false' }, 60_000, true);
+    const primary = childPids(cluster.child.pid!);
+    assert.is(primary.length, 1, 'npm runs the service as its child');
+    const web = childPids(primary[0]!);
+    assert.ok(web.length >= 1, 'the primary has its web worker');
+    assert.is(await cluster.stop('SIGTERM'), 0, cluster.output().slice(-3000));
+    await waitFor('the primary and its workers to exit', () => ([...primary, ...web].some(isAlive) ? undefined : true), 20_000);
+    assert.is(await getOnNewConnection('/healthz', 'lc-npm-late'), 'ECONNREFUSED');
+  } finally {
+    await cluster?.stop('SIGKILL');
+    await database.drop();
+  }
+});
+
+ProcessManager.run();

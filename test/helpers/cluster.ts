@@ -18,12 +18,14 @@ export interface RunningCluster {
 
 /**
  * Starts the real entry point (`src/main.ts`, node:cluster primary and its children) with `env`
- * on free ports and waits until `/readyz` answers 200 through the shared socket.
+ * on free ports and waits until `/readyz` answers 200 through the shared socket. With `viaNpm`
+ * it is started as a user does, by `npm start`, and `child` is the npm process.
  */
-export async function startCluster(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<RunningCluster> {
+export async function startCluster(env: Record<string, string>, readyTimeoutMs = 60_000, viaNpm = false): Promise<RunningCluster> {
   const port = Number(env.PORT ?? (await findFreePort()));
   const metricsPort = Number(env.METRICS_PORT ?? (await findFreePort()));
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const [command, args] = viaNpm ? ['npm', ['start', '--silent']] : [process.execPath, ['--import', 'tsx', 'src/main.ts']];
+  const child = spawn(command, args, {
     env: { ...process.env, LOG_LEVEL: 'warn', JOB_CONCURRENCY: '0', ...env, PORT: String(port), METRICS_PORT: String(metricsPort), METRICS_HOST: '127.0.0.1', HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -39,6 +39,7 @@ const BAD: Array<[string, string]> = [
   ['THROTTLE_FAILURE_MODE', 'maybe'],
   ['THROTTLE_RATES', 'exports'],
   ['THROTTLE_RATES', 'exports=often'],
+  ['THROTTLE_RATES', 'anon=1/s'],
 ];
 
 Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line naming the variable and its value', async () => {
@@ -59,6 +60,11 @@ const Load = suite('loadConfig: defaults, parsing, refusals');
 Load('THROTTLE_RATES reads scope=rate pairs', () => {
   assert.equal(loadConfig({ THROTTLE_RATES: 'exports=5/min, search = 30/5m' }).THROTTLE_RATES, { exports: '5/min', search: '30/5m' });
   assert.equal(loadConfig({}).THROTTLE_RATES, {});
+});
+
+Load('THROTTLE_RATES cannot set a scope that has its own variable', () => {
+  assert.throws(() => loadConfig({ THROTTLE_RATES: 'exports=5/min,anon=1/s' }), /the anon scope has its own setting, THROTTLE_ANON/);
+  assert.throws(() => loadConfig({ THROTTLE_RATES: 'token-obtain=1/s' }), /THROTTLE_TOKEN_OBTAIN/);
 });
 
 Load('defaults fill every setting; empty strings count as unset', () => {

@@ -35,6 +35,12 @@ Input('an unpaired surrogate anywhere in a JSON body is 400, and nothing is stor
   assert.is((await request(app.base, 'GET', '/api/tasks/')).body.count, 1);
 });
 
+Input('a JSON body nested too deeply for the parser is 400 saying so, not the parser\'s internals', async ({ app, token }) => {
+  const raw = `{"title":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+  const res = await request(app.base, 'POST', '/api/tasks/', { token, raw, headers: { 'Content-Type': 'application/json' } });
+  assert.equal([res.status, res.body], [400, { detail: 'JSON parse error - the document is nested too deeply' }]);
+});
+
 Input('a body that is not valid UTF-8 is 400', async ({ app, token }) => {
   const bytes = Buffer.concat([Buffer.from('{"title":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
   const response = await fetch(`${app.base}/api/tasks/`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: bytes });

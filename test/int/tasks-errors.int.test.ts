@@ -107,6 +107,7 @@ Errors('a path without its trailing slash is 308 to the slashed path, keeping me
   const list = await call('GET', '/api/tasks?page=2&foo=bar');
   assert.is(list.status, 308);
   assert.is(list.headers.get('location'), '/api/tasks/?page=2&foo=bar');
+  assert.equal(list.body, { detail: 'Moved to /api/tasks/?page=2&foo=bar' });
   const create = await call('POST', '/api/tasks', { body: { title: 'Redirected' } });
   assert.is(create.status, 308);
   assert.is(create.headers.get('location'), '/api/tasks/');

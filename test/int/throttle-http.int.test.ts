@@ -151,6 +151,16 @@ Proxied('bad credentials count against anon before their 401; throttling comes b
   }
 });
 
+Proxied('a request refused for its Accept header (406) is counted like any other', async () => {
+  const ip = '198.51.100.25';
+  const xml = { ip, headers: { Accept: 'application/xml' } };
+  const refused = await send(app, 'GET', '/api/tasks/', xml);
+  assert.equal([refused.status, refused.body], [406, { detail: 'Could not satisfy the request Accept header.' }]);
+  assert.is(refused.headers.get('ratelimit'), '"anon";r=2;t=2');
+  assert.equal(await statuses(3, () => send(app, 'GET', '/api/tasks/', xml)), [406, 406, 429], 'a 406 does not bypass the budget');
+  assert.is((await send(app, 'GET', '/api/tasks/', { ip })).status, 429);
+});
+
 Proxied('with TRUST_PROXY_HOPS=1 the address the proxy appended counts: rotating the rest does not help; IPv6 by /64', async () => {
   const rotating = (i: number) => send(app, 'GET', '/api/tasks/', { ip: `10.0.0.${i}, 198.51.100.31` });
   assert.equal(await statuses(4, rotating), [200, 200, 200, 429]);
