@@ -284,7 +284,7 @@ async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>
   const full = buildScopes({ anon: '100/min' }).get('anon')!;
   const ring = createThrottler({ redis: admin, keyPrefix: 'mem:' });
   for (let i = 0; i < 100; i++) await ring.consume([{ rule: full, ident: 'ip:198.19.0.1' }]);
-  sizes.ring = await admin.memory('USAGE', 'mem:throttle:v2:{ip:198.19.0.1}:anon', 'SAMPLES', 0);
+  sizes.ring = await admin.memory('USAGE', 'mem:throttle:v3:{ip:198.19.0.1}:anon', 'SAMPLES', 0);
   for (const variant of ['zset', 'fixed'] as const) {
     const script = variant === 'zset' ? ZSET_SCRIPT : FIXED_SCRIPT;
     for (let i = 0; i < 100; i++) await admin.eval(script, 1, `mem:${variant}`, 100, 60_000);

@@ -150,7 +150,7 @@ async function memoryPerKey(admin: Redis): Promise<Array<{ rate: string; entries
   const rows: Array<{ rate: string; entries: number; bytes: number | null }> = [];
   for (const [text, entries] of [['20/min', 20], ['100/min', 100], ['1000/min', 1000], ['100000/min', 1000]] as const) {
     const rule: ScopeRule = { scope: 'anon', rate: parseRate(text), keyedBy: 'ip' };
-    const key = `mem:throttle:v2:{ip:${text}}:anon`;
+    const key = `mem:throttle:v3:{ip:${text}}:anon`;
     for (let i = 1; i <= entries; i += 1) {
       await throttler.consume([{ rule, ident: `ip:${text}` }]);
       if (i === 1 || i === entries) rows.push({ rate: text, entries: i, bytes: await admin.memory('USAGE', key, 'SAMPLES', 0) });

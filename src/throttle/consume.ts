@@ -81,8 +81,8 @@ interface Pending {
 
 /**
  * Creates a throttler over `redis`, on which it defines a custom command so the script is sent
- * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:v2:{<ident>}:<scope>`
- * (v2: the log format of ring.lua.ts; a process of another format counts apart instead of clobbering);
+ * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:v3:{<ident>}:<scope>`
+ * (v3: the log format of ring.lua.ts; a process of another format counts apart instead of clobbering);
  * the braces make every key of one identity share a Redis Cluster hash slot.
  *
  * The requests that reach `consume` in one turn of the event loop are decided by one script call
@@ -259,7 +259,7 @@ function batches(pending: Pending[], byHashSlot: boolean): Pending[][] {
 /** The Redis key of one check. @throws Error if the ident contains a brace (it would split the hash tag). */
 export function throttleKey(keyPrefix: string, check: Check): string {
   if (check.ident.includes('{') || check.ident.includes('}')) throw new Error(`throttle ident must not contain braces: ${check.ident}`);
-  return `${keyPrefix}throttle:v2:{${check.ident}}:${check.rule.scope}`;
+  return `${keyPrefix}throttle:v3:{${check.ident}}:${check.rule.scope}`;
 }
 
 /** True when every scope admitted the request, i.e. it was recorded and may proceed. */

@@ -5,8 +5,16 @@
  * iff the N-th most recent admission has left it. Each key holds the log of the most recent
  * admissions of one client in one scope, in one string:
  *
- *   header (40 bytes): "PLR1", head, size, gone (uint32), last, expires (double, µs), widest (double, ms)
+ *   header (40 bytes): marker, head, size, gone (uint32), last, expires (double, µs), widest (double, ms)
  *   entries: `size` doubles (µs of Redis `TIME`), a ring read from `head`, oldest first
+ *
+ * The marker is "PLR1" when the header is exact. A log of a limit up to 128, read whole, is
+ * marked "PLRa" (lagging): while it grows (head 0) an admission may APPEND its entry without
+ * rewriting the header, so the header's size, gone and last may lag behind; the log's length
+ * counts its entries, the last one is the newest, and the stored gone stays a lower bound (entries
+ * only ever join at the end). The header is written again when gone has fallen LAG entries
+ * behind, the expiry moves, or the log is rewritten. A reader by slots (limit above 128) takes
+ * the size of a lagging log from STRLEN.
  *
  * `widest` is the longest window any process has checked this log with while it lived (one
  * window normally; two during a rolling reload that changes it). `gone` counts the oldest
@@ -20,7 +28,8 @@
  * Until N entries are held the log grows by APPEND (head 0); the admission that fills it writes
  * it once more as a new string (APPEND keeps spare room). Once full an admission overwrites the
  * oldest entry (which has left, or the request would be refused) and advances the head. So an
- * admission writes the entry and the header (two small SETRANGE/APPEND). A growing log whose
+ * admission writes the entry and the header (two small SETRANGE/APPEND), or only the entry while
+ * a lagging log grows (one APPEND, the common case of a client under its limit). A growing log whose
  * entries have mostly left `widest` is rewritten without them. Rejections write nothing.
  *
  * The key expires on its own: an admission that would outlive the key's expiry sets it to two
@@ -54,7 +63,9 @@
  */
 export const RING_SCRIPT = `
 local unpack, pack, ceil, max, min, byte = struct.unpack, struct.pack, math.ceil, math.max, math.min, string.byte
-local MAGIC, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', '<c4I4I4I4ddd', 40, 8, 128
+local MAGIC, LAGGING, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', 'PLRa', '<c4I4I4I4ddd', 40, 8, 128
+-- entries the scan may cross past a lagging header's gone before an admission writes the header again
+local LAG = 8
 local limits, windows = {}, {}
 
 -- physical slots [from, from + count) of the log at key: a string and the offset of the first slot
@@ -77,6 +88,7 @@ end
 local function check(key, n, window_ms, now, commit)
   local window = window_ms * 1000
   local size, head, gone, kept_gone, expires, widest_ms, whole, first = 0, 0, 0, 0, 0, window_ms, false, false
+  local lagging, stored_gone = false, 0
   -- a log of a limit up to WHOLE is read with one GET (a few hundred bytes), a larger one by header and slots
   local h
   if n <= WHOLE then
@@ -86,8 +98,18 @@ local function check(key, n, window_ms, now, commit)
   end
   if #h >= HEADER then
     local magic, h_head, h_size, h_gone, last, h_expires, h_widest = unpack(HEADER_FORMAT, h)
-    if magic == MAGIC and h_size >= 1 and h_head < h_size and h_gone <= h_size and h_widest >= 1
+    if h_head == 0 and magic == LAGGING and h_size >= 1 then
+      -- entries may have been appended after the header: the length counts them, the last is the newest
+      local bytes = n <= WHOLE and #h or redis.call('STRLEN', key)
+      local held = (bytes - HEADER) / SLOT
+      if held > h_size and held == math.floor(held) then
+        local s, at = slots(key, n <= WHOLE and h, held - 1, 1)
+        if s then h_size, last = held, unpack('<d', s, at + 1) end
+      end
+    end
+    if (magic == MAGIC or magic == LAGGING) and h_size >= 1 and h_head < h_size and h_gone <= h_size and h_widest >= 1
       and (n > WHOLE or #h == HEADER + SLOT * h_size) then
+      lagging, stored_gone = magic == LAGGING, h_gone
       head, size, expires, widest_ms = h_head, h_size, h_expires, max(h_widest, window_ms)
       -- the stored gone counts entries out of the widest window: out of this one too, if narrower
       if h_widest >= window_ms then gone, kept_gone = h_gone, h_gone end
@@ -146,29 +168,34 @@ local function check(key, n, window_ms, now, commit)
     return pack('<dddd', 1, n - inside, first and ceil((first + window - now) / 1000) or 0, 0), true
   end
 
-  -- record the admission at now
+  -- record the admission at now; a log read whole may take entries without a header write (LAGGING)
   local stamp, lifetime = pack('<d', now), 2 * widest_ms * 1000
   local refresh = expires < now + widest_ms * 1000
   if refresh then expires = now + lifetime end
+  local written = n <= WHOLE and LAGGING or MAGIC
   if size == 0 then
-    redis.call('SET', key, pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', 2 * widest_ms)
+    redis.call('SET', key, pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', 2 * widest_ms)
     refresh = false
   elseif size == n then
     -- full: the oldest entry has left (else refused); the new one takes its slot
     redis.call('SETRANGE', key, HEADER + SLOT * head, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, (head + 1) % n, n, max(0, kept_gone - 1), now, expires, widest_ms))
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, (head + 1) % n, n, max(0, kept_gone - 1), now, expires, widest_ms))
   elseif size + 1 == n and head == 0 then
     -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
-    local header = pack(HEADER_FORMAT, MAGIC, 0, n, kept_gone, now, now + lifetime, widest_ms)
+    local header = pack(HEADER_FORMAT, written, 0, n, kept_gone, now, now + lifetime, widest_ms)
     redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', 2 * widest_ms)
     refresh = false
   elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size) then
     redis.call('APPEND', key, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, MAGIC, 0, size + 1, kept_gone, now, expires, widest_ms))
+    -- the header is rewritten only when its gone has fallen LAG behind (each check scans from it),
+    -- the key's expiry moves, or it is not yet marked as lagging
+    if not (whole and lagging and not refresh and kept_gone - stored_gone < LAG) then
+      redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, 0, size + 1, kept_gone, now, expires, widest_ms))
+    end
   else
     -- rewritten oldest-first with its newest entries still inside (at most n - 1) and the new one
     local keep = min(size - kept_gone, n - 1)
-    local header = pack(HEADER_FORMAT, MAGIC, 0, keep + 1, 0, now, now + lifetime, widest_ms)
+    local header = pack(HEADER_FORMAT, written, 0, keep + 1, 0, now, now + lifetime, widest_ms)
     local from = (head + size - keep) % size
     local first_part = min(keep, size - from)
     local parts = { header }
@@ -176,7 +203,7 @@ local function check(key, n, window_ms, now, commit)
     if keep > first_part then parts[#parts + 1] = span(key, whole, 0, keep - first_part) end
     parts[#parts + 1] = stamp
     local value = table.concat(parts)
-    if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, MAGIC, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp end
+    if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp end
     redis.call('SET', key, value, 'PX', 2 * widest_ms)
     refresh = false
   end

@@ -41,8 +41,12 @@ const logBytes = (entries: number) => 40 + 8 * entries;
 async function readStamps(key: string): Promise<number[]> {
   const bytes = await redis.getBuffer(key);
   if (!bytes) return [];
-  assert.is(bytes.subarray(0, 4).toString(), 'PLR1');
-  const [head, size] = [bytes.readUInt32LE(4), bytes.readUInt32LE(8)];
+  const magic = bytes.subarray(0, 4).toString();
+  assert.ok(magic === 'PLR1' || magic === 'PLRa', `log marker ${magic}`);
+  const head = bytes.readUInt32LE(4);
+  // A lagging header (PLRa, head 0) may count fewer entries than follow it: the length counts them.
+  const size = magic === 'PLRa' && head === 0 ? (bytes.length - logBytes(0)) / 8 : bytes.readUInt32LE(8);
+  assert.ok(size >= bytes.readUInt32LE(8), 'the header never counts more entries than the log holds');
   assert.is(bytes.length, logBytes(size));
   return Array.from({ length: size }, (_, j) => bytes.readDoubleLE(logBytes((head + j) % size)));
 }

@@ -7,8 +7,8 @@ import { RING_SCRIPT } from '../../src/throttle/ring.lua.js';
  * The ring script against a plain model of a sliding log, on random traffic.
  *
  * The model keeps every admission of every key and counts the ones inside the window; the script
- * keeps at most N per key in a ring, skips what has left, reads small logs whole and large ones by
- * slots, rewrites on a changed limit and tracks the widest window. Both must give the same four
+ * keeps at most N per key in a ring, skips what has left, reads small logs whole (taking entries
+ * without rewriting their header) and large ones by slots, rewrites on a changed limit and tracks the widest window. Both must give the same four
  * numbers for every check. The script is run as shipped except for its clock: `now` comes from the
  * test, so windows can be minutes long (keys never expire mid-run) while the run takes a second.
  */
@@ -168,6 +168,10 @@ model.after(async () => {
 
 model('small limits read whole, steady rules', async () => {
   for (const seed of [1, 2]) await run(seed, 'none', [1, 12], 1500);
+});
+
+model('logs read whole that grow long between header writes (a lagging header)', async () => {
+  for (const seed of [8, 9]) await run(seed, 'none', [30, 120], 2500);
 });
 
 model('limits changing between checks, on either side of the whole-read size', async () => {

@@ -1,0 +1,80 @@
+/**
+ * What the throttle script costs Redis: CPU µs and commands per check, read from Redis's own
+ * counters (INFO cpu, INFO commandstats), so the figure hardly depends on the host's other load.
+ *
+ *   node --import tsx ops/bench/throttle-script.ts [turns = 20000]
+ *
+ * Requests go in turns of 13 (the batch a loaded web worker sends per script call), through the
+ * service's throttler, one turn at a time. Traffic shapes: `growing`, 3,072 clients each at about
+ * a third of a 100/s limit (logs that grow and get compacted, the common case); `full`, 128
+ * clients each at its 100/s limit (full rings, many refusals). Starts its own redis-server.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createThrottler } from '../../src/throttle/consume.js';
+import { buildScopes } from '../../src/throttle/scopes.js';
+
+const BATCH = 13;
+const RULE = buildScopes({ anon: '100/s' }).get('anon')!;
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+async function counters(admin: Redis) {
+  const cpu = await admin.info('cpu');
+  const seconds = ['used_cpu_user', 'used_cpu_sys'].reduce((sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? 0), 0);
+  let commands = 0;
+  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (match[1] !== 'info') commands += Number(match[2]);
+  return { cpuUs: seconds * 1e6, commands };
+}
+
+async function measure(admin: Redis, port: number, shape: 'growing' | 'full', turns: number) {
+  const clients = shape === 'growing' ? 3072 : 128;
+  const throttler = createThrottler({ redis: new Redis(port, '127.0.0.1'), keyPrefix: `bench-${shape}:` });
+  let next = 0;
+  let allowed = 0;
+  const turn = async () => {
+    const decisions = await Promise.all(Array.from({ length: BATCH }, () => throttler.consume([{ rule: RULE, ident: `ip:10.${(next % clients) >> 8}.${next++ & 255}.1` }])));
+    allowed += decisions.filter(([decision]) => decision?.allowed).length;
+  };
+  for (let i = 0; i < turns / 10; i++) await turn();
+  const before = await counters(admin);
+  const [started, allowedBefore] = [performance.now(), allowed];
+  for (let i = 0; i < turns; i++) await turn();
+  const after = await counters(admin);
+  const checks = turns * BATCH;
+  return {
+    shape, clients, checks, admitted: `${Math.round((100 * (allowed - allowedBefore)) / checks)} %`,
+    perClientPerS: Math.round(checks / clients / ((performance.now() - started) / 1000)),
+    redisCpuUsPerCheck: Number(((after.cpuUs - before.cpuUs) / checks).toFixed(2)),
+    commandsPerCheck: Number(((after.commands - before.commands) / checks).toFixed(2)),
+  };
+}
+
+const turns = Number(process.argv[2] ?? 20_000);
+const port = await freePort();
+const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
+try {
+  for (let attempt = 0; admin.status !== 'ready'; attempt++) {
+    await sleep(50);
+    await admin.connect().catch((error: Error) => {
+      if (attempt > 100) throw error;
+    });
+  }
+  const rows = [await measure(admin, port, 'growing', turns), await measure(admin, port, 'full', turns)];
+  console.log(`redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time`);
+  console.table(rows);
+} finally {
+  admin.disconnect();
+  server.kill('SIGTERM');
+}
+process.exit(0);
