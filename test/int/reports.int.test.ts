@@ -100,14 +100,17 @@ Numbers('one owner: only that owner\'s tasks count', async () => {
 
 Numbers('a report over today\'s live writes matches the tasks table', async () => {
   const created = await Promise.all(Array.from({ length: 6 }, (_, i) => request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: `live ${i}` } })));
-  const [a, b, c] = created.map((r) => r.body.id as number);
+  const ids = created.map((r) => r.body.id as number);
+  const [a, b, c] = ids;
+  // Created concurrently: ids follow commit order, not the order of the array.
+  const first = Math.min(...ids);
   await request(app.base, 'PATCH', `/api/tasks/${a}/`, { token: alice, body: { completed: true } });
   await request(app.base, 'PATCH', `/api/tasks/${b}/`, { token: alice, body: { completed: true } });
   await request(app.base, 'PATCH', `/api/tasks/${b}/`, { token: alice, body: { completed: false } });
   await request(app.base, 'DELETE', `/api/tasks/${c}/`, { token: alice });
   const today = new Date().toISOString().slice(0, 10);
   const report = await runReport({ from: today, to: today, owner: 'alice' });
-  const { rows } = await sql<{ open: number }>`select count(*)::int as open from tasks where owner = 'alice' and not completed and id >= ${a}`.execute(app.deps.db);
+  const { rows } = await sql<{ open: number }>`select count(*)::int as open from tasks where owner = 'alice' and not completed and id >= ${first}`.execute(app.deps.db);
   assert.is(rows[0]!.open, 4);
   const { open_at_start, days } = report.body.result;
   assert.equal(days, [day(today, 6, 2, 1, 1, open_at_start + rows[0]!.open)]);
