@@ -128,7 +128,7 @@ function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
       ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
       return;
     }
-    const own = OWN_RATE_SETTINGS[scope.trim()];
+    const own = Object.hasOwn(OWN_RATE_SETTINGS, scope.trim()) ? OWN_RATE_SETTINGS[scope.trim()] : undefined;
     if (own) {
       ctx.addIssue({ code: 'custom', message: `the ${scope.trim()} scope has its own setting, ${own}` });
       return;

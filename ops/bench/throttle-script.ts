@@ -42,7 +42,10 @@ async function measure(admin: Redis, port: number, shape: 'growing' | 'full', tu
   let next = 0;
   let allowed = 0;
   const turn = async () => {
-    const decisions = await Promise.all(Array.from({ length: BATCH }, () => throttler.consume([{ rule: RULE, ident: `ip:10.${(next % clients) >> 8}.${next++ & 255}.1` }])));
+    const decisions = await Promise.all(Array.from({ length: BATCH }, () => {
+      const client = next++ % clients;
+      return throttler.consume([{ rule: RULE, ident: `ip:10.${client >> 8}.${client & 255}.1` }]);
+    }));
     allowed += decisions.filter(([decision]) => decision?.allowed).length;
   };
   for (let i = 0; i < turns / 10; i++) await turn();

@@ -32,16 +32,18 @@
  * a lagging log grows (one APPEND, the common case of a client under its limit). A growing log whose
  * entries have mostly left `widest` is rewritten without them. Rejections write nothing.
  *
- * The key expires on its own: an admission that would outlive the key's expiry sets it to two
- * (widest) windows ahead (so one PEXPIRE per window per client, not per request), never
- * earlier. A key is therefore gone between one and two windows after its client's last
- * admission; every entry in it has left the window by then anyway.
+ * The key expires on its own: an admission less than two (widest) windows before the key's
+ * expiry moves it to three windows ahead (so one PEXPIRE per window per client, not per
+ * request), never earlier. A key is therefore gone between two and three windows after its
+ * client's last admission: every entry has left the window by then, and has left any window up to
+ * twice as long, so a reload that widens a scope's window up to twofold stays exact even for a
+ * key that only the narrower window has checked so far.
  *
  * A log stored for another limit or window stays exact: the count inside the window does not
  * depend on N, and nothing inside the widest window is dropped except behind the N-th most
  * recent entry; an admission that finds a log longer than N (limit lowered) or a full ring
  * shorter than N (limit raised) rewrites it oldest-first. So workers briefly running different
- * limits or windows (a rolling reload) each enforce their own exactly. (Changing both at once
+ * limits or windows (a rolling reload; a window at most doubled, see expiry above) each enforce their own exactly. (Changing both at once
  * is exact for the process with the smaller limit; one with a larger limit and a longer window
  * may miss entries the other trimmed, until the reload ends.) A value that is not such a log is
  * replaced; a key of another type is an error.
@@ -64,6 +66,9 @@
 export const RING_SCRIPT = `
 local unpack, pack, ceil, max, min, byte = struct.unpack, struct.pack, math.ceil, math.max, math.min, string.byte
 local MAGIC, LAGGING, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', 'PLRa', '<c4I4I4I4ddd', 40, 8, 128
+-- a key lives LIFE (widest) windows past the admission that last moved its expiry, and at least
+-- LIFE - 1 past every admission
+local LIFE = 3
 -- entries the scan may cross past a lagging header's gone before an admission writes the header again
 local LAG = 8
 local limits, windows = {}, {}
@@ -88,7 +93,7 @@ end
 local function check(key, n, window_ms, now, commit)
   local window = window_ms * 1000
   local size, head, gone, kept_gone, expires, widest_ms, whole, first = 0, 0, 0, 0, 0, window_ms, false, false
-  local lagging, stored_gone = false, 0
+  local lagging, stored_gone, stored_widest = false, 0, 0
   -- a log of a limit up to WHOLE is read with one GET (a few hundred bytes), a larger one by header and slots
   local h
   if n <= WHOLE then
@@ -109,7 +114,7 @@ local function check(key, n, window_ms, now, commit)
     end
     if (magic == MAGIC or magic == LAGGING) and h_size >= 1 and h_head < h_size and h_gone <= h_size and h_widest >= 1
       and (n > WHOLE or #h == HEADER + SLOT * h_size) then
-      lagging, stored_gone = magic == LAGGING, h_gone
+      lagging, stored_gone, stored_widest = magic == LAGGING, h_gone, h_widest
       head, size, expires, widest_ms = h_head, h_size, h_expires, max(h_widest, window_ms)
       -- the stored gone counts entries out of the widest window: out of this one too, if narrower
       if h_widest >= window_ms then gone, kept_gone = h_gone, h_gone end
@@ -169,12 +174,12 @@ local function check(key, n, window_ms, now, commit)
   end
 
   -- record the admission at now; a log read whole may take entries without a header write (LAGGING)
-  local stamp, lifetime = pack('<d', now), 2 * widest_ms * 1000
-  local refresh = expires < now + widest_ms * 1000
+  local stamp, lifetime = pack('<d', now), LIFE * widest_ms * 1000
+  local refresh = expires < now + (LIFE - 1) * widest_ms * 1000
   if refresh then expires = now + lifetime end
   local written = n <= WHOLE and LAGGING or MAGIC
   if size == 0 then
-    redis.call('SET', key, pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', 2 * widest_ms)
+    redis.call('SET', key, pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
   elseif size == n then
     -- full: the oldest entry has left (else refused); the new one takes its slot
@@ -183,13 +188,13 @@ local function check(key, n, window_ms, now, commit)
   elseif size + 1 == n and head == 0 then
     -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
     local header = pack(HEADER_FORMAT, written, 0, n, kept_gone, now, now + lifetime, widest_ms)
-    redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', 2 * widest_ms)
+    redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
   elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size) then
     redis.call('APPEND', key, stamp)
     -- the header is rewritten only when its gone has fallen LAG behind (each check scans from it),
-    -- the key's expiry moves, or it is not yet marked as lagging
-    if not (whole and lagging and not refresh and kept_gone - stored_gone < LAG) then
+    -- the key's expiry moves, the widest window grows, or it is not yet marked as lagging
+    if not (whole and lagging and not refresh and kept_gone - stored_gone < LAG and stored_widest == widest_ms) then
       redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, 0, size + 1, kept_gone, now, expires, widest_ms))
     end
   else
@@ -204,10 +209,10 @@ local function check(key, n, window_ms, now, commit)
     parts[#parts + 1] = stamp
     local value = table.concat(parts)
     if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp end
-    redis.call('SET', key, value, 'PX', 2 * widest_ms)
+    redis.call('SET', key, value, 'PX', LIFE * widest_ms)
     refresh = false
   end
-  if refresh then redis.call('PEXPIRE', key, 2 * widest_ms) end
+  if refresh then redis.call('PEXPIRE', key, LIFE * widest_ms) end
   return pack('<dddd', 1, n - inside - 1, first and ceil((first + window - now) / 1000) or window_ms, 0), true
 end
 

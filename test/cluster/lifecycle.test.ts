@@ -241,17 +241,21 @@ const ProcessManager = suite('npm start under a process manager');
 
 ProcessManager('SIGTERM to the PID of `npm start` stops the service and everything it started', async () => {
   const database = await createTestDatabase('lifecycle-npm');
+  let started: number[] = [];
   try {
     cluster = await startCluster({ ...testStoresEnv('lifecycle-npm', database.url), WEB_CONCURRENCY: '1', THROTTLE_ENABLED: 'false' }, 60_000, true);
     const primary = childPids(cluster.child.pid!);
     assert.is(primary.length, 1, 'npm runs the service as its child');
     const web = childPids(primary[0]!);
+    started = [...primary, ...web];
     assert.ok(web.length >= 1, 'the primary has its web worker');
     assert.is(await cluster.stop('SIGTERM'), 0, cluster.output().slice(-3000));
     await waitFor('the primary and its workers to exit', () => ([...primary, ...web].some(isAlive) ? undefined : true), 20_000);
     assert.is(await getOnNewConnection('/healthz', 'lc-npm-late'), 'ECONNREFUSED');
   } finally {
     await cluster?.stop('SIGKILL');
+    // npm does not pass SIGKILL on: end what it started, so a failure leaves nothing running
+    for (const pid of started.filter(isAlive)) process.kill(pid, 'SIGKILL');
     await database.drop();
   }
 });

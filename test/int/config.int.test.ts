@@ -65,6 +65,7 @@ Load('THROTTLE_RATES reads scope=rate pairs', () => {
 Load('THROTTLE_RATES cannot set a scope that has its own variable', () => {
   assert.throws(() => loadConfig({ THROTTLE_RATES: 'exports=5/min,anon=1/s' }), /the anon scope has its own setting, THROTTLE_ANON/);
   assert.throws(() => loadConfig({ THROTTLE_RATES: 'token-obtain=1/s' }), /THROTTLE_TOKEN_OBTAIN/);
+  assert.equal(loadConfig({ THROTTLE_RATES: 'constructor=5/min,toString=1/s' }).THROTTLE_RATES, { constructor: '5/min', toString: '1/s' });
 });
 
 Load('defaults fill every setting; empty strings count as unset', () => {

@@ -216,24 +216,24 @@ consume('several scopes are decided together: one refusal records nothing anywhe
   assert.is((await readStamps(keyOf(user, 'user:42'))).length, 3);
 });
 
-consume('keys expire by themselves within two windows of the last admission', async () => {
+consume('keys expire by themselves within three windows of the last admission', async () => {
   const r = rule('5/min');
   await hit(r, 'ip:10.0.7.1');
   const ttl = await redis.pttl(keyOf(r, 'ip:10.0.7.1'));
-  assert.ok(ttl > 119_000 && ttl <= 120_000, `PTTL ${ttl}`);
+  assert.ok(ttl > 179_000 && ttl <= 180_000, `PTTL ${ttl}`);
   assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), logBytes(1), 'one admission: header + one entry');
   for (let i = 0; i < 6; i++) await hit(r, 'ip:10.0.7.1');
   assert.is(await redis.strlen(keyOf(r, 'ip:10.0.7.1')), logBytes(5), 'full: 40 + 8·N bytes, never more');
   const short = rule('2/1s', 'short');
   const key = keyOf(short, 'ip:10.0.7.1');
   assert.ok((await hit(short, 'ip:10.0.7.1')).allowed);
-  assert.ok((await redis.pttl(key)) <= 2_000);
+  assert.ok((await redis.pttl(key)) <= 3_000);
   await sleep(1100);
   assert.ok((await hit(short, 'ip:10.0.7.1')).allowed);
   const refreshed = await redis.pttl(key);
-  assert.ok(refreshed > 1_800 && refreshed <= 2_000, `an admission the key would not outlive pushes its expiry: PTTL ${refreshed}`);
-  await sleep(2050);
-  assert.is(await redis.exists(key), 0, 'gone two windows after the last admission');
+  assert.ok(refreshed > 2_800 && refreshed <= 3_000, `an admission less than two windows before expiry pushes it: PTTL ${refreshed}`);
+  await sleep(3050);
+  assert.is(await redis.exists(key), 0, 'gone three windows after the last admission');
 });
 
 consume('a large limit stores only what was admitted and stays exact', async () => {

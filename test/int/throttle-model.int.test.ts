@@ -10,18 +10,31 @@ import { RING_SCRIPT } from '../../src/throttle/ring.lua.js';
  * keeps at most N per key in a ring, skips what has left, reads small logs whole (taking entries
  * without rewriting their header) and large ones by slots, rewrites on a changed limit and tracks the widest window. Both must give the same four
  * numbers for every check. The script is run as shipped except for its clock: `now` comes from the
- * test, so windows can be minutes long (keys never expire mid-run) while the run takes a second.
+ * test, so windows can be minutes long while the run takes a second, and keys expire on that clock
+ * (the script's expiries are recorded, and the test deletes a key once its expiry has passed, as
+ * Redis would). A scope's windows differ at most twofold, the change a rolling reload may make.
  */
 
 const REDIS_URL = process.env.TEST_REDIS_URL;
 if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: the test command starts Redis and sets it');
 
-const CLOCK = `local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])`;
-if (!RING_SCRIPT.includes(CLOCK)) throw new Error('ring.lua.ts no longer reads the clock as this test expects');
-const SCRIPT = RING_SCRIPT.replace(CLOCK, 'local now = tonumber(ARGV[3])');
-
 const PREFIX = `test:throttle-model:${process.pid}:${Date.now()}:`;
+/** Where the test keeps each key's expiry on its own clock (a hash of key → µs). */
+const EXPIRIES = `${PREFIX}expiries`;
+
+/** The shipped script with the test's clock, and with key expiry kept on that clock too. */
+function scriptOnTestClock(): string {
+  const clock = `local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])`;
+  const px = `, 'PX', LIFE * widest_ms)`;
+  const pexpire = `redis.call('PEXPIRE', key, LIFE * widest_ms)`;
+  const record = `redis.call('HSET', '${EXPIRIES}', key, string.format('%.0f', now + LIFE * widest_ms * 1000))`;
+  if (!RING_SCRIPT.includes(clock) || RING_SCRIPT.split(px).length !== 4 || !RING_SCRIPT.includes(pexpire)) {
+    throw new Error('ring.lua.ts no longer reads the clock or sets expiries as this test expects');
+  }
+  return RING_SCRIPT.replace(clock, 'local now = tonumber(ARGV[3])').split(px).join(`) ${record}`).replace(pexpire, record);
+}
+const SCRIPT = scriptOnTestClock();
 let redis: Redis;
 
 /** A small deterministic generator (mulberry32), so a failing seed can be replayed. */
@@ -76,8 +89,17 @@ class Model {
   }
 }
 
+/** Deletes the keys whose expiry (on the test's clock) has passed by `now`, as Redis would. */
+async function expireKeys(now: number): Promise<void> {
+  const expiries = await redis.hgetall(EXPIRIES);
+  for (const [key, at] of Object.entries(expiries)) {
+    if (Number(at) < now) await redis.multi().del(key).hdel(EXPIRIES, key).exec();
+  }
+}
+
 /** One call of the script: requests of 1–3 checks each, decided one after another at `now`. */
 async function callScript(requests: Check[][], now: number): Promise<Result[]> {
+  await expireKeys(now);
   const rules: string[] = [];
   const layout: number[] = [];
   const keys: string[] = [];
@@ -120,7 +142,7 @@ async function run(seed: number, variation: Variation, limitRange: [number, numb
     return {
       key: `${PREFIX}${seed}:${variation}:${i}`,
       limits: variation === 'limit' ? [limit, between(...limitRange), between(...limitRange)] : [limit],
-      windowsMs: variation === 'window' ? [windowMs, pick([30_000, 45_000]), pick([150_000, 240_000])] : [windowMs],
+      windowsMs: variation === 'window' ? [windowMs, windowMs * 0.75, windowMs * 1.5] : [windowMs],
     };
   });
   const model = new Model();
@@ -182,6 +204,35 @@ model('limits changing between checks, on either side of the whole-read size', a
 model('windows changing between checks (the widest one is kept)', async () => {
   await run(5, 'window', [2, 9], 1500);
   await run(6, 'window', [140, 180], 2500);
+  for (const seed of [10, 11]) await run(seed, 'window', [17, 128], 2500);
+});
+
+model('a wider window appending to a lagging log is remembered (it trims nothing the wider one needs)', async () => {
+  const m = new Model();
+  const key = `${PREFIX}widened`;
+  const [narrow, wide] = [{ key, limit: 25, windowMs: 60_000 }, { key, limit: 25, windowMs: 80_000 }];
+  const start = 1_790_000_000_000_000;
+  const at = async (seconds: number, check: Check) => {
+    const now = start + seconds * 1_000_000;
+    assert.equal(await callScript([[check]], now), m.decide([check], now), `${check.windowMs / 1000} s window at t=${seconds} s`);
+  };
+  await at(0, narrow);
+  for (let t = 1; t <= 20; t++) await at(t, wide);
+  await at(75, narrow);
+  await at(76, wide);
+  await at(130, narrow);
+  await at(135, wide);
+});
+
+model('a key only the narrower window has checked outlives what a twice-as-wide window needs', async () => {
+  const m = new Model();
+  const key = `${PREFIX}outlives`;
+  const [narrow, wide] = [{ key, limit: 8, windowMs: 60_000 }, { key, limit: 8, windowMs: 120_000 }];
+  const start = 1_790_000_000_000_000;
+  for (const [seconds, check] of [[0, narrow], [50, narrow], [121, wide], [169, wide], [171, wide]] as const) {
+    const now = start + seconds * 1_000_000;
+    assert.equal(await callScript([[check]], now), m.decide([check], now), `${check.windowMs / 1000} s window at t=${seconds} s`);
+  }
 });
 
 model('large limits read by slots', async () => {
