@@ -26,11 +26,13 @@
  * entries and reads 4 times more each step; when `last` itself has left, nothing is scanned.
  *
  * Until N entries are held the log grows by APPEND (head 0); the admission that fills it writes
- * it once more as a new string (APPEND keeps spare room). Once full an admission overwrites the
+ * it once more as a new string (APPEND keeps spare room). Entries older than two widest windows
+ * may be dropped when a log is rewritten, never newer ones: a window widened up to twofold by a
+ * rolling reload still finds every entry it needs. Once full an admission overwrites the
  * oldest entry (which has left, or the request would be refused) and advances the head. So an
  * admission writes the entry and the header (two small SETRANGE/APPEND), or only the entry while
- * a lagging log grows (one APPEND, the common case of a client under its limit). A growing log whose
- * entries have mostly left `widest` is rewritten without them. Rejections write nothing.
+ * a lagging log grows (one APPEND, the common case of a client under its limit). A growing log
+ * whose entries have mostly left twice `widest` is rewritten without them. Rejections write nothing.
  *
  * The key expires on its own: an admission less than two (widest) windows before the key's
  * expiry moves it to three windows ahead (so one PEXPIRE per window per client, not per
@@ -64,7 +66,7 @@
  * line, in the order of the failed requests. The other requests of the batch are decided as usual.
  */
 export const RING_SCRIPT = `
-local unpack, pack, ceil, max, min, byte = struct.unpack, struct.pack, math.ceil, math.max, math.min, string.byte
+local unpack, pack, ceil, floor, max, min, byte = struct.unpack, struct.pack, math.ceil, math.floor, math.max, math.min, string.byte
 local MAGIC, LAGGING, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', 'PLRa', '<c4I4I4I4ddd', 40, 8, 128
 -- a key lives LIFE (widest) windows past the admission that last moved its expiry, and at least
 -- LIFE - 1 past every admission
@@ -79,6 +81,24 @@ local function slots(key, whole, from, count)
   if whole then return whole, HEADER + SLOT * from end
   local s = redis.call('GETRANGE', key, HEADER + SLOT * from, HEADER + SLOT * (from + count) - 1)
   if #s == SLOT * count then return s, 0 end
+end
+
+-- how many of the oldest upto entries (ring order from head) are at or before cutoff: entries are
+-- sorted, so a binary search of single slots (unreadable counts as newer, keeping more)
+local function older_than(key, whole, head, size, upto, cutoff)
+  local low, high = 0, upto
+  while low < high do
+    local mid = floor((low + high) / 2)
+    local s, at = slots(key, whole, (head + mid) % size, 1)
+    if s and unpack('<d', s, at + 1) <= cutoff then low = mid + 1 else high = mid end
+  end
+  return low
+end
+
+-- whether a growing log holds enough entries older than cutoff to be worth rewriting without them
+local function trimmable(key, whole, head, size, upto, cutoff)
+  local droppable = older_than(key, whole, head, size, upto, cutoff)
+  return droppable >= 16 and 2 * droppable >= size
 end
 
 -- the same slots as a string of their own ('' if unreadable)
@@ -190,7 +210,9 @@ local function check(key, n, window_ms, now, commit)
     local header = pack(HEADER_FORMAT, written, 0, n, kept_gone, now, now + lifetime, widest_ms)
     redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
-  elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size) then
+  elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size or size % 16 ~= 0
+      or not trimmable(key, whole, head, size, kept_gone, now - (LIFE - 1) * widest_ms * 1000)) then
+    -- (a trim is considered every 16th entry: its search reads up to log2(N) slots)
     redis.call('APPEND', key, stamp)
     -- the header is rewritten only when its gone has fallen LAG behind (each check scans from it),
     -- the key's expiry moves, the widest window grows, or it is not yet marked as lagging
@@ -198,8 +220,9 @@ local function check(key, n, window_ms, now, commit)
       redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, 0, size + 1, kept_gone, now, expires, widest_ms))
     end
   else
-    -- rewritten oldest-first with its newest entries still inside (at most n - 1) and the new one
-    local keep = min(size - kept_gone, n - 1)
+    -- rewritten oldest-first with its newest entries (at most n - 1) that a window up to twice the
+    -- widest may still need, and the new one
+    local keep = min(size - older_than(key, whole, head, size, kept_gone, now - (LIFE - 1) * widest_ms * 1000), n - 1)
     local header = pack(HEADER_FORMAT, written, 0, keep + 1, 0, now, now + lifetime, widest_ms)
     local from = (head + size - keep) % size
     local first_part = min(keep, size - from)

@@ -224,6 +224,29 @@ model('a wider window appending to a lagging log is remembered (it trims nothing
   await at(135, wide);
 });
 
+model('a log only the narrower window has checked keeps what a twice-as-wide window needs when rewritten', async () => {
+  const start = 1_790_000_000_000_000;
+  const replay = async (name: string, steps: Array<[number, Check]>) => {
+    const m = new Model();
+    for (const [seconds, check] of steps) {
+      const now = start + Math.round(seconds * 1_000_000);
+      const label = `${name}: ${check.limit}/${check.windowMs / 1000} s at t=${seconds} s`;
+      assert.equal(await callScript([[check]], now), m.decide([check], now), label);
+    }
+  };
+  const a = `${PREFIX}trim-widened`;
+  const narrow = { key: a, limit: 18, windowMs: 30_000 };
+  const wide = { key: a, limit: 18, windowMs: 60_000 };
+  await replay('trimmed growing log', [
+    ...Array.from({ length: 16 }, (): [number, Check] => [0, narrow]), [30, narrow], [30, wide], [30, wide],
+  ]);
+  const b = `${PREFIX}trim-lowered`;
+  await replay('limit lowered and window widened', [
+    [0, { key: b, limit: 3, windowMs: 30_000 }], [0.18, { key: b, limit: 9, windowMs: 30_000 }], [0.18, { key: b, limit: 9, windowMs: 30_000 }],
+    [0.2, { key: b, limit: 9, windowMs: 30_000 }], [42.69, { key: b, limit: 3, windowMs: 30_000 }], [43.02, { key: b, limit: 2, windowMs: 60_000 }],
+  ]);
+});
+
 model('a key only the narrower window has checked outlives what a twice-as-wide window needs', async () => {
   const m = new Model();
   const key = `${PREFIX}outlives`;
