@@ -128,9 +128,9 @@ function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
       ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
       return;
     }
-    const own = Object.hasOwn(OWN_RATE_SETTINGS, scope.trim()) ? OWN_RATE_SETTINGS[scope.trim()] : undefined;
-    if (own) {
-      ctx.addIssue({ code: 'custom', message: `the ${scope.trim()} scope has its own setting, ${own}` });
+    const name = scope.trim();
+    if (Object.hasOwn(OWN_RATE_SETTINGS, name)) {
+      ctx.addIssue({ code: 'custom', message: `the ${name} scope has its own setting, ${OWN_RATE_SETTINGS[name]}` });
       return;
     }
     try {

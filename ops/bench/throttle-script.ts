@@ -9,24 +9,17 @@
  * a third of a 100/s limit (logs that grow and get compacted, the common case); `full`, 128
  * clients each at its 100/s limit (full rings, many refusals). Starts its own redis-server.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
+import { findFreePort } from '../embedded/ports.js';
+import { startRedis } from '../embedded/redis.js';
 
 const BATCH = 13;
 const RULE = buildScopes({ anon: '100/s' }).get('anon')!;
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
 
 async function counters(admin: Redis) {
   const cpu = await admin.info('cpu');
@@ -36,9 +29,9 @@ async function counters(admin: Redis) {
   return { cpuUs: seconds * 1e6, commands };
 }
 
-async function measure(admin: Redis, port: number, shape: 'growing' | 'full', turns: number) {
+async function measure(admin: Redis, url: string, shape: 'growing' | 'full', turns: number) {
   const clients = shape === 'growing' ? 3072 : 128;
-  const throttler = createThrottler({ redis: new Redis(port, '127.0.0.1'), keyPrefix: `bench-${shape}:` });
+  const throttler = createThrottler({ redis: new Redis(url), keyPrefix: `bench-${shape}:` });
   let next = 0;
   let allowed = 0;
   const turn = async () => {
@@ -63,21 +56,16 @@ async function measure(admin: Redis, port: number, shape: 'growing' | 'full', tu
 }
 
 const turns = Number(process.argv[2] ?? 20_000);
-const port = await freePort();
-const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
+const scratch = await mkdtemp(join(tmpdir(), 'paceline-script-bench-'));
+const redis = await startRedis({ dataDir: scratch, port: await findFreePort(), persistent: false, log: () => {} });
+const admin = new Redis(redis.url);
 try {
-  for (let attempt = 0; admin.status !== 'ready'; attempt++) {
-    await sleep(50);
-    await admin.connect().catch((error: Error) => {
-      if (attempt > 100) throw error;
-    });
-  }
-  const rows = [await measure(admin, port, 'growing', turns), await measure(admin, port, 'full', turns)];
+  const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];
   console.log(`redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time`);
   console.table(rows);
 } finally {
   admin.disconnect();
-  server.kill('SIGTERM');
+  await redis.stop();
+  await rm(scratch, { recursive: true, force: true });
 }
 process.exit(0);

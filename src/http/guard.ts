@@ -17,8 +17,9 @@ export interface ScopeDeclaration {
 
 /**
  * The front of every API route: identify the client, count it against its throttle scope, then
- * refuse what it cannot be served (an Accept without JSON: 406) and bad credentials. A configured scope is named: `guard({ scope: 'reports' })`; a new one for
- * another expensive endpoint is declared in the same line:
+ * refuse what it cannot be served (an Accept without JSON: 406) and bad credentials. A
+ * configured scope is named: `guard({ scope: 'reports' })`; a new one for another expensive
+ * endpoint is declared in the same line:
  * `guard({ scope: 'exports', rate: '5/min', keyedBy: 'user' })`.
  */
 export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {

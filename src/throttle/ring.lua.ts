@@ -45,8 +45,8 @@
  * depend on N, and nothing inside the widest window is dropped except behind the N-th most
  * recent entry; an admission that finds a log longer than N (limit lowered) or a full ring
  * shorter than N (limit raised) rewrites it oldest-first. So workers briefly running different
- * limits or windows (a rolling reload; a window at most doubled, see expiry above) each enforce their own exactly. (Changing both at once
- * is exact for the process with the smaller limit; one with a larger limit and a longer window
+ * limits or windows (a rolling reload; a window at most doubled, see expiry above) each enforce
+ * their own exactly. (Changing both at once is exact for the process with the smaller limit; one with a larger limit and a longer window
  * may miss entries the other trimmed, until the reload ends.) A value that is not such a log is
  * replaced; a key of another type is an error.
  *
@@ -57,8 +57,8 @@
  * bytes far faster than a number per check.) A request with one check is decided and recorded
  * in one pass; one with several is decided first, then its logs are read again and recorded only
  * if every one admits. A later request of the batch sees the earlier ones' records, so the
- * batch decides exactly as the same requests would with one call each. A log's instant is never earlier than its newest entry, so a clock
- * stepping back cannot unsort it.
+ * batch decides exactly as the same requests would with one call each. A log's instant is never
+ * earlier than its newest entry, so a clock stepping back cannot unsort it.
  *
  * Returns one string: per check, 4 little-endian doubles (allowed 1/0, remaining, resetMs,
  * retryAfterS; see Decision). A request that failed (a key of another type, a write refused for
@@ -127,7 +127,7 @@ local function check(key, n, window_ms, now, commit)
       -- entries may have been appended after the header: the length counts them, the last is the newest
       local bytes = n <= WHOLE and #h or redis.call('STRLEN', key)
       local held = (bytes - HEADER) / SLOT
-      if held > h_size and held == math.floor(held) then
+      if held > h_size and held == floor(held) then
         local s, at = slots(key, n <= WHOLE and h, held - 1, 1)
         if s then h_size, last = held, unpack('<d', s, at + 1) end
       end
@@ -144,37 +144,26 @@ local function check(key, n, window_ms, now, commit)
     end
   end
 
-  -- skip the entries that have left the window since the last check, oldest first
-  local cutoff = now - window
-  if whole then
-    while gone < size do
-      local stamp = unpack('<d', whole, HEADER + SLOT * ((head + gone) % size) + 1)
+  -- skip the entries that have left the window since the last check, oldest first (a log read
+  -- whole is sliced in place; others are read by growing runs of slots)
+  local cutoff, step = now - window, 8
+  while gone < size and not first do
+    local from = (head + gone) % size
+    local count = min(step, size - gone, size - from)
+    local s, at = slots(key, whole, from, count)
+    if not s then
+      size, head, gone = 0, 0, 0
+      break
+    end
+    for j = 0, count - 1 do
+      local stamp = unpack('<d', s, at + SLOT * j + 1)
       if stamp > cutoff then
         first = stamp
         break
       end
       gone = gone + 1
     end
-  else
-    local step = 8
-    while gone < size and not first do
-      local from = (head + gone) % size
-      local count = min(step, size - gone, size - from)
-      local s, at = slots(key, false, from, count)
-      if not s then
-        size, head, gone = 0, 0, 0
-        break
-      end
-      for j = 0, count - 1 do
-        local stamp = unpack('<d', s, at + SLOT * j + 1)
-        if stamp > cutoff then
-          first = stamp
-          break
-        end
-        gone = gone + 1
-      end
-      step = step * 4
-    end
+    step = step * 4
   end
   local inside = size - gone
   if widest_ms == window_ms then kept_gone = gone end
@@ -198,6 +187,8 @@ local function check(key, n, window_ms, now, commit)
   local refresh = expires < now + (LIFE - 1) * widest_ms * 1000
   if refresh then expires = now + lifetime end
   local written = n <= WHOLE and LAGGING or MAGIC
+  -- entries a window up to twice the widest may still need are never dropped
+  local horizon = now - (LIFE - 1) * widest_ms * 1000
   if size == 0 then
     redis.call('SET', key, pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
@@ -211,7 +202,7 @@ local function check(key, n, window_ms, now, commit)
     redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
   elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size or size % 16 ~= 0
-      or not trimmable(key, whole, head, size, kept_gone, now - (LIFE - 1) * widest_ms * 1000)) then
+      or not trimmable(key, whole, head, size, kept_gone, horizon)) then
     -- (a trim is considered every 16th entry: its search reads up to log2(N) slots)
     redis.call('APPEND', key, stamp)
     -- the header is rewritten only when its gone has fallen LAG behind (each check scans from it),
@@ -222,7 +213,7 @@ local function check(key, n, window_ms, now, commit)
   else
     -- rewritten oldest-first with its newest entries (at most n - 1) that a window up to twice the
     -- widest may still need, and the new one
-    local keep = min(size - older_than(key, whole, head, size, kept_gone, now - (LIFE - 1) * widest_ms * 1000), n - 1)
+    local keep = min(size - older_than(key, whole, head, size, kept_gone, horizon), n - 1)
     local header = pack(HEADER_FORMAT, written, 0, keep + 1, 0, now, now + lifetime, widest_ms)
     local from = (head + size - keep) % size
     local first_part = min(keep, size - from)
