@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../ops/embedded/postgres.js';
-import { readPassword } from '../ops/embedded/postgres-data-dir.js';
+import { readPassword, servingPort } from '../ops/embedded/postgres-data-dir.js';
 import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
@@ -57,7 +57,8 @@ async function withDatabase(config: Config, work: (db: Kysely<Database>) => Prom
   let stop = async () => {};
   if (!url) {
     const dataDir = join(resolve(config.DATA_DIR), 'pg');
-    const running = await embeddedUrlIfRunning(dataDir, config.EMBEDDED_PG_PORT);
+    // A server already running on the data directory (`npm start`'s) is used on whatever port it has.
+    const running = await embeddedUrlIfRunning(dataDir, servingPort(dataDir) ?? config.EMBEDDED_PG_PORT);
     if (running) url = running;
     else {
       const server = await startEmbeddedPostgres({ dataDir, port: config.EMBEDDED_PG_PORT, persistent: true });

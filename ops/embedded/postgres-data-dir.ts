@@ -88,6 +88,21 @@ export function clearStaleLock(dataDir: string, log: (line: string) => void): vo
   log(`removed stale ${lockFile} (pid ${pid} is not a running postgres)`);
 }
 
+/**
+ * The port of the PostgreSQL serving `dataDir` now (line 4 of its `postmaster.pid`), or
+ * undefined when none is: how a tool finds the server `npm start` runs, whatever port it chose.
+ */
+export function servingPort(dataDir: string): number | undefined {
+  let lines: string[];
+  try {
+    lines = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const [pid, port] = [Number.parseInt(lines[0] ?? '', 10), Number.parseInt(lines[3] ?? '', 10)];
+  return isServing(pid, dataDir) && port > 0 ? port : undefined;
+}
+
 function isServing(pid: number, dataDir: string): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {

@@ -1,0 +1,60 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { findFreePort } from '../../ops/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../ops/embedded/postgres.js';
+import type { RunningService } from '../../ops/embedded/service.js';
+
+const Cli = suite<{ dataDir: string; server: RunningService }>('cli');
+
+Cli.before(async (context) => {
+  context.dataDir = await mkdtemp(join(tmpdir(), 'paceline-cli-'));
+  await chmod(context.dataDir, 0o711); // run as root, the server runs as the postgres user
+  // As `npm start` leaves it: the embedded server running on its data directory, on a port of its choosing.
+  context.server = await startEmbeddedPostgres({ dataDir: join(context.dataDir, 'pg'), port: await findFreePort(), persistent: true });
+});
+
+Cli.after(async ({ dataDir, server }) => {
+  await server?.stop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+async function runCli(env: Record<string, string>, ...args: string[]) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'silent', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const [code] = (await once(child, 'exit')) as [number];
+  return { code, stdout, stderr };
+}
+
+Cli('user:create finds the running embedded server on its data directory, whatever EMBEDDED_PG_PORT says', async ({ dataDir, server }) => {
+  const { code, stdout, stderr } = await runCli(
+    { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await findFreePort()), PASSWORD: 'carol-pass-123' }, 'user:create', 'carol');
+  assert.is(code, 0, stderr);
+  assert.match(stdout, /^created user "carol" \(id \d+\)\n$/);
+  const client = new pg.Client({ connectionString: server.url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ username: string }>('select username from users');
+    assert.equal(rows.map((row) => row.username), ['carol']);
+  } finally {
+    await client.end();
+  }
+});
+
+Cli('a second user:create of the same name says so and fails', async ({ dataDir }) => {
+  const { code, stderr } = await runCli({ DATA_DIR: dataDir, PASSWORD: 'carol-pass-123' }, 'user:create', 'carol');
+  assert.is(code, 1);
+  assert.is(stderr, 'paceline: user "carol" already exists\n');
+});
+
+Cli.run();
