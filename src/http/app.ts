@@ -63,6 +63,8 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
 const baseHeaders: Middleware = async (ctx, next) => {
   ctx.set('X-Content-Type-Options', 'nosniff');
   ctx.set('Vary', 'Accept, Authorization');
+  // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal has no body (see answerClientErrors).
+  if (!ctx.req.headers.host && ctx.req.httpVersion === '1.1') throw Errors.badRequest('Bad request: the Host header is missing.');
   await next();
 };
 

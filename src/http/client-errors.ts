@@ -3,9 +3,12 @@ import type { Duplex } from 'node:stream';
 
 /**
  * Requests Node's HTTP parser refuses before Koa sees them (an unknown method, bytes that are not
- * HTTP, headers over the size limit) still get a JSON error, as every other error does.
+ * HTTP, headers over the size limit) still get a JSON error, as every other error does. A
+ * request without the Host header HTTP/1.1 requires is let through for the app to refuse.
  */
 export function answerClientErrors(server: Server): void {
+  // Node answers an HTTP/1.1 request without Host with a bare 400; the app answers it in JSON.
+  (server as Server & { requireHostHeader: boolean }).requireHostHeader = false;
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();

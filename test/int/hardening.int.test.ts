@@ -68,6 +68,12 @@ Input('requests the HTTP parser refuses still get a JSON error', async ({ app })
   const hugeHeader = await rawRequest(app.base, `GET /api/tasks/ HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
   assert.match(hugeHeader, /^HTTP\/1\.1 431 /);
   assert.match(hugeHeader, /\{"detail":"Request header fields too large\."\}$/);
+  const noHost = await rawRequest(app.base, 'GET /api/tasks/ HTTP/1.1\r\n\r\n');
+  assert.match(noHost, /^HTTP\/1\.1 400 /);
+  assert.match(noHost, /Content-Type: application\/json/);
+  assert.match(noHost, /\{"detail":"Bad request: the Host header is missing\."\}$/);
+  const oldClient = await rawRequest(app.base, 'GET /healthz HTTP/1.0\r\n\r\n');
+  assert.match(oldClient, /^HTTP\/1\.1 200 /);
 });
 
 Input('paths match as written: case, doubled slashes and unknown /api paths are 404, not redirects', async ({ app }) => {
