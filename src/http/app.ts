@@ -12,6 +12,7 @@ import { rateLimitRoutes } from './rate-limits.routes.js';
 import { reportRoutes } from './reports.routes.js';
 import { requestContext } from './request-context.middleware.js';
 import { rootRoutes } from './root.routes.js';
+import { advertiseAllow } from './router.js';
 import { statsRoutes } from './stats.routes.js';
 import { taskRoutes } from './tasks.routes.js';
 
@@ -53,6 +54,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   app.use(baseHeaders);
   app.use(redirectToSlash(routers));
   app.use(answerUnrouted);
+  app.use(advertiseAllow(routers));
   for (const router of routers) app.use(router.routes());
   app.on('error', () => {
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.

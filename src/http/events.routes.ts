@@ -19,5 +19,5 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
     ctx.body = await readFeedPage(deps.db, params.value, requestUrl(ctx, config.TRUST_PROXY_HOPS));
   });
 
-  return refuseOtherMethods(router, () => guard());
+  return refuseOtherMethods(router, () => guard(), 'none');
 }

@@ -54,6 +54,6 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     ctx.body = body;
   }
 
-  return refuseOtherMethods(router, () => guard());
+  return refuseOtherMethods(router, () => guard(), 'none');
 }
 

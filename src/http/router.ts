@@ -3,19 +3,25 @@ import type { Middleware } from 'koa';
 import { Errors } from '../errors.js';
 
 const METHOD_ORDER = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * What an anonymous client may do on a router's paths before a method they lack is refused, in
+ * DRF's terms: `any` (AllowAny: 405), `read` (IsAuthenticatedOrReadOnly: an unsafe method is 401
+ * first) or `none` (IsAuthenticated: every method is 401 first).
+ */
+export type AnonymousAccess = 'any' | 'read' | 'none';
 
 /** A router that matches paths as written: case-sensitive, and the trailing slash counts. */
 export function createRouter(): Router {
   return new Router({ sensitive: true, strict: true });
 }
 
-/**
- * Answers the methods each declared path lacks, after that path's guard has counted the request
- * (DRF counts a 405 against the view's throttle too): OPTIONS gets 204, anything else 405, both
- * with `Allow` in DRF's order. Call once every route of `router` is declared; `guardFor` gives the
- * guard for a path (the one its routes use, or the general one).
- */
-export function refuseOtherMethods(router: Router, guardFor: (path: string) => Middleware): Router {
+/** Each router's paths with their `Allow` value, as `refuseOtherMethods` found them. */
+const allowByRouter = new WeakMap<Router, Map<string, string>>();
+
+/** Each declared path's `Allow` value: its methods and OPTIONS, in DRF's order. */
+function allowedMethods(router: Router): Map<string, string> {
   const paths = new Map<string, Set<string>>();
   for (const layer of router.stack) {
     if (typeof layer.path !== 'string') continue;
@@ -23,13 +29,44 @@ export function refuseOtherMethods(router: Router, guardFor: (path: string) => M
     for (const method of layer.methods) methods.add(method);
     paths.set(layer.path, methods);
   }
-  for (const [path, methods] of paths) {
-    const allow = METHOD_ORDER.filter((m) => methods.has(m)).join(', ');
+  return new Map([...paths].map(([path, methods]) => [path, METHOD_ORDER.filter((m) => methods.has(m)).join(', ')]));
+}
+
+/**
+ * Answers the methods each declared path lacks, after that path's guard has counted the request
+ * (DRF counts a 405 against the view's throttle too): OPTIONS gets 204, anything else 405, with
+ * `Allow` in DRF's order; an anonymous client that `anonymous` does not let in gets 401 first,
+ * as DRF checks permission before the method. Call once every route of `router` is declared;
+ * `guardFor` gives the guard for a path (the one its routes use, or the general one).
+ */
+export function refuseOtherMethods(router: Router, guardFor: (path: string) => Middleware, anonymous: AnonymousAccess = 'any'): Router {
+  const allowed = allowedMethods(router);
+  allowByRouter.set(router, allowed);
+  for (const [path, allow] of allowed) {
     router.all(path, guardFor(path), (ctx) => {
-      ctx.set('Allow', allow);
+      if (!ctx.state.user && (anonymous === 'none' || (anonymous === 'read' && !SAFE_METHODS.has(ctx.method)))) {
+        throw Errors.notAuthenticated();
+      }
       if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
+      ctx.set('Allow', allow);
       ctx.status = 204;
     });
   }
   return router;
+}
+
+/**
+ * Every response of a declared path carries its `Allow`, errors and 429s included, as DRF's views
+ * send it. Mounted in front of the routers; the route is known once one has matched.
+ */
+export function advertiseAllow(routers: Router[]): Middleware {
+  const allow = new Map(routers.flatMap((router) => [...(allowByRouter.get(router) ?? allowedMethods(router))]));
+  return async (ctx, next) => {
+    try {
+      await next();
+    } finally {
+      const methods = typeof ctx._matchedRoute === 'string' ? allow.get(ctx._matchedRoute) : undefined;
+      if (methods !== undefined) ctx.set('Allow', methods);
+    }
+  };
 }

@@ -18,5 +18,5 @@ export function statsRoutes(deps: Deps, guard: Guard): Router {
     if (owner?.includes('\u0000')) throw Errors.validation({ owner: ['Null characters are not allowed.'] });
     ctx.body = await readOwnerCounts(deps.db, owner);
   });
-  return refuseOtherMethods(router, () => guard());
+  return refuseOtherMethods(router, () => guard(), 'read');
 }

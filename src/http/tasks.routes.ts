@@ -48,7 +48,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     await respondWithPage(ctx, deps, taskEventsSource(db, taskId), (e) => e, 'version');
   });
 
-  return refuseOtherMethods(router, () => guard());
+  return refuseOtherMethods(router, () => guard(), 'read');
 }
 
 /** POST: 201 with `Location` and `ETag`; a repeated `Idempotency-Key` replays the first answer. */

@@ -103,6 +103,37 @@ Errors('a method the resource lacks is 405 with Allow and DRF\'s text', async ()
   assert.equal([login.status, login.body], [405, { detail: 'Method "GET" not allowed.' }]);
 });
 
+Errors('an anonymous client is told to authenticate before a missing method is refused, as DRF checks permission first', async () => {
+  const cases: Array<[string, string, number]> = [
+    ['PUT', '/api/tasks/', 401], ['DELETE', '/api/tasks/', 401], ['POST', '/api/tasks/1/', 401], ['POST', '/api/tasks/1/events/', 401],
+    ['GET', '/api/reports/', 401], ['OPTIONS', '/api/events/', 401],
+    ['GET', '/api/auth/token/', 405], ['DELETE', '/api/rate-limits/', 405], ['POST', '/api/', 405], ['OPTIONS', '/api/tasks/', 204],
+  ];
+  for (const [method, path, status] of cases) {
+    const anonymous = await request(app.base, method, path);
+    assert.is(anonymous.status, status, `${method} ${path}`);
+    if (status === 401) {
+      assert.equal(anonymous.body, { detail: 'Authentication credentials were not provided.' });
+      assert.is(anonymous.headers.get('www-authenticate'), 'Bearer realm="api"');
+    }
+  }
+  const signedIn = await call('GET', '/api/reports/');
+  assert.equal([signedIn.status, signedIn.body, signedIn.headers.get('allow')], [405, { detail: 'Method "GET" not allowed.' }, 'POST, OPTIONS']);
+});
+
+Errors('every answer of an API path carries its Allow, errors included', async () => {
+  const responses = [
+    [await request(app.base, 'POST', '/api/tasks/', { body: { title: 'x' } }), 401, 'GET, POST, HEAD, OPTIONS'],
+    [await call('GET', '/api/tasks/99999/'), 404, 'GET, PUT, PATCH, DELETE, HEAD, OPTIONS'],
+    [await call('GET', '/api/tasks/?page=99'), 404, 'GET, POST, HEAD, OPTIONS'],
+    [await call('GET', '/api/tasks/'), 200, 'GET, POST, HEAD, OPTIONS'],
+    [await request(app.base, 'POST', '/api/auth/token/', { body: {} }), 400, 'POST, DELETE, OPTIONS'],
+  ] as const;
+  for (const [response, status, allow] of responses) assert.equal([response.status, response.headers.get('allow')], [status, allow]);
+  const unrouted = await call('GET', '/api/nothing-here/');
+  assert.is(unrouted.headers.get('allow'), null);
+});
+
 Errors('a path without its trailing slash is 308 to the slashed path, keeping method and query', async () => {
   const list = await call('GET', '/api/tasks?page=2&foo=bar');
   assert.is(list.status, 308);

@@ -44,6 +44,7 @@ function assertThrottled(response: TestResponse, scope: string, policy: string, 
   assert.is(response.status, 429, `${label}: ${response.text}`);
   assert.is(response.headers.get('retry-after'), String(seconds), `${label}: Retry-After`);
   assert.ok(response.headers.get('content-type')?.startsWith('application/json'), label);
+  assert.ok(response.headers.get('allow')?.endsWith('OPTIONS'), `${label}: Allow, as on DRF's 429`);
   const unit = seconds === 1 ? 'second' : 'seconds';
   assert.equal(response.body, { detail: `Request was throttled. Expected available in ${seconds} ${unit}.` }, label);
   assertFields(response, policy, `"${scope}";r=0;t=${seconds}`, label);
