@@ -40,7 +40,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
     statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),
-    rateLimitRoutes(rules, guard),
+    rateLimitRoutes(rules, guard, deps.config.THROTTLE_ENABLED),
     eventRoutes(deps, guard),
     reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),

@@ -4,13 +4,14 @@ import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
 /**
- * The live throttle configuration. This collection opts out of pagination: it is small and
- * bounded by the number of scopes, so it answers a plain array.
+ * The live throttle configuration: the limits enforced, so none while THROTTLE_ENABLED is off.
+ * This collection opts out of pagination: it is small and bounded by the number of scopes, so it
+ * answers a plain array.
  */
-export function rateLimitRoutes(rules: ReadonlyMap<ScopeName, ScopeRule>, guard: Guard): Router {
+export function rateLimitRoutes(rules: ReadonlyMap<ScopeName, ScopeRule>, guard: Guard, enabled: boolean): Router {
   const router = createRouter();
   router.get('/api/rate-limits/', guard(), (ctx) => {
-    ctx.body = [...rules.values()].map((rule) => ({ scope: rule.scope, rate: rule.rate.text, keyed_by: rule.keyedBy }));
+    ctx.body = enabled ? [...rules.values()].map((rule) => ({ scope: rule.scope, rate: rule.rate.text, keyed_by: rule.keyedBy })) : [];
   });
   return refuseOtherMethods(router, () => guard());
 }

@@ -224,6 +224,19 @@ Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES ov
   }
 });
 
+Declared('THROTTLE_ENABLED=false: nothing is refused or counted, no RateLimit fields, and the live table is empty', async () => {
+  const off = await startTestApp({ THROTTLE_ENABLED: 'false', THROTTLE_ANON: '2/min' }, 'throttle-off');
+  try {
+    const responses = [];
+    for (let i = 0; i < 4; i += 1) responses.push(await request(off.base, 'GET', '/api/tasks/'));
+    assert.equal(responses.map((r) => [r.status, r.headers.get('ratelimit')]), Array(4).fill([200, null]));
+    const table = await request(off.base, 'GET', '/api/rate-limits/');
+    assert.equal([table.status, table.body], [200, []]);
+  } finally {
+    await off.close();
+  }
+});
+
 const Direct = suite('throttling with no trusted proxy (TRUST_PROXY_HOPS=0, 3/min anon)');
 let direct: TestApp;
 
