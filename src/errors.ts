@@ -28,8 +28,10 @@ export const Errors = {
   methodNotAllowed: (method: string, allow: string) =>
     new AppError(405, { detail: `Method "${method}" not allowed.` }, { Allow: allow }),
   notAcceptable: () => new AppError(406, { detail: 'Could not satisfy the request Accept header.' }),
-  preconditionFailed: (currentVersion: number) =>
-    new AppError(412, { detail: `Precondition failed: the task has changed since that version (current version ${currentVersion}).` }),
+  preconditionFailed: (currentEtag: string, header: 'If-Match' | 'If-None-Match') =>
+    new AppError(412, {
+      detail: `Precondition failed: the task's current ETag is ${currentEtag}, which ${header === 'If-Match' ? 'If-Match does not name' : 'If-None-Match excludes'}.`,
+    }),
   preconditionFailedMissing: () => new AppError(412, { detail: 'Precondition failed: the task does not exist.' }),
   payloadTooLarge: (limit: number) => new AppError(413, { detail: `Request body is larger than ${limit} bytes.` }),
   unsupportedMediaType: (type: string) => new AppError(415, { detail: `Unsupported media type "${type}" in request.` }),

@@ -1,4 +1,4 @@
-import type { ExpectedVersion, Rejection, TaskCommand, TaskEvent, TaskState } from './task.events.js';
+import type { ExcludedVersion, ExpectedVersion, Rejection, TaskCommand, TaskEvent, TaskState } from './task.events.js';
 
 /**
  * Decides which events a command produces against the current state of its task (null when the
@@ -15,7 +15,7 @@ export function decide(command: TaskCommand, state: TaskState | null): { ok: tru
   }
   if (state === null) return { ok: false, error: 'not_found' };
   if (state.ownerId !== command.actor.userId) return { ok: false, error: 'forbidden' };
-  if (!accepts(command.expectedVersion, state.version)) {
+  if (!accepts(command.expectedVersion, state.version) || excludes(command.excludedVersion, state.version)) {
     return { ok: false, error: 'version_conflict', currentVersion: state.version };
   }
   if (command.type === 'DeleteTask') return { ok: true, events: [{ type: 'TaskDeleted', data: {} }] };
@@ -31,6 +31,10 @@ function decideChanges(fields: Partial<TaskState>, state: TaskState): TaskEvent[
   if (fields.completed === true && !state.completed) events.push({ type: 'TaskCompleted', data: {} });
   if (fields.completed === false && state.completed) events.push({ type: 'TaskReopened', data: {} });
   return events;
+}
+
+function excludes(excluded: ExcludedVersion | undefined, version: number): boolean {
+  return excluded === '*' || (excluded?.includes(version) ?? false);
 }
 
 function accepts(expected: ExpectedVersion | undefined, version: number): boolean {

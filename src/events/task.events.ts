@@ -52,10 +52,13 @@ export interface Actor {
 /** The version(s) a conditional command accepts (an `If-Match` list may name several). */
 export type ExpectedVersion = number | readonly number[];
 
+/** The version(s) a conditional command refuses (an `If-None-Match` list; `'*'`: every one). */
+export type ExcludedVersion = readonly number[] | '*';
+
 export type TaskCommand =
   | { type: 'CreateTask'; actor: Actor; fields: TaskFields; idempotency?: IdempotencyClaim }
-  | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: ExpectedVersion }
-  | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: ExpectedVersion };
+  | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: ExpectedVersion; excludedVersion?: ExcludedVersion }
+  | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: ExpectedVersion; excludedVersion?: ExcludedVersion };
 
 /** An `Idempotency-Key` and a digest of the request it came with. */
 export interface IdempotencyClaim {

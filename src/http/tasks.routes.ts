@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import type { CommandOutcome, TaskState } from '../events/task.events.js';
+import type { CommandOutcome, ExcludedVersion, TaskState } from '../events/task.events.js';
 import { findTask, streamExists, taskEventsSource, tasksSource } from '../events/task.queries.js';
 import { taskPath, viewTask } from '../events/task.view.js';
 import { readBody } from './body.js';
@@ -25,6 +25,8 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
   router.get('/api/tasks/:id/', guard(), async (ctx) => {
     const task = await findTask(db, parseId(ctx.params.id));
     if (!task) throw Errors.notFound();
+    // RFC 9110 §13.2.2: If-Match first, then If-None-Match (304 for a read)
+    if (readIfMatch(ctx)?.includes(task.version) === false) throw Errors.preconditionFailed(etagOf(task), 'If-Match');
     if (matchesEtag(ctx.get('If-None-Match'), task)) {
       ctx.status = 304;
       ctx.set('ETag', etagOf(task));
@@ -37,7 +39,9 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
 
   router.delete('/api/tasks/:id/', guard(), async (ctx) => {
     const user = requireUser(ctx);
-    const outcome = await commands.execute({ type: 'DeleteTask', actor: actorOf(ctx, user), taskId: parseId(ctx.params.id), expectedVersion: readIfMatch(ctx) });
+    const outcome = await commands.execute({
+      type: 'DeleteTask', actor: actorOf(ctx, user), taskId: parseId(ctx.params.id), expectedVersion: readIfMatch(ctx), excludedVersion: readIfNoneMatch(ctx),
+    });
     if (!outcome.ok) throw rejectionError(outcome, ctx);
     ctx.status = 204;
   });
@@ -67,14 +71,15 @@ function createTask(deps: Deps) {
   };
 }
 
-/** PATCH (`replace` false) or PUT: the owner's change, conditional on `If-Match` when given. */
+/** PATCH (`replace` false) or PUT: the owner's change, conditional on `If-Match` and `If-None-Match` when given. */
 function changeTask(deps: Deps, replace: boolean) {
   return async (ctx: Context) => {
     const user = requireUser(ctx);
     const taskId = parseId(ctx.params.id);
     const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), !replace);
-    const expectedVersion = readIfMatch(ctx);
-    const outcome = await deps.commands.execute({ type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion });
+    const outcome = await deps.commands.execute({
+      type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion: readIfMatch(ctx), excludedVersion: readIfNoneMatch(ctx),
+    });
     if (!outcome.ok) throw rejectionError(outcome, ctx);
     respondWithTask(ctx, deps, 200, viewTask(expectTask(outcome)));
   };
@@ -104,8 +109,12 @@ function rejectionError(outcome: Extract<CommandOutcome, { ok: false }>, ctx?: C
       return ctx?.get('If-Match').trim() === '*' ? Errors.preconditionFailedMissing() : Errors.notFound();
     case 'forbidden':
       return Errors.forbidden();
-    case 'version_conflict':
-      return Errors.preconditionFailed(outcome.currentVersion);
+    case 'version_conflict': {
+      // the condition that failed: If-Match when it does not name the current version, else If-None-Match
+      const current = etagOf({ id: Number(ctx?.params.id), version: outcome.currentVersion });
+      const failed = ctx && readIfMatch(ctx)?.includes(outcome.currentVersion) === false ? 'If-Match' : 'If-None-Match';
+      return Errors.preconditionFailed(current, failed);
+    }
     case 'idempotency_mismatch':
       return Errors.idempotencyMismatch();
   }
@@ -125,6 +134,19 @@ function matchesEtag(header: string, task: TaskState): boolean {
   if (!header) return false;
   const tag = etagOf(task);
   return header.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === tag);
+}
+
+/**
+ * The versions an `If-None-Match` header refuses for a write (RFC 9110 §13.1.2, weak comparison):
+ * every tag `"<id>-<version>"` or `W/"<id>-<version>"` of this task in its list; `*` refuses any,
+ * since the task exists. No header: unconditional.
+ */
+function readIfNoneMatch(ctx: Context): ExcludedVersion | undefined {
+  const header = ctx.get('If-None-Match').trim();
+  if (!header) return undefined;
+  if (header === '*') return '*';
+  const id = Number(ctx.params.id);
+  return [...header.matchAll(/(?:^|,)\s*(?:W\/)?"(\d+)-(\d+)"\s*(?=,|$)/g)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
 }
 
 /**

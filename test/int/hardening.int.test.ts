@@ -135,6 +135,29 @@ Input('If-Match takes a list: any current tag of this task matches; weak, foreig
   assert.is((await patch('"999999-1"', '/api/tasks/999999/')).status, 404, 'without *, a missing task is 404');
 });
 
+Input('If-None-Match on a write refuses the versions it names (412), * refuses any; If-Match on a read is checked too', async ({ app, token }) => {
+  const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'guarded' } });
+  const id = created.body.id as number;
+  const write = (method: string, headers: Record<string, string>) =>
+    request(app.base, method, `/api/tasks/${id}/`, { token, headers, ...(method === 'DELETE' ? {} : { body: { title: 'guarded', description: JSON.stringify(headers) } }) });
+  const excludes = { detail: `Precondition failed: the task's current ETag is "${id}-1", which If-None-Match excludes.` };
+  for (const method of ['PATCH', 'PUT', 'DELETE']) {
+    for (const tag of ['*', `"${id}-1"`, `W/"${id}-1"`, `"${id}-9", "${id}-1"`]) {
+      const refused = await write(method, { 'If-None-Match': tag });
+      assert.equal([refused.status, refused.body], [412, excludes], `${method} If-None-Match: ${tag}`);
+    }
+  }
+  const events = await request(app.base, 'GET', `/api/tasks/${id}/events/`);
+  assert.is(events.body.count, 1, 'nothing was written');
+  assert.is((await write('PATCH', { 'If-None-Match': `"${id}-7", "${id + 1}-1"` })).status, 200, 'other versions and tasks do not exclude');
+  const both = await write('PATCH', { 'If-Match': `"${id}-1"`, 'If-None-Match': `"${id}-2"` });
+  assert.equal([both.status, both.body.detail], [412, `Precondition failed: the task's current ETag is "${id}-2", which If-Match does not name.`], 'If-Match is judged first');
+  const read = (headers: Record<string, string>) => request(app.base, 'GET', `/api/tasks/${id}/`, { headers });
+  assert.equal([(await read({ 'If-Match': `"${id}-1"` })).status, (await read({ 'If-Match': `"${id}-2"` })).status, (await read({ 'If-Match': '*' })).status], [412, 200, 200]);
+  assert.is((await read({ 'If-Match': `"${id}-2"`, 'If-None-Match': `"${id}-2"` })).status, 304);
+  assert.is((await write('DELETE', { 'If-None-Match': `"${id}-1"` })).status, 204);
+});
+
 Input('GET /api/ lists the collections as absolute links', async ({ app }) => {
   const root = await request(app.base, 'GET', '/api/');
   assert.is(root.status, 200);
