@@ -45,15 +45,14 @@ export const Errors = {
 
 /**
  * The body as an object of fields, or DRF's 400 `Invalid data. Expected a dictionary, but got
- * list.` (Python's type names: list, str, int, float, bool, null).
+ * list.` (Python's type names: list, str, int, float, bool); for JSON `null`, DRF's `No data provided`.
  */
 export function requireObject(body: unknown): Record<string, unknown> {
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) return body as Record<string, unknown>;
+  if (body === null) throw Errors.validation({ non_field_errors: ['No data provided'] });
   const got = Array.isArray(body)
     ? 'list'
-    : body === null
-      ? 'null'
-      : typeof body === 'string'
+    : typeof body === 'string'
         ? 'str'
         : typeof body === 'boolean'
           ? 'bool'

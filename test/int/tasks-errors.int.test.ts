@@ -160,6 +160,7 @@ Errors('validation errors name each field with DRF\'s texts', async () => {
     [{ title: 'nul\u0000byte' }, { title: ['Null characters are not allowed.'] }],
     [{ title: 'ok', completed: 'maybe' }, { completed: ['Must be a valid boolean.'] }],
     [[], { non_field_errors: ['Invalid data. Expected a dictionary, but got list.'] }],
+    [null, { non_field_errors: ['No data provided'] }],
   ];
   for (const [body, errors] of cases) {
     const response = await post(body);

@@ -166,6 +166,7 @@ Validate('given id and unknown fields, then they are ignored and defaults fill t
 Validate('given a list or a string body, then non_field_errors says what it got', () => {
   assert.equal(rejection([]), { non_field_errors: ['Invalid data. Expected a dictionary, but got list.'] });
   assert.equal(rejection('x'), { non_field_errors: ['Invalid data. Expected a dictionary, but got str.'] });
+  assert.equal(rejection(null), { non_field_errors: ['No data provided'] }, 'as DRF answers a JSON null');
 });
 
 Validate('given a partial update, then only the given fields come back and nothing is required', () => {
