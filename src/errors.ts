@@ -36,7 +36,7 @@ export const Errors = {
   payloadTooLarge: (limit: number) => new AppError(413, { detail: `Request body is larger than ${limit} bytes.` }),
   unsupportedMediaType: (type: string) => new AppError(415, { detail: `Unsupported media type "${type}" in request.` }),
   idempotencyMismatch: () =>
-    new AppError(422, { detail: 'Idempotency-Key was already used with a different request body.' }),
+    new AppError(422, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' }),
   throttled: (seconds: number, detail: string, headers: Record<string, string>) =>
     new AppError(429, { detail }, { ...headers, 'Retry-After': String(seconds) }),
   unavailable: (detail: string, retryAfterS: number) =>

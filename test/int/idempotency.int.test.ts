@@ -52,7 +52,7 @@ Tasks('the same key with a different body is a 422 that says so', async () => {
   const tasks = await countOf('tasks');
   const other = await post('/api/tasks/', { title: 'Second' }, 'key-mismatch');
   assert.is(other.status, 422);
-  assert.equal(other.body, { detail: 'Idempotency-Key was already used with a different request body.' });
+  assert.equal(other.body, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' });
   assert.is(await countOf('tasks'), tasks);
 });
 
@@ -106,7 +106,7 @@ Reports('a repeat replays, a different range is a 422, and another user gets the
 
   const different = await post('/api/reports/', { ...range, owner: 'bob' }, 'report-repeat');
   assert.is(different.status, 422);
-  assert.equal(different.body, { detail: 'Idempotency-Key was already used with a different request body.' });
+  assert.equal(different.body, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' });
 
   const theirs = await post('/api/reports/', { ...range, owner: 'alice' }, 'report-repeat', bob);
   assert.is(theirs.status, 202);
