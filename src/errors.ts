@@ -34,7 +34,7 @@ export const Errors = {
     }),
   preconditionFailedMissing: () => new AppError(412, { detail: 'Precondition failed: the task does not exist.' }),
   payloadTooLarge: (limit: number) => new AppError(413, { detail: `Request body is larger than ${limit} bytes.` }),
-  unsupportedMediaType: (type: string) => new AppError(415, { detail: `Unsupported media type "${type}" in request.` }),
+  unsupportedMediaType: (detail: string) => new AppError(415, { detail }),
   idempotencyMismatch: () =>
     new AppError(422, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' }),
   throttled: (seconds: number, detail: string, headers: Record<string, string>) =>

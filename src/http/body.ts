@@ -6,7 +6,8 @@ const DISCARD_FACTOR = 16;
 
 /**
  * Reads a JSON (or, where `allowForm`, form-encoded) request body as DRF's parsers would: an
- * empty body is `{}`; a wrong Content-Type is 415; a body over `limit` bytes is 413, its rest
+ * empty body is `{}`; a wrong Content-Type, a charset other than UTF-8 or a content coding is
+ * 415; a body over `limit` bytes is 413, its rest
  * dropped unparsed; malformed JSON is 400 with the parser's reason.
  */
 export async function readBody(ctx: Context, limit: number, allowForm = false): Promise<unknown> {
@@ -15,12 +16,19 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
     discardRest(ctx, limit);
     throw Errors.payloadTooLarge(limit);
   }
-  const raw = await readRaw(ctx, limit);
-  if (raw.length === 0) return {};
-  const type = (ctx.get('Content-Type').split(';')[0] ?? '').trim().toLowerCase();
-  if (type === 'application/json' || type.endsWith('+json')) return parseJson(raw);
-  if (allowForm && type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(raw));
-  throw Errors.unsupportedMediaType(type || 'none');
+  const bytes = await readRaw(ctx, limit);
+  if (bytes.length === 0) return {};
+  const encoding = ctx.get('Content-Encoding').trim().toLowerCase();
+  if (encoding && encoding !== 'identity') throw Errors.unsupportedMediaType(`Unsupported content coding "${encoding}" in request.`);
+  const [mediaType = '', ...parameters] = ctx.get('Content-Type').split(';');
+  const charset = parameters.map((p) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(p)?.[1]?.toLowerCase()).find(Boolean);
+  if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii') {
+    throw Errors.unsupportedMediaType(`Unsupported charset "${charset}" in request: bodies are read as UTF-8.`);
+  }
+  const type = mediaType.trim().toLowerCase();
+  if (type === 'application/json' || type.endsWith('+json')) return parseJson(decodeUtf8(bytes));
+  if (allowForm && type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(decodeUtf8(bytes)));
+  throw Errors.unsupportedMediaType(`Unsupported media type "${type || 'none'}" in request.`);
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -43,7 +51,7 @@ function parseJson(raw: string): unknown {
   }
 }
 
-async function readRaw(ctx: Context, limit: number): Promise<string> {
+async function readRaw(ctx: Context, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   // Leaving the loop early must not destroy the request: that resets the socket under the 413.
@@ -55,8 +63,12 @@ async function readRaw(ctx: Context, limit: number): Promise<string> {
     }
     chunks.push(chunk);
   }
+  return Buffer.concat(chunks);
+}
+
+function decodeUtf8(bytes: Buffer): string {
   try {
-    return UTF8.decode(Buffer.concat(chunks));
+    return UTF8.decode(bytes);
   } catch {
     throw Errors.invalidJson('the body is not valid UTF-8');
   }

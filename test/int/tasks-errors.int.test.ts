@@ -60,6 +60,22 @@ Errors('a body in another media type is 415 naming it', async () => {
   assert.equal([xml.status, xml.body], [415, { detail: 'Unsupported media type "application/xml" in request.' }]);
 });
 
+Errors('a compressed body or one in another charset is 415 saying which; UTF-8 named in any spelling is read', async () => {
+  const { gzipSync } = await import('node:zlib');
+  const compressed = await fetch(`${app.base}/api/tasks/`, {
+    method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, body: gzipSync('{"title":"zipped"}'),
+  });
+  assert.equal([compressed.status, await compressed.json()], [415, { detail: 'Unsupported content coding "gzip" in request.' }]);
+  const utf16 = await fetch(`${app.base}/api/tasks/`, {
+    method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json; charset=UTF-16' }, body: Buffer.from('{"title":"wide"}', 'utf16le'),
+  });
+  assert.equal([utf16.status, await utf16.json()], [415, { detail: 'Unsupported charset "utf-16" in request: bodies are read as UTF-8.' }]);
+  for (const type of ['application/json; charset="UTF-8"', 'application/json;charset=utf8']) {
+    const named = await call('POST', '/api/tasks/', { raw: '{"title":"named"}', headers: { 'Content-Type': type, 'Content-Encoding': 'identity' } });
+    assert.is(named.status, 201, type);
+  }
+});
+
 Errors('form-encoded bodies are accepted, as DRF parses them', async () => {
   const response = await call('POST', '/api/tasks/', { raw: 'title=Form+task', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
   assert.is(response.status, 201, response.text);
