@@ -7,15 +7,19 @@ export interface CursorPosition {
   direction: 'forward' | 'backward';
 }
 
-/** What a cursor is only valid for: the list's ordering and the `ordering` value the client sent. */
+/**
+ * What a cursor is only valid for: the list it came from (its path: one task's history is not
+ * another's), the list's ordering and the `ordering` value the client sent.
+ */
 export interface CursorBinding {
+  list: string;
   ordering: Ordering;
   orderingParam: string;
 }
 
 // Token = base64url(payload ‖ mac), no padding. Payload: version (1 byte), flags (1 byte: bit 0
 // backward, bit 1 descending), key (signed 64-bit big-endian), orderingParam (UTF-8, the rest).
-// mac = the first 16 bytes of HMAC-SHA256(secret, payload).
+// mac = the first 16 bytes of HMAC-SHA256(secret, payload ‖ list), so the list is bound unsent.
 const VERSION = 1;
 const BACKWARD = 0b01;
 const DESCENDING = 0b10;
@@ -32,20 +36,20 @@ export function encodeCursor(position: CursorPosition, binding: CursorBinding, s
   payload.writeUInt8((position.direction === 'backward' ? BACKWARD : 0) | (binding.ordering === 'desc' ? DESCENDING : 0), 1);
   payload.writeBigInt64BE(BigInt(position.key), 2);
   param.copy(payload, HEADER_BYTES);
-  return Buffer.concat([payload, sign(payload, secret)]).toString('base64url');
+  return Buffer.concat([payload, sign(payload, binding.list, secret)]).toString('base64url');
 }
 
 /**
  * Decodes a cursor token, or returns null for anything not made by `encodeCursor` with this
  * secret for this exact binding: garbage, non-canonical base64, truncation, any changed byte, a
- * cursor minted for another ordering.
+ * cursor minted for another ordering or another list.
  */
 export function decodeCursor(token: string, binding: CursorBinding, secret: string): CursorPosition | null {
   if (token.length > MAX_TOKEN_CHARS || !BASE64URL.test(token)) return null;
   const bytes = Buffer.from(token, 'base64url');
   if (bytes.length < HEADER_BYTES + MAC_BYTES || bytes.toString('base64url') !== token) return null;
   const payload = bytes.subarray(0, bytes.length - MAC_BYTES);
-  if (!timingSafeEqual(bytes.subarray(payload.length), sign(payload, secret))) return null;
+  if (!timingSafeEqual(bytes.subarray(payload.length), sign(payload, binding.list, secret))) return null;
   const flags = payload.readUInt8(1);
   const key = Number(payload.readBigInt64BE(2));
   const matches =
@@ -57,6 +61,6 @@ export function decodeCursor(token: string, binding: CursorBinding, secret: stri
   return matches ? { key, direction: flags & BACKWARD ? 'backward' : 'forward' } : null;
 }
 
-function sign(payload: Buffer, secret: string): Buffer {
-  return createHmac('sha256', secret).update(payload).digest().subarray(0, MAC_BYTES);
+function sign(payload: Buffer, list: string, secret: string): Buffer {
+  return createHmac('sha256', secret).update(payload).update(list, 'utf8').digest().subarray(0, MAC_BYTES);
 }

@@ -22,7 +22,7 @@ export async function paginateByCursor<T>(
 ): Promise<PaginateOutcome<T>> {
   const size = readPageSize(query, settings);
   if (!size.ok) return size;
-  const binding: CursorBinding = { ordering: request.ordering, orderingParam: request.orderingParam ?? '' };
+  const binding: CursorBinding = { list: request.url.pathname, ordering: request.ordering, orderingParam: request.orderingParam ?? '' };
   const token = readLastValue(query, 'cursor') ?? '';
   const position = token === '' ? null : decodeCursor(token, binding, settings.cursorSecret);
   if (token !== '' && position === null) return INVALID_CURSOR;

@@ -182,7 +182,7 @@ cursor('tampered, truncated, foreign or garbage cursors → 404 Invalid cursor',
   const movedId = Buffer.from(bytes);
   movedId.writeBigInt64BE(movedId.readBigInt64BE(2) + 1n, 2); // the id inside, old signature kept
   const descending = cursorOf((await get('/api/tasks/?cursor=&ordering=-id')).body.next);
-  const mint = (secret: string) => encodeCursor({ key: 10, direction: 'forward' }, { ordering: 'asc', orderingParam: 'id' }, secret);
+  const mint = (secret: string) => encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id' }, secret);
   assert.equal(ids((await get(`/api/tasks/?cursor=${mint(SECRET)}`)).body), range(11, 20), 'signed with CURSOR_SECRET: accepted');
   const otherSecret = mint('another-secret-0123456789');
   for (const tampered of [flip(1), flip(9), flip(bytes.length - 1), movedId.toString('base64url'), good.slice(0, -2), `${good}A`, 'garbage', 'cD0xMA%3D%3D', otherSecret]) {
@@ -227,6 +227,8 @@ history('cursor and limit/offset walk the 12 versions of task 1', async () => {
   assert.ok(first.body.results.every((event: { task_id: number }) => event.task_id === 1));
   await expectDetail('/api/tasks/1/events/?cursor=&page=2', 400, '"cursor"', '"page"');
   await expectInvalidCursor(`/api/tasks/1/events/?cursor=${cursorOf(first.body.next).slice(1)}`);
+  const other = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'another history' } });
+  await expectInvalidCursor(`/api/tasks/${other.body.id}/events/?cursor=${cursorOf(first.body.next)}`);
   await expectDetail('/api/tasks/1/events/?limit=x', 400, '"limit"');
 });
 

@@ -7,8 +7,8 @@ import type { Ordering, PageSource } from '../../src/pagination/types.js';
 type Task = { id: number; title: string };
 const SECRET = 'test-secret';
 const settings = { pageSize: 10, maxPageSize: 100, cursorSecret: SECRET };
-const ascending: CursorBinding = { ordering: 'asc', orderingParam: 'id' };
-const descending: CursorBinding = { ordering: 'desc', orderingParam: '-id' };
+const ascending: CursorBinding = { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id' };
+const descending: CursorBinding = { list: '/api/tasks/', ordering: 'desc', orderingParam: '-id' };
 const INVALID = { ok: false, status: 404, detail: 'Invalid cursor' };
 
 const tasks: Task[] = Array.from({ length: 25 }, (_, index) => ({ id: index + 1, title: `Task ${index + 1}` }));
@@ -31,7 +31,7 @@ const Codec = suite('cursor tokens round-trip and are opaque and URL-safe');
 Codec('key, direction and binding survive encoding', () => {
   for (const key of [0, 1, 10, -7, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER]) {
     for (const direction of ['forward', 'backward'] as const) {
-      for (const binding of [ascending, descending, { ordering: 'asc', orderingParam: '' } as const, { ordering: 'desc', orderingParam: 'créé' } as const]) {
+      for (const binding of [ascending, descending, { list: '/api/tasks/7/events/', ordering: 'asc', orderingParam: '' } as const, { list: '', ordering: 'desc', orderingParam: 'créé' } as const]) {
         const token = encodeCursor({ key, direction }, binding, SECRET);
         assert.match(token, /^[A-Za-z0-9_-]+$/);
         assert.equal(decodeCursor(token, binding, SECRET), { key, direction });
@@ -83,8 +83,14 @@ Tampering('a cursor made for -id used with id, or for another ordering', async (
   assert.equal(await open(forDescending, 'asc', 'id'), INVALID);
   assert.equal(await open(forDescending, 'asc', '-id'), INVALID);
   assert.equal(await open(forDescending, 'desc', 'id'), INVALID);
-  const unnamed = encodeCursor({ key: 10, direction: 'forward' }, { ordering: 'asc', orderingParam: '' }, SECRET);
+  const unnamed = encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: '' }, SECRET);
   assert.equal(await open(unnamed, 'desc', ''), INVALID);
+});
+
+Tampering('a cursor made for another list: another task\'s history, or the task list with its path spelled otherwise', async () => {
+  for (const list of ['/api/tasks/3/events/', '/api/tasks', '/api/events/']) {
+    assert.equal(await open(encodeCursor({ key: 10, direction: 'forward' }, { ...ascending, list }, SECRET)), INVALID, list);
+  }
 });
 
 Tampering('truncated, padded, non-canonical, foreign-secret and oversized tokens', async () => {
@@ -100,7 +106,7 @@ Tampering('truncated, padded, non-canonical, foreign-secret and oversized tokens
     sibling,
     Buffer.from(token, 'base64url').toString('base64'),
     encodeCursor({ key: 10, direction: 'forward' }, ascending, 'other-secret'),
-    encodeCursor({ key: 10, direction: 'forward' }, { ordering: 'asc', orderingParam: 'id'.repeat(400) }, SECRET),
+    encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id'.repeat(400) }, SECRET),
     'garbage',
     'cD0xMA',
   ];
