@@ -12,7 +12,8 @@ const STORE_DOWN_RETRY_S = 5;
  * The throttle of one process: `throttleFor(scope)` counts a request against its scope before any
  * permission check or other work. Without a named scope the general rate applies: `user` for an
  * authenticated client, `anon` otherwise. A named scope (e.g. `token-obtain`) replaces the
- * general rate on its route. Store failures are logged once per burst for all routes together.
+ * general rate on its route; one keyed by user (e.g. `reports`) counts only authenticated
+ * clients, and anonymous ones (or bad credentials) against `anon`. Store failures are logged once per burst for all routes together.
  * @throws Error from `throttleFor` when the named scope has no rule (at start, where the route is declared).
  */
 export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>): (scope?: ScopeName) => Middleware {
@@ -30,8 +31,10 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
   const series = seriesFor(deps);
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
-    const rule = rules.get(scope ?? (ctx.state.user ? 'user' : 'anon'));
-    if (!rule) throw new Error(`throttle scope "${scope ?? 'anon/user'}" is not configured`);
+    // A scope keyed by user cannot key a client without one (anonymous, or bad credentials): anon counts it.
+    const named = scope === undefined ? undefined : rules.get(scope);
+    const rule = named && (named.keyedBy !== 'user' || ctx.state.user) ? named : rules.get(ctx.state.user ? 'user' : 'anon');
+    if (!rule || (scope !== undefined && !named)) throw new Error(`throttle scope "${scope ?? 'anon/user'}" is not configured`);
     const ident = identify(ctx, rule, deps);
     const { duration, allowed, throttled, storeError } = series(rule.scope);
     const started = performance.now();

@@ -146,8 +146,11 @@ Proxied('bad credentials count against anon before their 401; throttling comes b
     ['GET', '/api/tasks/', { ip, token: randomBytes(32).toString('hex') }],
     ['POST', '/api/tasks/', { ip }],
     ['GET', '/api/tasks/99999/', { ip }],
+    // reports is keyed by user: without one, anon counts the request (else it would be a 401 here)
+    ['POST', '/api/reports/', { ip }],
+    ['POST', '/api/reports/', { ip, token: randomBytes(32).toString('hex') }],
   ] as const) {
-    const response = await send(app, method, path, client, method === 'POST' ? { title: 'no' } : undefined);
+    const response = await send(app, method, path, client, method === 'POST' ? (path === '/api/reports/' ? REPORT : { title: 'no' }) : undefined);
     assert.is(response.status, 429, `${method} ${path} once anon is spent by 401s: ${response.text}`);
   }
 });
