@@ -25,7 +25,14 @@ export async function runWebChild(config: Config): Promise<void> {
     void handle(req, res);
   });
   answerClientErrors(http);
-  await new Promise<void>((resolve) => http.listen(config.PORT, config.HOST, resolve));
+  // A listen error (the port taken meanwhile) ends the start with one line, not an unhandled event.
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(config.PORT, config.HOST, () => {
+      http.off('error', reject);
+      resolve();
+    });
+  });
   process.send?.({ type: 'ready' });
 
   const drain = async () => {

@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
@@ -61,13 +62,35 @@ export async function runPrimary(config: Config): Promise<void> {
   });
 
   if (stopping) return;
-  if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
+  if (config.ROLE !== 'jobs') {
+    await step(() => ensureServable(config.PORT, config.HOST));
+    await supervisor.start('web', config.WEB_CONCURRENCY);
+  }
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
   if (stopping) return;
+  const web = config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY;
   logger.info(
-    { port: config.PORT, metricsPort: config.METRICS_PORT, web: config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY, jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY },
-    `Paceline is up: http://127.0.0.1:${config.PORT}/api/tasks/`,
+    { port: web > 0 ? config.PORT : undefined, metricsPort: config.METRICS_PORT, web, jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY },
+    web > 0 ? `Paceline is up: http://127.0.0.1:${config.PORT}/api/tasks/` : 'Paceline job workers are up (ROLE=jobs: this host serves no API)',
   );
+}
+
+/**
+ * Fails the start with one line when PORT cannot be listened on (another process holds it),
+ * rather than forking web workers that would each fail to bind and be restarted for ever.
+ */
+async function ensureServable(port: number, host: string): Promise<void> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ port, host, exclusive: true }, resolve);
+    });
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    throw new Error(`PORT ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`);
+  }
+  await new Promise((resolve) => probe.close(resolve));
 }
 
 function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<void>) {

@@ -1,4 +1,6 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -261,3 +263,31 @@ ProcessManager('SIGTERM to the PID of `npm start` stops the service and everythi
 });
 
 ProcessManager.run();
+
+const Refusal = suite('a start that cannot succeed ends at once with one line');
+
+Refusal('PORT held by another process: exit 1 with one line naming PORT, no worker forked, no stack trace', async () => {
+  const database = await createTestDatabase('lifecycle-port');
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  const port = (holder.address() as AddressInfo).port;
+  try {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: { ...process.env, ...testStoresEnv('lifecycle-port', database.url), LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: '0', METRICS_HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const [code] = await once(child, 'exit');
+    clearTimeout(timer);
+    assert.is(code, 1, output);
+    assert.is(output.trim(), `paceline: could not start: PORT ${port} on 127.0.0.1 cannot be served: another process is listening on it`);
+  } finally {
+    holder.close();
+    await database.drop();
+  }
+});
+
+Refusal.run();
