@@ -26,6 +26,8 @@ export interface EmbeddedPostgresOptions {
   database?: string;
   /** Receives the server's log lines; they are dropped when absent. */
   log?: (line: string) => void;
+  /** Called, instead of logging a line, when the server exits without `stop()` (killed, crashed). */
+  onUnexpectedExit?: (how: string) => void;
 }
 
 const START_TIMEOUT_MS = 60_000;
@@ -61,7 +63,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const child = await startServer(server, opts.port, recent);
   let stopping = false;
   child.once('exit', (code, signal) => {
-    if (!stopping) log(`PostgreSQL on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
+    if (stopping) return;
+    if (opts.onUnexpectedExit) opts.onUnexpectedExit(signal ?? `code ${code}`);
+    else log(`PostgreSQL on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
   });
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${opts.port}`;
   const stop = runOnce(() => {

@@ -17,6 +17,8 @@ export interface RedisOptions {
   log?: (line: string) => void;
   /** More `redis-server` options, e.g. `['--cluster-enabled', 'yes']`. */
   extraArgs?: string[];
+  /** Called, instead of logging a line, when the server exits without `stop()` (killed, crashed). */
+  onUnexpectedExit?: (how: string) => void;
 }
 
 const READY_TIMEOUT_MS = 30_000;
@@ -70,7 +72,9 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
 
   let stopping = false;
   void exited.then(({ code, signal }) => {
-    if (!stopping) log(`redis-server on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
+    if (stopping) return;
+    if (opts.onUnexpectedExit) opts.onUnexpectedExit(signal ?? `code ${code}`);
+    else log(`redis-server on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
   });
   let stopped: Promise<void> | undefined;
   const stop = () =>

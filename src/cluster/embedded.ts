@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { startEmbeddedPostgres } from '../../ops/embedded/postgres.js';
 import { startRedis } from '../../ops/embedded/redis.js';
@@ -31,14 +32,16 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
       logger.info({ port: config.EMBEDDED_PG_PORT }, 'starting embedded PostgreSQL');
-      const pg = await startEmbeddedPostgres({ dataDir: join(dataDir, 'pg'), port: config.EMBEDDED_PG_PORT, persistent: true });
+      const pg = await keepRunning('PostgreSQL', logger, (onUnexpectedExit) =>
+        startEmbeddedPostgres({ dataDir: join(dataDir, 'pg'), port: config.EMBEDDED_PG_PORT, persistent: true, onUnexpectedExit }));
       started.push(pg);
       databaseUrl = pg.url;
     }
     let redisUrl = config.REDIS_URL;
     if (!redisUrl) {
       logger.info({ port: config.EMBEDDED_REDIS_PORT }, 'starting embedded Redis');
-      const redis = await startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true });
+      const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
+        startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, onUnexpectedExit }));
       started.push(redis);
       redisUrl = redis.url;
     }
@@ -48,6 +51,59 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
     await stop();
     throw error;
   }
+}
+
+const RESTART_WINDOW_MS = 60_000;
+const MAX_RESTART_DELAY_MS = 30_000;
+
+/**
+ * Starts an embedded store and starts it again, on the same port and data, whenever it exits
+ * on its own (killed, crashed): after 0.5 s, doubling with each exit in the last minute up to
+ * 30 s, and again after a failed start. The children's clients reconnect by themselves, so the
+ * service recovers without a restart (and, meanwhile, answers as it does with an external store
+ * that is down). `stop()` ends it for good, cancelling a pending restart.
+ */
+export async function keepRunning(
+  name: string,
+  logger: Logger,
+  start: (onUnexpectedExit: (how: string) => void) => Promise<RunningService>,
+): Promise<RunningService> {
+  let current: RunningService;
+  let stopped = false;
+  let exits: number[] = [];
+  let restarting: Promise<void> = Promise.resolve();
+  const cancel = new AbortController();
+  const onUnexpectedExit = (how: string) => {
+    if (stopped) return;
+    const now = Date.now();
+    exits = [...exits.filter((at) => now - at < RESTART_WINDOW_MS), now];
+    const delay = Math.min(MAX_RESTART_DELAY_MS, 500 * 2 ** (exits.length - 1));
+    logger.error({ store: name, exit: how, exitsLastMinute: exits.length, restartInMs: delay }, `embedded ${name} exited unexpectedly; restarting it`);
+    restarting = (async () => {
+      try {
+        await sleep(delay, undefined, { signal: cancel.signal });
+      } catch {
+        return; // stopped meanwhile
+      }
+      try {
+        current = await start(onUnexpectedExit);
+        logger.warn({ store: name }, `embedded ${name} restarted`);
+      } catch (error) {
+        logger.error({ err: error, store: name }, `embedded ${name} could not be restarted`);
+        onUnexpectedExit('start failed');
+      }
+    })();
+  };
+  current = await start(onUnexpectedExit);
+  return {
+    url: current.url,
+    async stop() {
+      stopped = true;
+      cancel.abort();
+      await restarting;
+      await current.stop();
+    },
+  };
 }
 
 async function readOrCreateSecret(dataDir: string, logger: Logger): Promise<string> {

@@ -1,0 +1,97 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { findFreePort } from '../../ops/embedded/ports.js';
+import { startRedis } from '../../ops/embedded/redis.js';
+import { keepRunning } from '../../src/cluster/embedded.js';
+
+// `npm start` without REDIS_URL runs redis-server as its child: one that dies (killed, OOM) must
+// come back by itself, or throttling stays off (fail-open) until someone restarts the service.
+
+const Keeper = suite('an embedded store that exits on its own is started again');
+
+/** A logger whose lines are kept, as the primary's JSON log. */
+function capturingLogger() {
+  const lines: Array<{ level: number; msg: string; store?: string; exit?: string }> = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines };
+}
+
+/** The pid of the redis-server answering on `port`, or undefined when none answers. */
+async function serverPid(port: number): Promise<number | undefined> {
+  const client = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => {}); // none answering is an answer here
+  try {
+    await client.connect();
+    return Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1]);
+  } catch {
+    return undefined;
+  } finally {
+    client.disconnect();
+  }
+}
+
+async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+Keeper('a killed redis-server is back on the same port within seconds, logged as JSON; stop() ends it for good', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'paceline-keeper-'));
+  const port = await findFreePort();
+  const { logger, lines } = capturingLogger();
+  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
+  try {
+    const first = await waitFor('the first server', () => serverPid(port));
+    process.kill(first, 'SIGKILL');
+    const second = await waitFor('a new server', async () => {
+      const pid = await serverPid(port);
+      return pid !== undefined && pid !== first ? pid : undefined;
+    });
+    assert.ok(second > 0);
+    const exit = lines.find((line) => line.msg === 'embedded Redis exited unexpectedly; restarting it');
+    assert.equal([exit?.level, exit?.store, exit?.exit], [50, 'Redis', 'SIGKILL']);
+    assert.ok(lines.some((line) => line.msg === 'embedded Redis restarted'));
+  } finally {
+    await redis.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+  assert.is(await serverPid(port), undefined, 'stopped for good');
+});
+
+Keeper('stop() during the back-off cancels the restart', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'paceline-keeper-'));
+  const port = await findFreePort();
+  const { logger } = capturingLogger();
+  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
+  try {
+    process.kill((await serverPid(port))!, 'SIGKILL');
+    await waitFor('the exit', async () => ((await serverPid(port)) === undefined ? true : undefined));
+    const started = Date.now();
+    await redis.stop();
+    assert.ok(Date.now() - started < 1_000, 'stop does not wait for the back-off');
+    await sleep(1_500);
+    assert.is(await serverPid(port), undefined, 'nothing was started after stop()');
+  } finally {
+    await redis.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Keeper.run();
