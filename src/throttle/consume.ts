@@ -67,6 +67,15 @@ const MAX_IN_FLIGHT = 2;
 /** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
 const RESULT_BYTES = 32;
 
+/** Bytes of Redis's clock (µs, a double) that follow the checks' results in every reply. */
+const CLOCK_BYTES = 8;
+
+/** The first double of the reply of a call that reached Redis after its deadline (nothing recorded). */
+const EXPIRED = -2;
+
+/** How long one span of the clock-offset estimate lasts; the estimate is the least of the last two. */
+const OFFSET_SPAN_MS = 10_000;
+
 /** Distinct rules one script call can name (the layout holds indices as single bytes). */
 const MAX_RULES = 127;
 
@@ -91,7 +100,8 @@ interface Pending {
  * is still decided atomically and exactly, as if it had a call of its own (see ring.lua.ts).
  *
  * With `timeoutMs`, a request not answered within it of asking (time queued behind calls in
- * flight included) is rejected, with the rest of its call. The deadline is judged after one more
+ * flight included) is rejected, with the rest of its call; the call carries that deadline in
+ * Redis's clock, so if Redis runs it later (paused, frozen) it records nothing. The deadline is judged after one more
  * poll for I/O, so that only the store's slowness counts, not this process's event-loop lag: an
  * expired timer runs before the loop reads the sockets.
  */
@@ -101,6 +111,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
   const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
   let queue: Pending[] = [];
   let inFlight = 0;
+  const offset = timeoutMs === undefined ? undefined : createClockOffset();
   let scheduled = false;
   /** When the oldest queued request asked: the deadline of its call counts from then. */
   let queuedSince = 0;
@@ -121,7 +132,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     for (const batch of batches(pending, redis.isCluster)) decide(batch, queuedSince);
   };
 
-  const decide = (batch: Pending[], since: number) => {
+  const decide = (batch: Pending[], since: number, retried = false) => {
     const keys: string[] = [];
     const rules = new Map<ScopeRule, number>();
     // Bytes 1–127 only: sent as a string, they are the same bytes in UTF-8, and ioredis writes
@@ -163,10 +174,27 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       schedule();
     };
     inFlight++;
-    run(keys.length, ...keys, ruleList, String.fromCharCode(...layout)).then(
+    const sentAt = performance.now();
+    // In Redis's clock: when this process stops waiting for the answer. A call that reaches Redis
+    // later records nothing, so a request already answered under THROTTLE_FAILURE_MODE (a 503 in
+    // `closed`) is never counted once Redis catches up.
+    const estimate = offset?.estimate();
+    const deadline = estimate === undefined || timeoutMs === undefined ? 0 : Math.ceil((since + timeoutMs + estimate) * 1000);
+    run(keys.length, ...keys, ruleList, String.fromCharCode(...layout), String(deadline)).then(
       (reply) => settle(() => {
         try {
-          answer(batch, keys.length, reply);
+          const redisNowMs = clockOf(reply, keys.length) / 1000;
+          if (reply.readDoubleLE(0) !== EXPIRED) {
+            offset?.sample(redisNowMs - sentAt, sentAt);
+            answer(batch, keys.length, reply);
+          } else if (!retried && timeoutMs !== undefined && performance.now() < since + timeoutMs) {
+            // Expired by Redis's clock yet answered in time by ours: Redis's clock has stepped
+            // forward since the estimate. Estimated afresh, the batch (recorded nowhere) goes again.
+            offset?.reset(redisNowMs - sentAt, sentAt);
+            decide(batch, since, true);
+          } else {
+            rejectAll(batch, unanswered(timeoutMs ?? 0));
+          }
         } catch (error) {
           // A reply not of the script's shape; requests already answered keep their answer.
           rejectAll(batch, error as Error);
@@ -194,10 +222,42 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
   };
 }
 
+/** Redis's clock (µs) in a reply: after the results, or after the EXPIRED mark. @throws Error for a reply of another shape. */
+function clockOf(reply: Buffer, checkCount: number): number {
+  const expired = reply.length === 2 * CLOCK_BYTES && reply.readDoubleLE(0) === EXPIRED;
+  if (!expired && reply.length < RESULT_BYTES * checkCount + CLOCK_BYTES) throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
+  return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
+}
+
+/**
+ * Redis's clock minus this process's monotonic clock (`performance.now()`), in ms, as the
+ * quickest recent call saw it: Redis's `now` minus when the call was sent. That includes the
+ * quickest call's one-way delay, so a deadline converted with it errs late, never early. The
+ * estimate is the least sample of the last two spans of OFFSET_SPAN_MS, so it follows Redis's
+ * clock stepping back at once and stepping forward within two spans (or at once: see `reset`).
+ */
+export function createClockOffset() {
+  let [current, previous, spanStart] = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY];
+  return {
+    estimate: (): number | undefined => {
+      const least = Math.min(current, previous);
+      return Number.isFinite(least) ? least : undefined;
+    },
+    sample(offsetMs: number, at: number) {
+      if (at - spanStart > OFFSET_SPAN_MS) [previous, current, spanStart] = [current, Number.POSITIVE_INFINITY, at];
+      current = Math.min(current, offsetMs);
+    },
+    /** Forgets every earlier sample: they were taken before Redis's clock stepped forward. */
+    reset(offsetMs: number, at: number) {
+      [current, previous, spanStart] = [offsetMs, Number.POSITIVE_INFINITY, at];
+    },
+  };
+}
+
 /** Hands each request of a batch its decisions from the script's reply (see ring.lua.ts). */
 function answer(batch: Pending[], checkCount: number, reply: Buffer): void {
-  if (reply.length < RESULT_BYTES * checkCount) throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
-  const errors = reply.length > RESULT_BYTES * checkCount ? reply.subarray(RESULT_BYTES * checkCount).toString().split('\n') : [];
+  const end = RESULT_BYTES * checkCount + CLOCK_BYTES;
+  const errors = reply.length > end ? reply.subarray(end).toString().split('\n') : [];
   let at = 0;
   for (const { checks, resolve, reject } of batch) {
     if (reply.readDoubleLE(at) === -1) {

@@ -60,9 +60,13 @@
  * batch decides exactly as the same requests would with one call each. A log's instant is never
  * earlier than its newest entry, so a clock stepping back cannot unsort it.
  *
+ * ARGV[3] is the caller's deadline in µs of Redis's clock ('0': none): a call that starts later
+ * decides nothing and records nothing (its caller has answered its requests without it) and
+ * returns just two doubles, -2 and the clock.
+ *
  * Returns one string: per check, 4 little-endian doubles (allowed 1/0, remaining, resetMs,
- * retryAfterS; see Decision). A request that failed (a key of another type, a write refused for
- * memory) has -1 as its first check's `allowed`; its error texts follow the doubles, one per
+ * retryAfterS; see Decision), then the clock (µs, a double). A request that failed (a key of another type, a write refused for
+ * memory) has -1 as its first check's `allowed`; its error texts follow the clock, one per
  * line, in the order of the failed requests. The other requests of the batch are decided as usual.
  */
 export const RING_SCRIPT = `
@@ -260,6 +264,9 @@ end
 local layout = ARGV[2]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+-- past the caller's deadline the caller has stopped waiting: decide and record nothing
+local deadline = tonumber(ARGV[3]) or 0
+if deadline > 0 and now > deadline then return pack('<dd', -2, now) end
 local out, errors = {}, {}
 local k, at = 0, 0
 while at < #layout do
@@ -272,5 +279,5 @@ while at < #layout do
   end
   k, at = k + c, at + 1 + c
 end
-return table.concat(out) .. table.concat(errors, '\\n')
+return table.concat(out) .. pack('<d', now) .. table.concat(errors, '\\n')
 `;

@@ -150,6 +150,13 @@ test('redis-server frozen (SIGSTOP): checks give up after THROTTLE_TIMEOUT_MS un
   for (const mode of modes) assert.is(logged(mode, UNAVAILABLE).length, 2, `${mode.name}: one more line for the second burst`);
   await assertRecovered();
   for (const mode of modes) assert.is(logged(mode, RECOVERED).length, 2);
+  // The calls sent while Redis was frozen ran when it woke, after their callers had answered
+  // without them: they recorded nothing, so a client refused with 503 (closed) is not charged for
+  // it, and one let through unchecked (open) was not counted either.
+  for (const mode of modes) {
+    const next = await get(mode, '/api/tasks/', '192.0.2.10');
+    assert.equal([next.status, next.headers.get('ratelimit')], [200, '"anon";r=2;t=60'], `${mode.name}: the whole budget is left`);
+  }
 });
 
 test('an app whose Redis is gone still closes: the client stops reconnecting, nothing keeps the process alive', async () => {

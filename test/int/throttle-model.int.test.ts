@@ -32,7 +32,7 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])`;
   if (!RING_SCRIPT.includes(clock) || RING_SCRIPT.split(px).length !== 4 || !RING_SCRIPT.includes(pexpire)) {
     throw new Error('ring.lua.ts no longer reads the clock or sets expiries as this test expects');
   }
-  return RING_SCRIPT.replace(clock, 'local now = tonumber(ARGV[3])').split(px).join(`) ${record}`).replace(pexpire, record);
+  return RING_SCRIPT.replace(clock, 'local now = tonumber(ARGV[4])').split(px).join(`) ${record}`).replace(pexpire, record);
 }
 const SCRIPT = scriptOnTestClock();
 let redis: Redis;
@@ -113,9 +113,10 @@ async function callScript(requests: Check[][], now: number): Promise<Result[]> {
     }
   }
   const reply = (await redis.callBuffer(
-    'EVAL', SCRIPT, keys.length, ...keys, rules.join(' '), Buffer.from(layout), String(now),
+    'EVAL', SCRIPT, keys.length, ...keys, rules.join(' '), Buffer.from(layout), '0', String(now),
   )) as Buffer;
-  assert.is(reply.length, keys.length * 32, `no request failed: ${reply.subarray(keys.length * 32).toString()}`);
+  assert.is(reply.length, keys.length * 32 + 8, `no request failed: ${reply.subarray(keys.length * 32 + 8).toString()}`);
+  assert.is(reply.readDoubleLE(keys.length * 32), now, 'the clock follows the results');
   return keys.map((_, i): Result => [0, 1, 2, 3].map((f) => reply.readDoubleLE(32 * i + 8 * f)) as Result);
 }
 
