@@ -73,6 +73,9 @@ const CLOCK_BYTES = 8;
 /** The first double of the reply of a call that reached Redis after its deadline (nothing recorded). */
 const EXPIRED = -2;
 
+/** How long a call sent after its requests' deadline (this process lagging) is still waited for. */
+const LATE_SEND_GRACE_MS = 50;
+
 /** How long one span of the clock-offset estimate lasts; the estimate is the least of the last two. */
 const OFFSET_SPAN_MS = 10_000;
 
@@ -100,10 +103,11 @@ interface Pending {
  * is still decided atomically and exactly, as if it had a call of its own (see ring.lua.ts).
  *
  * With `timeoutMs`, a request not answered within it of asking (time queued behind calls in
- * flight included) is rejected, with the rest of its call; the call carries that deadline in
- * Redis's clock, so if Redis runs it later (paused, frozen) it records nothing. The deadline is judged after one more
- * poll for I/O, so that only the store's slowness counts, not this process's event-loop lag: an
- * expired timer runs before the loop reads the sockets.
+ * flight included) is rejected, with the rest of its call. Only the store's slowness counts, not
+ * this process's event-loop lag: the deadline is judged after one more poll for I/O (an expired
+ * timer runs before the loop reads the sockets), and a call this process sent late is waited for
+ * LATE_SEND_GRACE_MS. The call carries the moment it is given up in Redis's clock, so if Redis
+ * runs it later than that (paused, frozen) it records nothing.
  */
 export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number }): Throttler {
   const { redis, keyPrefix, timeoutMs } = deps;
@@ -158,12 +162,16 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     }
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
+    const sentAt = performance.now();
+    // When this process stops waiting: the deadline, or a little after sending for a call this
+    // process's own lag sent late (only the store's slowness counts against a check).
+    const giveUpAt = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Math.max(since + timeoutMs, sentAt + Math.min(timeoutMs, LATE_SEND_GRACE_MS));
     if (timeoutMs !== undefined) {
       const expire = () => settle(() => {
         lastExpiry = performance.now();
         rejectAll(batch, unanswered(timeoutMs));
       });
-      timer = setTimeout(() => setImmediate(expire), Math.max(0, since + timeoutMs - performance.now()));
+      timer = setTimeout(() => setImmediate(expire), Math.max(0, giveUpAt - sentAt));
     }
     const settle = (finish: () => void) => {
       if (settled) return;
@@ -174,12 +182,11 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       schedule();
     };
     inFlight++;
-    const sentAt = performance.now();
-    // In Redis's clock: when this process stops waiting for the answer. A call that reaches Redis
-    // later records nothing, so a request already answered under THROTTLE_FAILURE_MODE (a 503 in
-    // `closed`) is never counted once Redis catches up.
+    // giveUpAt in Redis's clock: a call that reaches Redis later records nothing, so a request
+    // already answered under THROTTLE_FAILURE_MODE (a 503 in `closed`) is never counted once
+    // Redis catches up.
     const estimate = offset?.estimate();
-    const deadline = estimate === undefined || timeoutMs === undefined ? 0 : Math.ceil((since + timeoutMs + estimate) * 1000);
+    const deadline = estimate === undefined || timeoutMs === undefined ? 0 : Math.ceil((giveUpAt + estimate) * 1000);
     run(keys.length, ...keys, ruleList, String.fromCharCode(...layout), String(deadline)).then(
       (reply) => settle(() => {
         try {
@@ -187,7 +194,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
           if (reply.readDoubleLE(0) !== EXPIRED) {
             offset?.sample(redisNowMs - sentAt, sentAt);
             answer(batch, keys.length, reply);
-          } else if (!retried && timeoutMs !== undefined && performance.now() < since + timeoutMs) {
+          } else if (!retried && performance.now() < giveUpAt) {
             // Expired by Redis's clock yet answered in time by ours: Redis's clock has stepped
             // forward since the estimate. Estimated afresh, the batch (recorded nowhere) goes again.
             offset?.reset(redisNowMs - sentAt, sentAt);
