@@ -148,3 +148,12 @@ export function parseDuration(text: string): number {
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms'];
   return Number(match[1]) * unit;
 }
+
+/**
+ * How long a draining child may take before the primary kills it: SHUTDOWN_TIMEOUT_MS less what
+ * the primary keeps for itself afterwards (stopping the embedded stores), so the whole tree exits
+ * within SHUTDOWN_TIMEOUT_MS.
+ */
+export function childDrainBudgetMs(config: Pick<Config, 'SHUTDOWN_TIMEOUT_MS'>): number {
+  return config.SHUTDOWN_TIMEOUT_MS - Math.min(2_500, Math.floor(config.SHUTDOWN_TIMEOUT_MS / 4));
+}

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { answerClientErrors } from './http/client-errors.js';
 import { Server as NetServer } from 'node:net';
-import type { Config } from './config.js';
+import { childDrainBudgetMs, type Config } from './config.js';
 import { reportMetricsToPrimary } from './cluster/metrics-reporter.js';
 import { buildDeps } from './deps.js';
 import { createApp } from './http/app.js';
@@ -37,7 +37,7 @@ export async function runWebChild(config: Config): Promise<void> {
 
   const drain = async () => {
     deps.logger.info('draining');
-    await closeServer(http, config.SHUTDOWN_TIMEOUT_MS - 500);
+    await closeServer(http, childDrainBudgetMs(config) - 500);
     await close();
     await reporter.sendFinal();
     process.exit(0);

@@ -1,4 +1,4 @@
-import type { Config } from '../src/config.js';
+import { childDrainBudgetMs, type Config } from '../src/config.js';
 import { reportMetricsToPrimary } from '../src/cluster/metrics-reporter.js';
 import { buildDeps } from '../src/deps.js';
 import { startProcessors } from './processors.js';
@@ -17,6 +17,12 @@ export async function runJobsChild(config: Config): Promise<void> {
   const stop = () =>
     void (stopping ??= (async () => {
       deps.logger.info('jobs child draining');
+      // A drain that cannot finish (Redis gone) ends in time anyway: interrupted jobs are retried.
+      const giveUp = setTimeout(() => {
+        deps.logger.warn('jobs child could not drain in time; exiting');
+        process.exit(0);
+      }, Math.max(0, childDrainBudgetMs(config) - 250));
+      giveUp.unref();
       await processors.close();
       await reporter.sendFinal();
       await close();

@@ -1,5 +1,6 @@
 import { Worker, type Job } from 'bullmq';
 import type { Deps } from '../src/deps.js';
+import { childDrainBudgetMs } from '../src/config.js';
 import { aggregateReport } from '../src/reports/aggregate.js';
 import { bullConnection, bullPrefix, REPORTS_QUEUE } from '../src/reports/report-queue.js';
 import { completeReport, recordReportFailure, startReport } from '../src/reports/reports.repository.js';
@@ -47,7 +48,7 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
     // Graceful: the active report may finish; one still running shortly before the shutdown
     // deadline is interrupted (an attempt, retried later) rather than killed with its child.
     async close() {
-      const deadline = setTimeout(() => worker.cancelAllJobs('the jobs child is shutting down'), Math.max(0, config.SHUTDOWN_TIMEOUT_MS - 2_000));
+      const deadline = setTimeout(() => worker.cancelAllJobs('the jobs child is shutting down'), Math.max(0, childDrainBudgetMs(config) - 2_000));
       try {
         await worker.close();
       } finally {

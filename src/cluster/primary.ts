@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
-import type { Config } from '../config.js';
+import { childDrainBudgetMs, type Config } from '../config.js';
 import { createLogger } from '../logger.js';
 import { provideBackends } from './embedded.js';
 import { startMetricsHub } from './metrics-hub.js';
@@ -49,7 +49,7 @@ export async function runPrimary(config: Config): Promise<void> {
   stops.push(() => metrics.close());
   const supervisor = new Supervisor({
     logger,
-    shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    shutdownTimeoutMs: childDrainBudgetMs(config),
     env: { DATABASE_URL: backends.databaseUrl, REDIS_URL: backends.redisUrl, CURSOR_SECRET: backends.cursorSecret },
     onRestart: (role) => metrics.countRestart(role),
     onExit: (worker) => metrics.retire(worker),
@@ -99,7 +99,7 @@ function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<voi
     if (started) return;
     started = true;
     logger.info({ signal }, 'shutting down: draining children');
-    // Backstop: the children have SHUTDOWN_TIMEOUT_MS; the stores need a few seconds after that.
+    // Backstop: the children have most of SHUTDOWN_TIMEOUT_MS and the stores the rest; this is for a store that hangs.
     setTimeout(() => {
       logger.error('shutdown took too long; exiting');
       process.exit(1);

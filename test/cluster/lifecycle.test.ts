@@ -1,6 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer, type AddressInfo } from 'node:net';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { createServer, Socket, type AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,6 +13,8 @@ import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/clu
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { isAlive } from '../../ops/embedded/processes.js';
+import { findFreePort } from '../../ops/embedded/ports.js';
+import { join } from 'node:path';
 
 // DESIGN §1 on the real entry point: two web workers and a job worker as real processes; a
 // killed worker is replaced while the service keeps answering; SIGHUP replaces the web workers
@@ -291,3 +294,36 @@ Refusal('PORT held by another process: exit 1 with one line naming PORT, no work
 });
 
 Refusal.run();
+
+const Bounded = suite('a stop, embedded stores included, ends within SHUTDOWN_TIMEOUT_MS');
+
+Bounded('a connection that never finishes its request holds the drain to its limit, yet npm start\'s tree (stores too) exits 0 in time', async () => {
+  const tmp = process.env.TEST_TMP_DIR;
+  if (!tmp) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
+  const dataDir = await mkdtemp(join(tmp, 'lifecycle-bounded-'));
+  await chmod(dataDir, 0o711); // run as root, the embedded PostgreSQL runs as the postgres user
+  const socket = new Socket();
+  try {
+    cluster = await startCluster({
+      DATABASE_URL: '', REDIS_URL: '', DATA_DIR: dataDir, CURSOR_SECRET: 'lifecycle-bounded-secret-0123456789',
+      EMBEDDED_PG_PORT: String(await findFreePort()), EMBEDDED_REDIS_PORT: String(await findFreePort()),
+      WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', SHUTDOWN_TIMEOUT_MS: '6000',
+    });
+    await new Promise<void>((resolve) => socket.connect(cluster.port, '127.0.0.1', resolve));
+    socket.on('error', () => {});
+    socket.write('GET /api/tasks/ HTTP/1.1\r\nHost: x\r\n'); // headers never finished
+    await sleep(200);
+    const started = Date.now();
+    const code = await cluster.stop('SIGTERM', 30_000);
+    const took = Date.now() - started;
+    assert.is(code, 0, cluster.output().slice(-3000));
+    assert.ok(took < 6_000, `stopped in ${took} ms`);
+    assert.is(childPids(cluster.child.pid!).length, 0);
+  } finally {
+    socket.destroy();
+    await cluster?.stop('SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+Bounded.run();
