@@ -1,5 +1,6 @@
 import hashSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
+import { createRedisClock, type RedisClock } from './redis-clock.js';
 import { RING_SCRIPT } from './ring.lua.js';
 import type { ScopeName, ScopeRule } from './scopes.js';
 
@@ -73,11 +74,12 @@ const CLOCK_BYTES = 8;
 /** The first double of the reply of a call that reached Redis after its deadline (nothing recorded). */
 const EXPIRED = -2;
 
-/** How long a call sent after its requests' deadline (this process lagging) is still waited for. */
+/**
+ * How long a call sent after its requests' deadline (this process lagging) is still waited for:
+ * this many of the quickest round trips seen, at least LATE_SEND_GRACE_MS, at most the timeout.
+ */
+const LATE_SEND_ROUND_TRIPS = 4;
 const LATE_SEND_GRACE_MS = 50;
-
-/** How long one span of the clock-offset estimate lasts; the estimate is the least of the last two. */
-const OFFSET_SPAN_MS = 10_000;
 
 /** Distinct rules one script call can name (the layout holds indices as single bytes). */
 const MAX_RULES = 127;
@@ -115,7 +117,14 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
   const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
   let queue: Pending[] = [];
   let inFlight = 0;
-  const offset = timeoutMs === undefined ? undefined : createClockOffset();
+  // One per server: the masters of a Redis Cluster need not agree on the time.
+  const clocks = new Map<string, RedisClock>();
+  const clockFor = (batch: Pending[]): RedisClock => {
+    const server = redis.isCluster ? ((redis as Cluster).slots[hashSlot(batch[0]?.keys[0] as string)]?.[0] ?? '') : '';
+    let clock = clocks.get(server);
+    if (!clock) clocks.set(server, (clock = createRedisClock()));
+    return clock;
+  };
   let scheduled = false;
   /** When the oldest queued request asked: the deadline of its call counts from then. */
   let queuedSince = 0;
@@ -162,10 +171,13 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
     }
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
+    const clock = timeoutMs === undefined ? undefined : clockFor(batch);
+    const link = clock?.estimate();
     const sentAt = performance.now();
-    // When this process stops waiting: the deadline, or a little after sending for a call this
-    // process's own lag sent late (only the store's slowness counts against a check).
-    const giveUpAt = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Math.max(since + timeoutMs, sentAt + Math.min(timeoutMs, LATE_SEND_GRACE_MS));
+    // When this process stops waiting: the deadline, or, for a call this process's own lag sent
+    // late, a few round trips after sending (only the store's slowness counts against a check).
+    const grace = Math.min(timeoutMs ?? 0, Math.max(LATE_SEND_GRACE_MS, LATE_SEND_ROUND_TRIPS * (link?.roundTripMs ?? 0)));
+    const giveUpAt = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Math.max(since + timeoutMs, sentAt + grace);
     if (timeoutMs !== undefined) {
       const expire = () => settle(() => {
         lastExpiry = performance.now();
@@ -182,24 +194,26 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       schedule();
     };
     inFlight++;
-    // giveUpAt in Redis's clock: a call that reaches Redis later records nothing, so a request
-    // already answered under THROTTLE_FAILURE_MODE (a 503 in `closed`) is never counted once
-    // Redis catches up.
-    const estimate = offset?.estimate();
-    const deadline = estimate === undefined || timeoutMs === undefined ? 0 : Math.ceil((giveUpAt + estimate) * 1000);
+    // The latest moment, in Redis's clock, at which the call may start for its reply to be back
+    // by giveUpAt: started later, it records nothing, so a request answered under
+    // THROTTLE_FAILURE_MODE (a 503 in `closed`) is not counted once Redis catches up.
+    const deadline = link === undefined ? 0 : Math.ceil((giveUpAt + link.offsetMs - link.roundTripMs) * 1000);
     run(keys.length, ...keys, ruleList, String.fromCharCode(...layout), String(deadline)).then(
       (reply) => settle(() => {
         try {
           const redisNowMs = clockOf(reply, keys.length) / 1000;
+          const readAt = performance.now();
           if (reply.readDoubleLE(0) !== EXPIRED) {
-            offset?.sample(redisNowMs - sentAt, sentAt);
+            clock?.sample(sentAt, redisNowMs, readAt);
             answer(batch, keys.length, reply);
-          } else if (!retried && performance.now() < giveUpAt) {
-            // Expired by Redis's clock yet answered in time by ours: Redis's clock has stepped
-            // forward since the estimate. Estimated afresh, the batch (recorded nowhere) goes again.
-            offset?.reset(redisNowMs - sentAt, sentAt);
+          } else if (!retried && readAt < giveUpAt - (link?.roundTripMs ?? 0)) {
+            // Expired by Redis's clock, yet back with time for another round trip by ours: Redis's
+            // clock has stepped forward since the estimate. Learnt afresh, the batch (recorded
+            // nowhere) goes again.
+            clock?.reset(sentAt, redisNowMs, readAt);
             decide(batch, since, true);
           } else {
+            lastExpiry = readAt;
             rejectAll(batch, unanswered(timeoutMs ?? 0));
           }
         } catch (error) {
@@ -234,31 +248,6 @@ function clockOf(reply: Buffer, checkCount: number): number {
   const expired = reply.length === 2 * CLOCK_BYTES && reply.readDoubleLE(0) === EXPIRED;
   if (!expired && reply.length < RESULT_BYTES * checkCount + CLOCK_BYTES) throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
   return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
-}
-
-/**
- * Redis's clock minus this process's monotonic clock (`performance.now()`), in ms, as the
- * quickest recent call saw it: Redis's `now` minus when the call was sent. That includes the
- * quickest call's one-way delay, so a deadline converted with it errs late, never early. The
- * estimate is the least sample of the last two spans of OFFSET_SPAN_MS, so it follows Redis's
- * clock stepping back at once and stepping forward within two spans (or at once: see `reset`).
- */
-export function createClockOffset() {
-  let [current, previous, spanStart] = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY];
-  return {
-    estimate: (): number | undefined => {
-      const least = Math.min(current, previous);
-      return Number.isFinite(least) ? least : undefined;
-    },
-    sample(offsetMs: number, at: number) {
-      if (at - spanStart > OFFSET_SPAN_MS) [previous, current, spanStart] = [current, Number.POSITIVE_INFINITY, at];
-      current = Math.min(current, offsetMs);
-    },
-    /** Forgets every earlier sample: they were taken before Redis's clock stepped forward. */
-    reset(offsetMs: number, at: number) {
-      [current, previous, spanStart] = [offsetMs, Number.POSITIVE_INFINITY, at];
-    },
-  };
 }
 
 /** Hands each request of a batch its decisions from the script's reply (see ring.lua.ts). */

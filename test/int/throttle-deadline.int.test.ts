@@ -1,0 +1,102 @@
+import { once } from 'node:events';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { findFreePort } from '../../ops/embedded/ports.js';
+import { startRedis } from '../../ops/embedded/redis.js';
+import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
+import { parseRate } from '../../src/throttle/rate.js';
+import type { ScopeRule } from '../../src/throttle/scopes.js';
+
+// THROTTLE_TIMEOUT_MS against a Redis 40 ms away (a delaying proxy on loopback): the worker's own
+// event-loop lag must not turn checks into store errors, and a call Redis starts too late to
+// answer in time must record nothing.
+
+const TMP = process.env.TEST_TMP_DIR;
+if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
+const PREFIX = `test:throttle-deadline:${process.pid}:`;
+const RULE: ScopeRule = { scope: 'anon', rate: parseRate('100/min'), keyedBy: 'ip' };
+const ONE_WAY_MS = 40;
+
+const Deadline = suite('the throttle check\'s deadline with a distant Redis');
+let proxy: Server;
+let proxyPort = 0;
+let server: Awaited<ReturnType<typeof startRedis>>;
+let redis: Redis;
+const sockets = new Set<Socket>();
+
+/** Forwards to the test Redis, delaying every chunk ONE_WAY_MS in each direction. */
+function delayingProxy(target: URL): Server {
+  return createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.on('data', (chunk) => void setTimeout(() => upstream.write(chunk), ONE_WAY_MS));
+    upstream.on('data', (chunk) => void setTimeout(() => client.write(chunk), ONE_WAY_MS));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+}
+
+Deadline.before(async () => {
+  // a private server: the second test pauses it
+  server = await startRedis({ dataDir: join(TMP, 'redis-throttle-deadline'), port: await findFreePort(), persistent: false, log: () => {} });
+  proxy = delayingProxy(new URL(server.url));
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  proxyPort = (proxy.address() as { port: number }).port;
+  redis = new Redis(server.url);
+});
+
+Deadline.after(async () => {
+  for (const socket of sockets) socket.destroy();
+  proxy.close();
+  redis.disconnect();
+  await server.stop();
+});
+
+/** Blocks this process's event loop for `ms`, as a burst of CPU work does. */
+function busy(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+Deadline('a call sent late by this process\'s own lag is still decided, with the round trip it needs', async () => {
+  const link = new Redis(proxyPort, '127.0.0.1');
+  const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
+  try {
+    for (let i = 0; i < 3; i += 1) await throttler.consume([{ rule: RULE, ident: 'ip:10.1.0.1' }]); // the link is learnt
+    const checks = Array.from({ length: 3 }, (_, i) => throttler.consume([{ rule: RULE, ident: `ip:10.1.1.${i}` }]));
+    busy(300); // the deadline passes before the call is even sent
+    const outcomes = await Promise.allSettled(checks);
+    assert.equal(outcomes.map((o) => o.status === 'fulfilled' && o.value[0]?.allowed), [true, true, true]);
+  } finally {
+    link.disconnect();
+  }
+});
+
+Deadline('a call Redis can start only after the worker has given up records nothing', async () => {
+  const link = new Redis(proxyPort, '127.0.0.1');
+  const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
+  try {
+    for (let i = 0; i < 3; i += 1) await throttler.consume([{ rule: RULE, ident: 'ip:10.2.0.1' }]);
+    const admin = new Redis(server.url);
+    await admin.client('PAUSE', 600, 'ALL'); // the call waits in Redis past 250 ms
+    const ident = 'ip:10.2.1.1';
+    const outcome = await throttler.consume([{ rule: RULE, ident }]).then(() => 'decided', (error: Error) => error.message);
+    assert.is(outcome, 'throttle store did not answer within 250 ms');
+    await sleep(800); // Redis has run it by now
+    admin.disconnect();
+    assert.is(await redis.exists(throttleKey(PREFIX, { rule: RULE, ident })), 0, 'nothing recorded for the refused check');
+  } finally {
+    link.disconnect();
+  }
+});
+
+Deadline.run();
