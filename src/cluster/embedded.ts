@@ -14,6 +14,8 @@ export interface Backends {
   databaseUrl: string;
   redisUrl: string;
   cursorSecret: string;
+  /** Embedded stores are no longer restarted: shutdown has begun. */
+  hold(): void;
   stop(): Promise<void>;
 }
 
@@ -24,7 +26,10 @@ export interface Backends {
  */
 export async function provideBackends(config: Config, logger: Logger): Promise<Backends> {
   const dataDir = resolve(config.DATA_DIR);
-  const started: RunningService[] = [];
+  const started: KeptService[] = [];
+  const hold = () => {
+    for (const service of started) service.hold();
+  };
   const stop = async () => {
     for (const service of started.reverse()) await service.stop().catch(() => {});
   };
@@ -46,7 +51,7 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
       redisUrl = redis.url;
     }
     const cursorSecret = config.CURSOR_SECRET ?? (await readOrCreateSecret(dataDir, logger));
-    return { databaseUrl, redisUrl, cursorSecret, stop };
+    return { databaseUrl, redisUrl, cursorSecret, hold, stop };
   } catch (error) {
     await stop();
     throw error;
@@ -56,25 +61,40 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
 const RESTART_WINDOW_MS = 60_000;
 const MAX_RESTART_DELAY_MS = 30_000;
 
+/** A store kept running by {@link keepRunning}. */
+export interface KeptService extends RunningService {
+  /** No more restarts from now on (shutdown has begun; the store may exit with the terminal's Ctrl-C). */
+  hold(): void;
+}
+
 /**
  * Starts an embedded store and starts it again, on the same port and data, whenever it exits
  * on its own (killed, crashed): after 0.5 s, doubling with each exit in the last minute up to
- * 30 s, and again after a failed start. The children's clients reconnect by themselves, so the
- * service recovers without a restart (and, meanwhile, answers as it does with an external store
- * that is down). `stop()` ends it for good, cancelling a pending restart.
+ * 30 s, and again after a failed start. One restart at a time. The children's clients reconnect
+ * by themselves, so the service recovers without a restart (and, meanwhile, answers as it does
+ * with an external store that is down). `stop()` ends it for good: a pending restart is
+ * cancelled, one under way is stopped once started.
  */
 export async function keepRunning(
   name: string,
   logger: Logger,
   start: (onUnexpectedExit: (how: string) => void) => Promise<RunningService>,
-): Promise<RunningService> {
-  let current: RunningService;
-  let stopped = false;
+): Promise<KeptService> {
+  let held = false;
+  let restartPending = false;
   let exits: number[] = [];
   let restarting: Promise<void> = Promise.resolve();
   const cancel = new AbortController();
-  const onUnexpectedExit = (how: string) => {
-    if (stopped) return;
+  // Each instance reports its exit once, whether through its exit hook or its failed start.
+  const startInstance = () => {
+    let reported = false;
+    return start((how) => {
+      if (!reported) (reported = true), restart(how);
+    });
+  };
+  const restart = (how: string) => {
+    if (held || restartPending) return;
+    restartPending = true;
     const now = Date.now();
     exits = [...exits.filter((at) => now - at < RESTART_WINDOW_MS), now];
     const delay = Math.min(MAX_RESTART_DELAY_MS, 500 * 2 ** (exits.length - 1));
@@ -83,23 +103,40 @@ export async function keepRunning(
       try {
         await sleep(delay, undefined, { signal: cancel.signal });
       } catch {
-        return; // stopped meanwhile
+        return; // held meanwhile
       }
+      let started: RunningService;
       try {
-        current = await start(onUnexpectedExit);
-        logger.warn({ store: name }, `embedded ${name} restarted`);
+        started = await startInstance();
       } catch (error) {
+        restartPending = false;
         logger.error({ err: error, store: name }, `embedded ${name} could not be restarted`);
-        onUnexpectedExit('start failed');
+        restart('start failed');
+        return;
       }
+      restartPending = false;
+      if (held) return void (await started.stop());
+      current = started;
+      logger.warn({ store: name }, `embedded ${name} restarted`);
     })();
   };
-  current = await start(onUnexpectedExit);
+  const hold = () => {
+    held = true;
+    cancel.abort();
+  };
+  let current: RunningService;
+  try {
+    current = await startInstance();
+  } catch (error) {
+    hold(); // it may have reported an exit before failing
+    await restarting;
+    throw error;
+  }
   return {
     url: current.url,
+    hold,
     async stop() {
-      stopped = true;
-      cancel.abort();
+      hold();
       await restarting;
       await current.stop();
     },

@@ -27,15 +27,21 @@ export async function runPrimary(config: Config): Promise<void> {
     current = work.catch(() => {});
     return work;
   };
+  let holdStores = () => {};
   const shutdown = onceShutdown(logger, config, async () => {
     stopping = true;
+    // A store that exits now (the terminal's Ctrl-C reaches it too) is not restarted.
+    holdStores();
     for (let seen = null as unknown; seen !== current; ) await (seen = current);
     for (const stop of stops.reverse()) await stop();
   });
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 
+  // Checked first, so a start that cannot serve ends before anything else has started.
+  if (config.ROLE !== 'jobs') await step(() => ensureServable(config.PORT, config.HOST));
   const backends = await step(() => provideBackends(config, logger));
+  holdStores = backends.hold;
   stops.push(() => backends.stop());
   const migrator = connectDatabase(backends.databaseUrl, 1, 'paceline-migrate');
   try {
@@ -62,10 +68,7 @@ export async function runPrimary(config: Config): Promise<void> {
   });
 
   if (stopping) return;
-  if (config.ROLE !== 'jobs') {
-    await step(() => ensureServable(config.PORT, config.HOST));
-    await supervisor.start('web', config.WEB_CONCURRENCY);
-  }
+  if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
   if (stopping) return;
   const web = config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY;

@@ -1,5 +1,4 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,6 +12,9 @@ import { keepRunning } from '../../src/cluster/embedded.js';
 
 // `npm start` without REDIS_URL runs redis-server as its child: one that dies (killed, OOM) must
 // come back by itself, or throttling stays off (fail-open) until someone restarts the service.
+
+const TMP = process.env.TEST_TMP_DIR;
+if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 const Keeper = suite('an embedded store that exits on its own is started again');
 
@@ -53,7 +55,7 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined>, tim
 }
 
 Keeper('a killed redis-server is back on the same port within seconds, logged as JSON; stop() ends it for good', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'paceline-keeper-'));
+  const dir = await mkdtemp(join(TMP, 'keeper-'));
   const port = await findFreePort();
   const { logger, lines } = capturingLogger();
   const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
@@ -76,18 +78,37 @@ Keeper('a killed redis-server is back on the same port within seconds, logged as
 });
 
 Keeper('stop() during the back-off cancels the restart', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'paceline-keeper-'));
+  const dir = await mkdtemp(join(TMP, 'keeper-'));
   const port = await findFreePort();
-  const { logger } = capturingLogger();
+  const { logger, lines } = capturingLogger();
   const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
   try {
     process.kill((await serverPid(port))!, 'SIGKILL');
     await waitFor('the exit', async () => ((await serverPid(port)) === undefined ? true : undefined));
     const started = Date.now();
     await redis.stop();
-    assert.ok(Date.now() - started < 1_000, 'stop does not wait for the back-off');
-    await sleep(1_500);
+    assert.ok(Date.now() - started < 250, 'stop does not wait for the 500 ms back-off');
+    await sleep(1_000);
     assert.is(await serverPid(port), undefined, 'nothing was started after stop()');
+    assert.not.ok(lines.some((line) => line.msg === 'embedded Redis restarted'), 'not even started and stopped again');
+  } finally {
+    await redis.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Keeper('hold(): an exit once shutdown has begun is neither restarted nor logged as an error', async () => {
+  const dir = await mkdtemp(join(TMP, 'keeper-'));
+  const port = await findFreePort();
+  const { logger, lines } = capturingLogger();
+  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
+  try {
+    redis.hold();
+    process.kill((await serverPid(port))!, 'SIGINT');
+    await waitFor('the exit', async () => ((await serverPid(port)) === undefined ? true : undefined));
+    await sleep(1_000);
+    assert.is(await serverPid(port), undefined);
+    assert.equal(lines.filter((line) => line.level >= 50), []);
   } finally {
     await redis.stop();
     await rm(dir, { recursive: true, force: true });
