@@ -19,8 +19,11 @@ export interface CursorBinding {
 
 // Token = base64url(payload ‖ mac), no padding. Payload: version (1 byte), flags (1 byte: bit 0
 // backward, bit 1 descending), key (signed 64-bit big-endian), orderingParam (UTF-8, the rest).
-// mac = the first 16 bytes of HMAC-SHA256(secret, payload ‖ list), so the list is bound unsent.
-const VERSION = 1;
+// mac = the first 16 bytes of HMAC-SHA256(secret, payload ‖ 0x00 ‖ list): the list is bound
+// unsent. Version 1 (mac over the payload alone, no list) is still read, so cursors handed out
+// before the upgrade keep working through a rolling reload; only version 2 is made.
+const VERSION = 2;
+const UNBOUND_VERSION = 1;
 const BACKWARD = 0b01;
 const DESCENDING = 0b10;
 const HEADER_BYTES = 10;
@@ -49,11 +52,13 @@ export function decodeCursor(token: string, binding: CursorBinding, secret: stri
   const bytes = Buffer.from(token, 'base64url');
   if (bytes.length < HEADER_BYTES + MAC_BYTES || bytes.toString('base64url') !== token) return null;
   const payload = bytes.subarray(0, bytes.length - MAC_BYTES);
-  if (!timingSafeEqual(bytes.subarray(payload.length), sign(payload, binding.list, secret))) return null;
+  const version = payload.readUInt8(0);
+  const list = version === UNBOUND_VERSION ? undefined : binding.list;
+  if (!timingSafeEqual(bytes.subarray(payload.length), sign(payload, list, secret))) return null;
   const flags = payload.readUInt8(1);
   const key = Number(payload.readBigInt64BE(2));
   const matches =
-    payload.readUInt8(0) === VERSION &&
+    (version === VERSION || version === UNBOUND_VERSION) &&
     (flags & ~(BACKWARD | DESCENDING)) === 0 &&
     (flags & DESCENDING ? 'desc' : 'asc') === binding.ordering &&
     payload.subarray(HEADER_BYTES).equals(Buffer.from(binding.orderingParam, 'utf8')) &&
@@ -61,6 +66,9 @@ export function decodeCursor(token: string, binding: CursorBinding, secret: stri
   return matches ? { key, direction: flags & BACKWARD ? 'backward' : 'forward' } : null;
 }
 
-function sign(payload: Buffer, list: string, secret: string): Buffer {
-  return createHmac('sha256', secret).update(payload).update(list, 'utf8').digest().subarray(0, MAC_BYTES);
+/** The MAC of `payload`, bound to `list` (undefined: a version 1 token, bound to no list). */
+function sign(payload: Buffer, list: string | undefined, secret: string): Buffer {
+  const mac = createHmac('sha256', secret).update(payload);
+  if (list !== undefined) mac.update('\0').update(list, 'utf8');
+  return mac.digest().subarray(0, MAC_BYTES);
 }

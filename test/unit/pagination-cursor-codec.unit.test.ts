@@ -113,5 +113,18 @@ Tampering('truncated, padded, non-canonical, foreign-secret and oversized tokens
   for (const candidate of candidates) assert.equal(await open(candidate), INVALID, candidate);
 });
 
+Tampering('a version 1 cursor (made before cursors were bound to their list) still opens its page; version 2 is what is made', async () => {
+  const { createHmac } = await import('node:crypto');
+  const payload = Buffer.alloc(10 + 2);
+  payload.writeUInt8(1, 0);
+  payload.writeBigInt64BE(10n, 2);
+  payload.write('id', 10);
+  const mac = createHmac('sha256', SECRET).update(payload).digest().subarray(0, 16);
+  const outcome = await open(Buffer.concat([payload, mac]).toString('base64url'));
+  assert.ok(outcome.ok);
+  assert.equal(outcome.body.results.map((task) => task.id).slice(0, 2), [11, 12]);
+  assert.is(Buffer.from(encodeCursor({ key: 10, direction: 'forward' }, ascending, SECRET), 'base64url')[0], 2);
+});
+
 Codec.run();
 Tampering.run();
