@@ -48,8 +48,7 @@ export function refuseOtherMethods(router: Router, guardFor: (path: string) => M
         throw Errors.notAuthenticated();
       }
       if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
-      ctx.set('Allow', allow);
-      ctx.status = 204;
+      ctx.status = 204; // with Allow, as every answer of the path (advertiseAllow)
     });
   }
   return router;

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { suite } from 'uvu';
@@ -10,10 +9,13 @@ import { findFreePort } from '../../ops/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../ops/embedded/postgres.js';
 import type { RunningService } from '../../ops/embedded/service.js';
 
+const TMP = process.env.TEST_TMP_DIR;
+if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
+
 const Cli = suite<{ dataDir: string; server: RunningService }>('cli');
 
 Cli.before(async (context) => {
-  context.dataDir = await mkdtemp(join(tmpdir(), 'paceline-cli-'));
+  context.dataDir = await mkdtemp(join(TMP, 'cli-'));
   await chmod(context.dataDir, 0o711); // run as root, the server runs as the postgres user
   // As `npm start` leaves it: the embedded server running on its data directory, on a port of its choosing.
   context.server = await startEmbeddedPostgres({ dataDir: join(context.dataDir, 'pg'), port: await findFreePort(), persistent: true });
