@@ -81,6 +81,7 @@ export async function keepRunning(
   start: (onUnexpectedExit: (how: string) => void) => Promise<RunningService>,
 ): Promise<KeptService> {
   let held = false;
+  let running = false; // a first start that fails is the caller's error, not a restart
   let restartPending = false;
   let exits: number[] = [];
   let restarting: Promise<void> = Promise.resolve();
@@ -93,7 +94,7 @@ export async function keepRunning(
     });
   };
   const restart = (how: string) => {
-    if (held || restartPending) return;
+    if (held || !running || restartPending) return;
     restartPending = true;
     const now = Date.now();
     exits = [...exits.filter((at) => now - at < RESTART_WINDOW_MS), now];
@@ -124,14 +125,8 @@ export async function keepRunning(
     held = true;
     cancel.abort();
   };
-  let current: RunningService;
-  try {
-    current = await startInstance();
-  } catch (error) {
-    hold(); // it may have reported an exit before failing
-    await restarting;
-    throw error;
-  }
+  let current = await startInstance();
+  running = true;
   return {
     url: current.url,
     hold,

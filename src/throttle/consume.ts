@@ -108,8 +108,9 @@ interface Pending {
  * flight included) is rejected, with the rest of its call. Only the store's slowness counts, not
  * this process's event-loop lag: the deadline is judged after one more poll for I/O (an expired
  * timer runs before the loop reads the sockets), and a call this process sent late is waited for
- * LATE_SEND_GRACE_MS. The call carries the moment it is given up in Redis's clock, so if Redis
- * runs it later than that (paused, frozen) it records nothing.
+ * a few round trips. The call carries, in Redis's clock, the latest moment it may start for its
+ * answer to be back in time (see redis-clock.ts): started later (Redis paused, frozen, far
+ * behind), it records nothing.
  */
 export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number }): Throttler {
   const { redis, keyPrefix, timeoutMs } = deps;
