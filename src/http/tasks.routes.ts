@@ -144,9 +144,7 @@ function matchesEtag(header: string, task: TaskState): boolean {
 function readIfNoneMatch(ctx: Context): ExcludedVersion | undefined {
   const header = ctx.get('If-None-Match').trim();
   if (!header) return undefined;
-  if (header === '*') return '*';
-  const id = Number(ctx.params.id);
-  return [...header.matchAll(/(?:^|,)\s*(?:W\/)?"(\d+)-(\d+)"\s*(?=,|$)/g)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
+  return header === '*' ? '*' : versionsNamed(header, ctx, true);
 }
 
 /**
@@ -157,7 +155,15 @@ function readIfNoneMatch(ctx: Context): ExcludedVersion | undefined {
 function readIfMatch(ctx: Context): number[] | undefined {
   const header = ctx.get('If-Match').trim();
   if (!header || header === '*') return undefined;
+  return versionsNamed(header, ctx, false);
+}
+
+const STRONG_TAGS = /(?:^|,)\s*"(\d+)-(\d+)"\s*(?=,|$)/g;
+const ANY_TAGS = /(?:^|,)\s*(?:W\/)?"(\d+)-(\d+)"\s*(?=,|$)/g;
+
+/** The versions of the path's task that a list of entity tags names; `weak` also counts `W/` tags. */
+function versionsNamed(header: string, ctx: Context, weak: boolean): number[] {
   const id = Number(ctx.params.id);
-  return [...header.matchAll(/(?:^|,)\s*"(\d+)-(\d+)"\s*(?=,|$)/g)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
+  return [...header.matchAll(weak ? ANY_TAGS : STRONG_TAGS)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
 }
 

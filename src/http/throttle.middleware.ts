@@ -29,12 +29,14 @@ export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRu
 function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErrors: BurstLogger, scope?: ScopeName): Middleware {
   const { config } = deps;
   const series = seriesFor(deps);
+  // Looked up once: createThrottle has checked that a named scope has its rule.
+  const named = scope === undefined ? undefined : rules.get(scope);
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
     // A scope keyed by user cannot key a client without one (anonymous, or bad credentials): anon counts it.
-    const named = scope === undefined ? undefined : rules.get(scope);
-    const rule = named && (named.keyedBy !== 'user' || ctx.state.user) ? named : rules.get(ctx.state.user ? 'user' : 'anon');
-    if (!rule || (scope !== undefined && !named)) throw new Error(`throttle scope "${scope ?? 'anon/user'}" is not configured`);
+    const general = ctx.state.user ? 'user' : 'anon';
+    const rule = named && (named.keyedBy !== 'user' || ctx.state.user) ? named : rules.get(general);
+    if (!rule) throw new Error(`throttle scope "${general}" is not configured`);
     const ident = identify(ctx, rule, deps);
     const { duration, allowed, throttled, storeError } = series(rule.scope);
     const started = performance.now();

@@ -8,19 +8,21 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../ops/embedded/ports.js';
 import { startRedis } from '../../ops/embedded/redis.js';
-import { keepRunning } from '../../src/cluster/embedded.js';
+import { keepRunning, type KeptService } from '../../src/cluster/embedded.js';
 
 // `npm start` without REDIS_URL runs redis-server as its child: one that dies (killed, OOM) must
 // come back by itself, or throttling stays off (fail-open) until someone restarts the service.
 
-const TMP = process.env.TEST_TMP_DIR;
+const TMP = process.env.TEST_TMP_DIR ?? '';
 if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 const Keeper = suite('an embedded store that exits on its own is started again');
 
 /** A logger whose lines are kept, as the primary's JSON log. */
+type LogLine = { level: number; msg: string; store?: string; exit?: string };
+
 function capturingLogger() {
-  const lines: Array<{ level: number; msg: string; store?: string; exit?: string }> = [];
+  const lines: LogLine[] = [];
   const stream = new Writable({
     write(chunk, _encoding, done) {
       for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
@@ -54,12 +56,22 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined>, tim
   }
 }
 
-Keeper('a killed redis-server is back on the same port within seconds, logged as JSON; stop() ends it for good', async () => {
+/** A redis-server on a free port kept by keepRunning, with its log lines; stopped and removed after `work`. */
+async function withKeptRedis(work: (kept: { redis: KeptService; port: number; lines: LogLine[] }) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(TMP, 'keeper-'));
   const port = await findFreePort();
   const { logger, lines } = capturingLogger();
   const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
   try {
+    await work({ redis, port, lines });
+  } finally {
+    await redis.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+Keeper('a killed redis-server is back on the same port within seconds, logged as JSON; stop() ends it for good', () =>
+  withKeptRedis(async ({ redis, port, lines }) => {
     const first = await waitFor('the first server', () => serverPid(port));
     process.kill(first, 'SIGKILL');
     const second = await waitFor('a new server', async () => {
@@ -70,19 +82,12 @@ Keeper('a killed redis-server is back on the same port within seconds, logged as
     const exit = lines.find((line) => line.msg === 'embedded Redis exited unexpectedly; restarting it');
     assert.equal([exit?.level, exit?.store, exit?.exit], [50, 'Redis', 'SIGKILL']);
     assert.ok(lines.some((line) => line.msg === 'embedded Redis restarted'));
-  } finally {
     await redis.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
-  assert.is(await serverPid(port), undefined, 'stopped for good');
-});
+    assert.is(await serverPid(port), undefined, 'stopped for good');
+  }));
 
-Keeper('stop() during the back-off cancels the restart', async () => {
-  const dir = await mkdtemp(join(TMP, 'keeper-'));
-  const port = await findFreePort();
-  const { logger, lines } = capturingLogger();
-  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
-  try {
+Keeper('stop() during the back-off cancels the restart', () =>
+  withKeptRedis(async ({ redis, port, lines }) => {
     process.kill((await serverPid(port))!, 'SIGKILL');
     await waitFor('the exit', async () => ((await serverPid(port)) === undefined ? true : undefined));
     const started = Date.now();
@@ -91,28 +96,16 @@ Keeper('stop() during the back-off cancels the restart', async () => {
     await sleep(1_000);
     assert.is(await serverPid(port), undefined, 'nothing was started after stop()');
     assert.not.ok(lines.some((line) => line.msg === 'embedded Redis restarted'), 'not even started and stopped again');
-  } finally {
-    await redis.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
-Keeper('hold(): an exit once shutdown has begun is neither restarted nor logged as an error', async () => {
-  const dir = await mkdtemp(join(TMP, 'keeper-'));
-  const port = await findFreePort();
-  const { logger, lines } = capturingLogger();
-  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
-  try {
+Keeper('hold(): an exit once shutdown has begun is neither restarted nor logged as an error', () =>
+  withKeptRedis(async ({ redis, port, lines }) => {
     redis.hold();
     process.kill((await serverPid(port))!, 'SIGINT');
     await waitFor('the exit', async () => ((await serverPid(port)) === undefined ? true : undefined));
     await sleep(1_000);
     assert.is(await serverPid(port), undefined);
     assert.equal(lines.filter((line) => line.level >= 50), []);
-  } finally {
-    await redis.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
 Keeper.run();
