@@ -1,7 +1,7 @@
 import hashSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { createRedisClock, type RedisClock } from './redis-clock.js';
-import { RING_SCRIPT } from './ring.lua.js';
+import { RING_SCRIPT } from './ring-script.js';
 import type { ScopeName, ScopeRule } from './scopes.js';
 
 /**
@@ -96,13 +96,13 @@ interface Pending {
 /**
  * Creates a throttler over `redis`, on which it defines a custom command so the script is sent
  * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:v3:{<ident>}:<scope>`
- * (v3: the log format of ring.lua.ts; a process of another format counts apart instead of clobbering);
+ * (v3: the log format of ring.lua; a process of another format counts apart instead of clobbering);
  * the braces make every key of one identity share a Redis Cluster hash slot.
  *
  * The requests that reach `consume` in one turn of the event loop are decided by one script call
  * (one per hash slot on a Redis Cluster, at most MAX_BATCH requests each): under load a process
  * pays one round trip for many requests; idle, one per request with no added wait. Each request
- * is still decided atomically and exactly, as if it had a call of its own (see ring.lua.ts).
+ * is still decided atomically and exactly, as if it had a call of its own (see ring-script.ts).
  *
  * With `timeoutMs`, a request not answered within it of asking (time queued behind calls in
  * flight included) is rejected, with the rest of its call. Only the store's slowness counts, not
@@ -251,7 +251,7 @@ function clockOf(reply: Buffer, checkCount: number): number {
   return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
 }
 
-/** Hands each request of a batch its decisions from the script's reply (see ring.lua.ts). */
+/** Hands each request of a batch its decisions from the script's reply (see ring-script.ts). */
 function answer(batch: Pending[], checkCount: number, reply: Buffer): void {
   const end = RESULT_BYTES * checkCount + CLOCK_BYTES;
   const errors = reply.length > end ? reply.subarray(end).toString().split('\n') : [];

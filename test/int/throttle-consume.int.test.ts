@@ -34,10 +34,10 @@ async function redisNowUs(): Promise<number> {
   return Number(seconds) * 1e6 + Number(micros);
 }
 
-/** Bytes of a log holding `entries` admissions: the 40-byte header and 8 bytes per entry (ring.lua.ts). */
+/** Bytes of a log holding `entries` admissions: the 40-byte header and 8 bytes per entry (ring-script.ts). */
 const logBytes = (entries: number) => 40 + 8 * entries;
 
-/** The admission stamps (µs) held in a log, oldest first. White-box: the layout of ring.lua.ts. */
+/** The admission stamps (µs) held in a log, oldest first. White-box: the layout of ring-script.ts. */
 async function readStamps(key: string): Promise<number[]> {
   const bytes = await redis.getBuffer(key);
   if (!bytes) return [];

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { RING_SCRIPT } from '../../src/throttle/ring.lua.js';
+import { RING_SCRIPT } from '../../src/throttle/ring-script.js';
 
 /**
  * The ring script against a plain model of a sliding log, on random traffic.
@@ -30,7 +30,7 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])`;
   const pexpire = `redis.call('PEXPIRE', key, LIFE * widest_ms)`;
   const record = `redis.call('HSET', '${EXPIRIES}', key, string.format('%.0f', now + LIFE * widest_ms * 1000))`;
   if (!RING_SCRIPT.includes(clock) || RING_SCRIPT.split(px).length !== 4 || !RING_SCRIPT.includes(pexpire)) {
-    throw new Error('ring.lua.ts no longer reads the clock or sets expiries as this test expects');
+    throw new Error('ring.lua no longer reads the clock or sets expiries as this test expects');
   }
   return RING_SCRIPT.replace(clock, 'local now = tonumber(ARGV[4])').split(px).join(`) ${record}`).replace(pexpire, record);
 }
