@@ -1,6 +1,7 @@
 import hashSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { createRedisClock, type RedisClock } from './redis-clock.js';
+import { answer, clockOf, isExpired, type Awaiting } from './reply.js';
 import { RING_SCRIPT } from './ring-script.js';
 import type { ScopeName, ScopeRule } from './scopes.js';
 
@@ -65,15 +66,6 @@ const MAX_BATCH = 128;
  */
 const MAX_IN_FLIGHT = 2;
 
-/** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
-const RESULT_BYTES = 32;
-
-/** Bytes of Redis's clock (µs, a double) that follow the checks' results in every reply. */
-const CLOCK_BYTES = 8;
-
-/** The first double of the reply of a call that reached Redis after its deadline (nothing recorded). */
-const EXPIRED = -2;
-
 /**
  * How long a call sent after its requests' deadline (this process lagging) is still waited for:
  * this many of the quickest round trips seen, at least LATE_SEND_GRACE_MS, at most the timeout.
@@ -86,11 +78,8 @@ const MAX_RULES = 127;
 
 type RingCommand = (numKeys: number, ...keysThenArgs: string[]) => Promise<Buffer>;
 
-interface Pending {
-  checks: ReadonlyArray<Check>;
+interface Pending extends Awaiting {
   keys: string[];
-  resolve: (decisions: Decision[]) => void;
-  reject: (error: Error) => void;
 }
 
 /**
@@ -204,7 +193,7 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
         try {
           const redisNowMs = clockOf(reply, keys.length) / 1000;
           const readAt = performance.now();
-          if (reply.readDoubleLE(0) !== EXPIRED) {
+          if (!isExpired(reply)) {
             clock?.sample(sentAt, redisNowMs, readAt);
             answer(batch, keys.length, reply);
           } else if (!retried && readAt < giveUpAt - (link?.roundTripMs ?? 0)) {
@@ -242,36 +231,6 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       });
     },
   };
-}
-
-/** Redis's clock (µs) in a reply: after the results, or after the EXPIRED mark. @throws Error for a reply of another shape. */
-function clockOf(reply: Buffer, checkCount: number): number {
-  const expired = reply.length === 2 * CLOCK_BYTES && reply.readDoubleLE(0) === EXPIRED;
-  if (!expired && reply.length < RESULT_BYTES * checkCount + CLOCK_BYTES) throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
-  return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
-}
-
-/** Hands each request of a batch its decisions from the script's reply (see ring-script.ts). */
-function answer(batch: Pending[], checkCount: number, reply: Buffer): void {
-  const end = RESULT_BYTES * checkCount + CLOCK_BYTES;
-  const errors = reply.length > end ? reply.subarray(end).toString().split('\n') : [];
-  let at = 0;
-  for (const { checks, resolve, reject } of batch) {
-    if (reply.readDoubleLE(at) === -1) {
-      reject(new Error(errors.shift() ?? 'throttle script failed'));
-      at += RESULT_BYTES * checks.length;
-      continue;
-    }
-    const decisions: Decision[] = [];
-    for (const { rule } of checks) {
-      decisions.push({
-        scope: rule.scope, allowed: reply.readDoubleLE(at) === 1, limit: rule.rate.limit, windowMs: rule.rate.windowMs,
-        remaining: reply.readDoubleLE(at + 8), resetMs: reply.readDoubleLE(at + 16), retryAfterS: reply.readDoubleLE(at + 24),
-      });
-      at += RESULT_BYTES;
-    }
-    resolve(decisions);
-  }
 }
 
 const unanswered = (timeoutMs: number) => new Error(`throttle store did not answer within ${timeoutMs} ms`);
