@@ -1,17 +1,14 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/database.js';
+import { claimId, decideReplay } from '../idempotency/idempotency.js';
 import { decide } from './decide.js';
 import { evolve } from './evolve.js';
 import { loadBatchState, type BatchState } from './batch-state.js';
 import { writeBatch, type BatchWrites } from './batch-writes.js';
 import type { CommandOutcome, StoredEvent, TaskCommand, TaskState } from './task.events.js';
-import { taskPath, viewTask } from './task.view.js';
 
 /** Names the global append lock among PostgreSQL advisory locks. */
 export const APPEND_LOCK = 7_310_002;
-
-/** Idempotency records older than this are forgotten. */
-export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Runs a batch of commands in ONE transaction that holds the global append lock until commit.
@@ -23,7 +20,7 @@ export async function appendBatch(db: Kysely<Database>, commands: readonly TaskC
   return db.transaction().execute(async (trx) => {
     const { rows } = await sql<{ now: Date }>`select pg_advisory_xact_lock(${APPEND_LOCK}), clock_timestamp() as now`.execute(trx);
     const now = rows[0]!.now;
-    const state = await loadBatchState(trx, commands, new Date(now.getTime() - IDEMPOTENCY_TTL_MS));
+    const state = await loadBatchState(trx, commands);
     const writes: BatchWrites = { events: [], tasks: new Map(), idempotency: [], counters: { ...state.counters } };
     const outcomes = commands.map((command) => runCommand(command, state, writes, now));
     await writeBatch(trx as Transaction<Database>, writes, state.counters);
@@ -32,13 +29,11 @@ export async function appendBatch(db: Kysely<Database>, commands: readonly TaskC
 }
 
 function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites, now: Date): CommandOutcome {
-  const claim = command.type === 'CreateTask' ? command.idempotency : undefined;
-  if (claim) {
-    const earlier = state.idempotency.get(idempotencyId(command.actor.userId, claim.key));
-    if (earlier) {
-      if (earlier.requestHash !== claim.requestHash) return { ok: false, error: 'idempotency_mismatch' };
-      return { ok: true, replayed: { status: earlier.status, body: earlier.body } };
-    }
+  const claim = command.type === 'CreateTask' && command.idempotency ? { userId: command.actor.userId, ...command.idempotency } : undefined;
+  const earlier = claim && state.idempotency.get(claimId(claim));
+  if (claim && earlier) {
+    const replay = decideReplay(earlier, claim);
+    return replay.ok ? { ok: true, replayed: replay.replay } : replay;
   }
   const streamId = command.type === 'CreateTask' ? writes.counters.lastTaskId + 1 : command.taskId;
   const current = command.type === 'CreateTask' ? null : (state.tasks.get(streamId) ?? null);
@@ -64,9 +59,9 @@ function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites
   }
   if (task === null) writes.counters.taskCount -= 1;
   if (claim && task) {
-    const record = { requestHash: claim.requestHash, status: 201, body: viewTask(task), resourcePath: taskPath(task.id) };
-    state.idempotency.set(idempotencyId(command.actor.userId, claim.key), record);
-    writes.idempotency.push({ userId: command.actor.userId, key: claim.key, ...record });
+    const answer = claim.render(task);
+    state.idempotency.set(claimId(claim), { requestHash: claim.requestHash, ...answer });
+    writes.idempotency.push({ userId: claim.userId, key: claim.key, requestHash: claim.requestHash, ...answer });
   }
   return { ok: true, task, events };
 }
@@ -74,8 +69,4 @@ function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites
 function metadataOf(command: TaskCommand) {
   const { actor } = command;
   return { actor: actor.username, actor_id: actor.userId, ...(actor.requestId ? { request_id: actor.requestId } : {}) };
-}
-
-export function idempotencyId(userId: number, key: string): string {
-  return `${userId}:${key}`;
 }

@@ -1,6 +1,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Database } from '../../db/database.js';
-import { COUNTER_NAMES, type Counters, type IdempotencyRecord } from './batch-state.js';
+import { storeClaims, type StoredAnswer, type UserClaim } from '../idempotency/idempotency.js';
+import { COUNTER_NAMES, type Counters } from './batch-state.js';
 import type { StoredEvent, TaskState } from './task.events.js';
 import { taskToRow } from './task.rows.js';
 
@@ -8,7 +9,7 @@ import { taskToRow } from './task.rows.js';
 export interface BatchWrites {
   events: StoredEvent[];
   tasks: Map<number, TaskState | null>;
-  idempotency: Array<IdempotencyRecord & { userId: number; key: string }>;
+  idempotency: Array<UserClaim & StoredAnswer>;
   counters: Counters;
 }
 
@@ -50,35 +51,8 @@ export async function writeBatch(trx: Transaction<Database>, writes: BatchWrites
       .execute();
   }
   if (gone.length > 0) await trx.deleteFrom('tasks').where('id', 'in', gone).execute();
-  await writeIdempotency(trx, writes.idempotency);
+  await storeClaims(trx, writes.idempotency);
   await writeCounters(trx, writes.counters, before);
-}
-
-async function writeIdempotency(trx: Transaction<Database>, records: BatchWrites['idempotency']): Promise<void> {
-  if (records.length === 0) return;
-  await trx
-    .insertInto('idempotency_keys')
-    .values(
-      records.map((r) => ({
-        user_id: r.userId,
-        key: r.key,
-        request_hash: r.requestHash,
-        status: r.status,
-        body: JSON.stringify(r.body),
-        resource_path: r.resourcePath,
-        created_at: sql<Date>`now()`,
-      })),
-    )
-    .onConflict((oc) =>
-      oc.columns(['user_id', 'key']).doUpdateSet((eb) => ({
-        request_hash: eb.ref('excluded.request_hash'),
-        status: eb.ref('excluded.status'),
-        body: eb.ref('excluded.body'),
-        resource_path: eb.ref('excluded.resource_path'),
-        created_at: eb.ref('excluded.created_at'),
-      })),
-    )
-    .execute();
 }
 
 async function writeCounters(trx: Transaction<Database>, after: Counters, before: Readonly<Counters>): Promise<void> {

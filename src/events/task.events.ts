@@ -1,3 +1,5 @@
+import type { IdempotencyClaim, RenderAnswer, StoredAnswer } from '../idempotency/idempotency.js';
+
 /** The facts a task stream records, in the past tense. `data` is what `evolve` needs and no more. */
 export type TaskEvent =
   | { type: 'TaskCreated'; data: { title: string; description: string; completed: boolean; owner_id: number; owner: string } }
@@ -56,15 +58,9 @@ export type ExpectedVersion = number | readonly number[];
 export type ExcludedVersion = readonly number[] | '*';
 
 export type TaskCommand =
-  | { type: 'CreateTask'; actor: Actor; fields: TaskFields; idempotency?: IdempotencyClaim }
+  | { type: 'CreateTask'; actor: Actor; fields: TaskFields; idempotency?: IdempotencyClaim & { render: RenderAnswer<TaskState> } }
   | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: ExpectedVersion; excludedVersion?: ExcludedVersion }
   | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: ExpectedVersion; excludedVersion?: ExcludedVersion };
-
-/** An `Idempotency-Key` and a digest of the request it came with. */
-export interface IdempotencyClaim {
-  key: string;
-  requestHash: string;
-}
 
 export type Rejection =
   | { ok: false; error: 'not_found' }
@@ -75,5 +71,5 @@ export type Rejection =
 /** What running a command gave: the task after it (null once deleted) and the events appended. */
 export type CommandOutcome =
   | { ok: true; task: TaskState | null; events: StoredEvent[]; replayed?: undefined }
-  | { ok: true; replayed: { status: number; body: unknown }; task?: undefined; events?: undefined }
+  | { ok: true; replayed: StoredAnswer; task?: undefined; events?: undefined }
   | Rejection;

@@ -39,24 +39,25 @@ export async function findTask(db: Kysely<Database>, id: number): Promise<TaskSt
   return row ? rowToTask(row) : null;
 }
 
-export interface EventView {
+/** An event as read back from the store; `data` and `metadata` as recorded. */
+export interface RecordedEvent {
   position: number;
-  task_id: number;
+  streamId: number;
   version: number;
   type: string;
   data: Record<string, unknown>;
   metadata: Record<string, unknown>;
-  recorded_at: string;
+  recordedAt: Date;
 }
 
-const eventColumns = ['position', 'stream_id', 'version', 'type', 'data', 'metadata', 'recorded_at'] as const;
+export const eventColumns = ['position', 'stream_id', 'version', 'type', 'data', 'metadata', 'recorded_at'] as const;
 
-export function viewEvent(row: { position: number; stream_id: number; version: number; type: string; data: Record<string, unknown>; metadata: Record<string, unknown>; recorded_at: Date }): EventView {
-  return { position: row.position, task_id: row.stream_id, version: row.version, type: row.type, data: row.data, metadata: row.metadata, recorded_at: row.recorded_at.toISOString() };
+export function rowToEvent(row: { position: number; stream_id: number; version: number; type: string; data: Record<string, unknown>; metadata: Record<string, unknown>; recorded_at: Date }): RecordedEvent {
+  return { position: row.position, streamId: row.stream_id, version: row.version, type: row.type, data: row.data, metadata: row.metadata, recordedAt: row.recorded_at };
 }
 
 /** One task's history as a paginated collection keyed by version. */
-export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSource<EventView> {
+export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSource<RecordedEvent> {
   const stream = () => db.selectFrom('events').select(eventColumns).where('stream_id', '=', taskId);
   return {
     keyOf: (event) => event.version,
@@ -65,12 +66,12 @@ export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSour
         stream().orderBy('version', ordering).limit(limit).offset(offset).execute(),
         db.selectFrom('events').select(sql<number>`count(*)::int`.as('n')).where('stream_id', '=', taskId).executeTakeFirstOrThrow(),
       ]);
-      return { count: total.n, items: rows.map(viewEvent) };
+      return { count: total.n, items: rows.map(rowToEvent) };
     },
     async seek(key, limit, ordering) {
       let query = stream().orderBy('version', ordering).limit(limit);
       if (key !== null) query = query.where('version', ordering === 'asc' ? '>' : '<', key);
-      return (await query.execute()).map(viewEvent);
+      return (await query.execute()).map(rowToEvent);
     },
   };
 }

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import { Errors } from '../errors.js';
-import type { IdempotencyClaim } from '../events/task.events.js';
+import type { IdempotencyClaim, StoredAnswer } from '../idempotency/idempotency.js';
+import { absoluteUrl } from './request-url.js';
 
 const KEY_MAX = 255;
 
@@ -16,4 +17,20 @@ export function readIdempotencyClaim(ctx: Context, request: unknown): Idempotenc
   if (key.length > KEY_MAX) throw Errors.badRequest(`Idempotency-Key must be at most ${KEY_MAX} characters.`);
   const route = `${ctx.method} ${String(ctx._matchedRoute ?? ctx.path)}`;
   return { key, requestHash: createHash('sha256').update(JSON.stringify([route, request])).digest('base64url') };
+}
+
+/**
+ * Sends a replayed answer as first given: its status, body and `Location`, marked
+ * `Idempotent-Replayed: true`.
+ */
+export function sendReplay(ctx: Context, trustProxyHops: number, answer: StoredAnswer): void {
+  ctx.set('Idempotent-Replayed', 'true');
+  sendAnswer(ctx, trustProxyHops, answer);
+}
+
+/** Sends an answer: status, body, and `Location` (absolute) when it names a resource. */
+export function sendAnswer(ctx: Context, trustProxyHops: number, answer: StoredAnswer): void {
+  ctx.status = answer.status;
+  if (answer.resourcePath) ctx.set('Location', absoluteUrl(ctx, trustProxyHops, answer.resourcePath));
+  ctx.body = answer.body;
 }

@@ -1,15 +1,13 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { parseReportInput } from '../reports/report.input.js';
-import { isReportId, reportPath } from '../reports/report.view.js';
-import { createReport, findReport, REPORT_ACCEPTED } from '../reports/reports.repository.js';
+import { createReport, findReport, type ReportRecord } from '../reports/reports.repository.js';
+import { isReportId, reportPath, viewReport } from './report.view.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
-import { absoluteUrl } from './request-url.js';
-import { readIdempotencyClaim } from './idempotency.js';
+import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
 import { requireUser } from './users.js';
 
 /**
@@ -25,19 +23,16 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
   router.post('/api/reports/', guard({ scope: 'reports' }), async (ctx) => {
     const user = requireUser(ctx);
     const params = parseReportInput(await readBody(ctx, config.BODY_LIMIT_BYTES), config.REPORT_MAX_DAYS);
-    const idempotency = readIdempotencyClaim(ctx, params);
+    const claim = readIdempotencyClaim(ctx, params);
+    const idempotency = claim && { ...claim, render: acceptReport };
     const outcome = await createReport(db, { userId: user.id, params, idempotency, now: deps.clock.now() });
     if (!outcome.ok) throw Errors.idempotencyMismatch();
-    if (outcome.replayed) {
-      ctx.set('Idempotent-Replayed', 'true');
-      respond(ctx, outcome.replayed.status, outcome.replayed.body, outcome.replayed.resourcePath);
-      return;
-    }
+    if (outcome.replayed) return sendReplay(ctx, config.TRUST_PROXY_HOPS, outcome.replayed);
     // The report is recorded; should Redis be down, the jobs child's sweeper enqueues it later.
     await deps.reportQueue?.enqueue(outcome.report.id).catch((error: unknown) => {
       deps.logger.warn({ err: error, reportId: outcome.report.id }, 'report recorded but not enqueued; the sweeper will retry');
     });
-    respond(ctx, REPORT_ACCEPTED, outcome.report, reportPath(outcome.report.id));
+    sendAnswer(ctx, config.TRUST_PROXY_HOPS, acceptReport(outcome.report));
   });
 
   router.get('/api/reports/:id/', guard(), async (ctx) => {
@@ -45,15 +40,14 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     const id = ctx.params.id;
     const report = isReportId(id) ? await findReport(db, id, user.id) : undefined;
     if (!report) throw Errors.notFound();
-    ctx.body = report;
+    ctx.body = viewReport(report);
   });
-
-  function respond(ctx: Context, status: number, body: unknown, path: string | null) {
-    ctx.status = status;
-    if (path) ctx.set('Location', absoluteUrl(ctx, config.TRUST_PROXY_HOPS, path));
-    ctx.body = body;
-  }
 
   return refuseOtherMethods(router, () => guard(), 'none');
 }
 
+
+/** A fresh report request's answer: 202 with the pending report and its `Location`. */
+function acceptReport(report: ReportRecord) {
+  return { status: 202, body: viewReport(report), resourcePath: reportPath(report.id) };
+}

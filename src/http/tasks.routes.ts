@@ -2,15 +2,16 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import type { CommandOutcome, ExcludedVersion, TaskState } from '../events/task.events.js';
+import type { CommandOutcome, TaskState } from '../events/task.events.js';
 import { findTask, streamExists, taskEventsSource, tasksSource } from '../events/task.queries.js';
-import { taskPath, viewTask } from '../events/task.view.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { respondWithPage } from './paginated.js';
-import { absoluteUrl } from './request-url.js';
-import { readIdempotencyClaim } from './idempotency.js';
+import { viewEvent } from './event.view.js';
+import { etagOf, etagOfBody, matchesEtag, readIfMatch, readIfNoneMatch } from './conditional.js';
+import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
+import { taskPath, viewTask, type TaskResource } from './task.view.js';
 import { parseTaskInput } from './task.input.js';
 import { requireUser } from './users.js';
 
@@ -32,7 +33,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
       ctx.set('ETag', etagOf(task));
       return;
     }
-    respondWithTask(ctx, deps, 200, viewTask(task));
+    respondWithTask(ctx, viewTask(task));
   });
   router.patch('/api/tasks/:id/', guard(), changeTask(deps, false));
   router.put('/api/tasks/:id/', guard(), changeTask(deps, true));
@@ -49,7 +50,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
   router.get('/api/tasks/:id/events/', guard(), async (ctx) => {
     const taskId = parseId(ctx.params.id);
     if (!(await streamExists(db, taskId))) throw Errors.notFound();
-    await respondWithPage(ctx, deps, taskEventsSource(db, taskId), (e) => e, 'version');
+    await respondWithPage(ctx, deps, taskEventsSource(db, taskId), viewEvent, 'version');
   });
 
   return refuseOtherMethods(router, () => guard(), 'read');
@@ -60,14 +61,14 @@ function createTask(deps: Deps) {
   return async (ctx: Context) => {
     const user = requireUser(ctx);
     const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), false) as Required<ReturnType<typeof parseTaskInput>>;
-    const idempotency = readIdempotencyClaim(ctx, fields);
+    const claim = readIdempotencyClaim(ctx, fields);
+    const idempotency = claim && { ...claim, render: answerCreated };
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
-    if (outcome.ok && outcome.replayed) {
-      ctx.set('Idempotent-Replayed', 'true');
-      respondWithTask(ctx, deps, outcome.replayed.status, outcome.replayed.body as { id: number; version: number });
-      return;
-    }
-    respondWithTask(ctx, deps, 201, viewTask(expectTask(outcome)));
+    const answer = outcome.ok && outcome.replayed;
+    if (answer) sendReplay(ctx, deps.config.TRUST_PROXY_HOPS, answer);
+    else sendAnswer(ctx, deps.config.TRUST_PROXY_HOPS, answerCreated(expectTask(outcome)));
+    const etag = etagOfBody(ctx.body);
+    if (etag) ctx.set('ETag', etag);
   };
 }
 
@@ -81,15 +82,19 @@ function changeTask(deps: Deps, replace: boolean) {
       type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion: readIfMatch(ctx), excludedVersion: readIfNoneMatch(ctx),
     });
     if (!outcome.ok) throw rejectionError(outcome, ctx);
-    respondWithTask(ctx, deps, 200, viewTask(expectTask(outcome)));
+    respondWithTask(ctx, viewTask(expectTask(outcome)));
   };
 }
 
-function respondWithTask(ctx: Context, deps: Pick<Deps, 'config'>, status: number, task: { id: number; version: number }) {
-  ctx.status = status;
+function respondWithTask(ctx: Context, task: TaskResource) {
+  ctx.status = 200;
   ctx.set('ETag', etagOf(task));
-  if (status === 201) ctx.set('Location', absoluteUrl(ctx, deps.config.TRUST_PROXY_HOPS, taskPath(task.id)));
   ctx.body = task;
+}
+
+/** A create's answer, as sent and as stored for replays: 201 with the task and its `Location`. */
+function answerCreated(task: TaskState) {
+  return { status: 201, body: viewTask(task), resourcePath: taskPath(task.id) };
 }
 
 function actorOf(ctx: Context, user: { id: number; username: string }) {
@@ -124,46 +129,3 @@ function parseId(raw: string | undefined): number {
   if (!raw || !/^\d{1,15}$/.test(raw)) throw Errors.notFound();
   return Number(raw);
 }
-
-/** Strong validator: the task id and its version. */
-export function etagOf(task: { id: number; version: number }): string {
-  return `"${task.id}-${task.version}"`;
-}
-
-function matchesEtag(header: string, task: TaskState): boolean {
-  if (!header) return false;
-  const tag = etagOf(task);
-  return header.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === tag);
-}
-
-/**
- * The versions an `If-None-Match` header refuses for a write (RFC 9110 §13.1.2, weak comparison):
- * every tag `"<id>-<version>"` or `W/"<id>-<version>"` of this task in its list; `*` refuses any,
- * since the task exists. No header: unconditional.
- */
-function readIfNoneMatch(ctx: Context): ExcludedVersion | undefined {
-  const header = ctx.get('If-None-Match').trim();
-  if (!header) return undefined;
-  return header === '*' ? '*' : versionsNamed(header, ctx, true);
-}
-
-/**
- * The versions an `If-Match` header accepts: every strong tag `"<id>-<version>"` of this task in
- * its list. Weak, malformed or other tasks' tags never match (RFC 9110 §13.1.1), so a header
- * with none of ours accepts nothing and the change gets 412. `*` or no header: unconditional.
- */
-function readIfMatch(ctx: Context): number[] | undefined {
-  const header = ctx.get('If-Match').trim();
-  if (!header || header === '*') return undefined;
-  return versionsNamed(header, ctx, false);
-}
-
-const STRONG_TAGS = /(?:^|,)\s*"(\d+)-(\d+)"\s*(?=,|$)/g;
-const ANY_TAGS = /(?:^|,)\s*(?:W\/)?"(\d+)-(\d+)"\s*(?=,|$)/g;
-
-/** The versions of the path's task that a list of entity tags names; `weak` also counts `W/` tags. */
-function versionsNamed(header: string, ctx: Context, weak: boolean): number[] {
-  const id = Number(ctx.params.id);
-  return [...header.matchAll(weak ? ANY_TAGS : STRONG_TAGS)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
-}
-

@@ -2,7 +2,7 @@ import { decodeCursor, encodeCursor, type CursorBinding, type CursorPosition } f
 import { buildLink } from './links.js';
 import { readPageSize } from './params.js';
 import { readLastValue, type QueryParams } from './query-string.js';
-import type { Ordering, PageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
+import type { Ordering, ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
 
 const INVALID_CURSOR = { ok: false, status: 404, detail: 'Invalid cursor' } as const;
 
@@ -16,14 +16,13 @@ type CursorPage<T> = { results: T[]; next: CursorPosition | null; previous: Curs
  */
 export async function paginateByCursor<T>(
   source: PageSource<T>,
-  query: QueryParams,
-  request: PageRequest,
+  request: ParsedPageRequest,
   settings: PaginationSettings,
 ): Promise<PaginateOutcome<T>> {
-  const size = readPageSize(query, settings);
+  const size = readPageSize(request.query, settings);
   if (!size.ok) return size;
   const binding: CursorBinding = { list: request.url.pathname, ordering: request.ordering, orderingParam: request.orderingParam ?? '' };
-  const token = readLastValue(query, 'cursor') ?? '';
+  const token = readLastValue(request.query, 'cursor') ?? '';
   const position = token === '' ? null : decodeCursor(token, binding, settings.cursorSecret);
   if (token !== '' && position === null) return INVALID_CURSOR;
   const page =
@@ -31,7 +30,7 @@ export async function paginateByCursor<T>(
       ? await readBackward(source, position.key, size.value, request.ordering)
       : await readForward(source, position?.key ?? null, size.value, request.ordering);
   const buildCursorLink = (target: CursorPosition | null) =>
-    target === null ? null : buildLink(request.url, { cursor: encodeCursor(target, binding, settings.cursorSecret) });
+    target === null ? null : buildLink(request, { cursor: encodeCursor(target, binding, settings.cursorSecret) });
   return { ok: true, body: { next: buildCursorLink(page.next), previous: buildCursorLink(page.previous), results: page.results } };
 }
 

@@ -1,7 +1,7 @@
-import { buildLink } from './links.js';
+import { buildLink, type LinkBase } from './links.js';
 import { readLimit, readOffset } from './params.js';
 import type { QueryParams } from './query-string.js';
-import type { PageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
+import type { ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
 
 /**
  * Limit/offset style (DRF's LimitOffsetPagination): `limit` defaults to `pageSize` and is clamped
@@ -11,32 +11,31 @@ import type { PageRequest, PageSource, PaginateOutcome, PaginationSettings } fro
  */
 export async function paginateByLimitOffset<T>(
   source: PageSource<T>,
-  query: QueryParams,
-  request: PageRequest,
+  request: ParsedPageRequest,
   settings: PaginationSettings,
 ): Promise<PaginateOutcome<T>> {
-  const limit = readLimit(query, settings);
+  const limit = readLimit(request.query, settings);
   if (!limit.ok) return limit;
-  const offset = readOffset(query);
+  const offset = readOffset(request.query);
   if (!offset.ok) return offset;
   const { count, items } = await source.page(offset.value, limit.value, request.ordering);
   return {
     ok: true,
     body: {
       count,
-      next: buildNextLink(request.url, limit.value, offset.value, count),
-      previous: buildPreviousLink(request.url, limit.value, offset.value),
+      next: buildNextLink(request, limit.value, offset.value, count),
+      previous: buildPreviousLink(request, limit.value, offset.value),
       results: items,
     },
   };
 }
 
-function buildNextLink(url: URL, limit: number, offset: number, count: number): string | null {
+function buildNextLink(base: LinkBase, limit: number, offset: number, count: number): string | null {
   if (offset + limit >= count) return null;
-  return buildLink(url, { limit, offset: offset + limit });
+  return buildLink(base, { limit, offset: offset + limit });
 }
 
-function buildPreviousLink(url: URL, limit: number, offset: number): string | null {
+function buildPreviousLink(base: LinkBase, limit: number, offset: number): string | null {
   if (offset <= 0) return null;
-  return buildLink(url, { limit, offset: offset - limit <= 0 ? null : offset - limit });
+  return buildLink(base, { limit, offset: offset - limit <= 0 ? null : offset - limit });
 }

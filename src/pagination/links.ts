@@ -1,4 +1,10 @@
-import { encodeQuery, parseQuery } from './query-string.js';
+import { encodeQuery, parseQuery, type QueryParams } from './query-string.js';
+
+/** A request URL with its query already parsed: links are built from the parsed value. */
+export interface LinkBase {
+  url: URL;
+  query: QueryParams;
+}
 
 /** Query edits for a link: a value replaces every value of the key, null removes the key. */
 export type QueryEdits = Readonly<Record<string, string | number | null>>;
@@ -8,8 +14,9 @@ export type QueryEdits = Readonly<Record<string, string | number | null>>;
  * DRF does: parse the query keeping blank values, edit, then write it back with keys sorted and
  * repeated values in their order. No `?` when nothing remains; the fragment is not kept.
  */
-export function buildLink(url: URL, edits: QueryEdits): string {
-  const query = parseQuery(url.search);
+export function buildLink(base: URL | LinkBase, edits: QueryEdits): string {
+  const url = base instanceof URL ? base : base.url;
+  const query = new Map(base instanceof URL ? parseQuery(base.search) : base.query);
   for (const [key, value] of Object.entries(edits)) {
     if (value === null) query.delete(key);
     else query.set(key, [String(value)]);

@@ -1,8 +1,8 @@
-import { buildLink } from './links.js';
+import { buildLink, type LinkBase } from './links.js';
 import { readPageSize } from './params.js';
 import { parsePythonInt } from './python-int.js';
 import { readLastValue, type QueryParams } from './query-string.js';
-import type { PageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
+import type { ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
 
 const INVALID_PAGE = { ok: false, status: 404, detail: 'Invalid page.' } as const;
 // `page=last` learns the count from page 1 first; a concurrent write can move the last page, so re-read.
@@ -17,19 +17,18 @@ type Read<T> = { number: number; count: number; items: T[] };
  */
 export async function paginateByPageNumber<T>(
   source: PageSource<T>,
-  query: QueryParams,
-  request: PageRequest,
+  request: ParsedPageRequest,
   settings: PaginationSettings,
 ): Promise<PaginateOutcome<T>> {
-  const size = readPageSize(query, settings);
+  const size = readPageSize(request.query, settings);
   if (!size.ok) return size;
-  const raw = readLastValue(query, 'page') ?? '1';
+  const raw = readLastValue(request.query, 'page') ?? '1';
   const read = raw === 'last' ? await readLastPage(source, size.value, request) : await readPage(source, raw, size.value, request);
   if (read === null) return INVALID_PAGE;
-  return { ok: true, body: shapeBody(read, size.value, request.url) };
+  return { ok: true, body: shapeBody(read, size.value, request) };
 }
 
-async function readPage<T>(source: PageSource<T>, raw: string, size: number, request: PageRequest): Promise<Read<T> | null> {
+async function readPage<T>(source: PageSource<T>, raw: string, size: number, request: ParsedPageRequest): Promise<Read<T> | null> {
   const number = parsePythonInt(raw);
   if (number === null || number < 1n) return null;
   const offset = (number - 1n) * BigInt(size);
@@ -40,7 +39,7 @@ async function readPage<T>(source: PageSource<T>, raw: string, size: number, req
   return { number: Number(number), count, items };
 }
 
-async function readLastPage<T>(source: PageSource<T>, size: number, request: PageRequest): Promise<Read<T> | null> {
+async function readLastPage<T>(source: PageSource<T>, size: number, request: ParsedPageRequest): Promise<Read<T> | null> {
   let number = 1;
   let read = await source.page(0, size, request.ordering);
   for (let attempt = 1; attempt < LAST_PAGE_READS && countPages(read.count, size) !== number; attempt += 1) {
@@ -55,9 +54,9 @@ function countPages(count: number, size: number): number {
   return Math.max(1, Math.ceil(count / size));
 }
 
-function shapeBody<T>(read: Read<T>, size: number, url: URL) {
+function shapeBody<T>(read: Read<T>, size: number, base: LinkBase) {
   const { number, count, items } = read;
-  const next = number < countPages(count, size) ? buildLink(url, { page: number + 1 }) : null;
-  const previous = number <= 1 ? null : buildLink(url, { page: number === 2 ? null : number - 1 });
+  const next = number < countPages(count, size) ? buildLink(base, { page: number + 1 }) : null;
+  const previous = number <= 1 ? null : buildLink(base, { page: number === 2 ? null : number - 1 });
   return { count, next, previous, results: items };
 }

@@ -1,6 +1,6 @@
 import { parsePythonInt } from './python-int.js';
 import { readLastValue, type QueryParams } from './query-string.js';
-import type { PaginationFailure, PaginationSettings } from './types.js';
+import type { PageSizes, PaginationFailure } from './types.js';
 
 /** A parsed query parameter, or the 400 that refuses it. */
 export type ParamOutcome<T> = { ok: true; value: T } | PaginationFailure;
@@ -11,12 +11,12 @@ const MAX_OFFSET = BigInt(Number.MAX_SAFE_INTEGER);
  * Reads `page_size` (page-number and cursor styles): absent → `pageSize`; an integer ≥ 1 is
  * clamped to `maxPageSize`; anything else → 400 naming the parameter.
  */
-export function readPageSize(query: QueryParams, settings: PaginationSettings): ParamOutcome<number> {
+export function readPageSize(query: QueryParams, settings: PageSizes): ParamOutcome<number> {
   return readSize(query, 'page_size', settings);
 }
 
 /** Reads `limit` (limit/offset style) with the same rules as `page_size`. */
-export function readLimit(query: QueryParams, settings: PaginationSettings): ParamOutcome<number> {
+export function readLimit(query: QueryParams, settings: PageSizes): ParamOutcome<number> {
   return readSize(query, 'limit', settings);
 }
 
@@ -31,7 +31,7 @@ export function readOffset(query: QueryParams): ParamOutcome<number> {
   return { ok: true, value: Number(value) };
 }
 
-function readSize(query: QueryParams, name: string, settings: PaginationSettings): ParamOutcome<number> {
+function readSize(query: QueryParams, name: string, settings: PageSizes): ParamOutcome<number> {
   const raw = readLastValue(query, name);
   if (raw === undefined) return { ok: true, value: settings.pageSize };
   const value = parsePythonInt(raw);

@@ -1,10 +1,16 @@
+import type { QueryParams } from './query-string.js';
+
 /** Walk order of a collection, by the item's integer sort key (task id, event version...). */
 export type Ordering = 'asc' | 'desc';
 
-/** Page-size limits and the key that signs cursors; built from the service configuration. */
-export interface PaginationSettings {
+/** Page-size limits: the default size and the largest a client may ask for. */
+export interface PageSizes {
   pageSize: number;
   maxPageSize: number;
+}
+
+/** Page-size limits and the key that signs cursors; built from the service configuration. */
+export interface PaginationSettings extends PageSizes {
   cursorSecret: string;
 }
 
@@ -40,7 +46,12 @@ export type PaginateOutcome<T> = { ok: true; body: Envelope<T> } | PaginationFai
 export interface PageRequest {
   /** Absolute: scheme, host, path and query as the client should see them. */
   url: URL;
+  /** `url`'s query, when the caller has parsed it already (it is then not parsed again). */
+  query?: QueryParams;
   ordering: Ordering;
   /** The ordering as the client asked for it (e.g. `id`, `-id`); bound into cursors. */
   orderingParam?: string;
 }
+
+/** A page request whose query has been parsed: what each style works from. */
+export type ParsedPageRequest = PageRequest & { query: QueryParams };

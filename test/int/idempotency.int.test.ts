@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { sweepExpiredClaims } from '../../src/idempotency/idempotency.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 
@@ -71,6 +72,19 @@ Tasks('after 24 hours a key is forgotten and creates again', async () => {
   assert.is(again.status, 201);
   assert.is(again.headers.get('idempotent-replayed'), null);
   assert.is(again.body.id, first.body.id + 1);
+});
+
+Tasks('the sweep deletes only records past 24 hours, in batches of the size asked', async () => {
+  for (const key of ['sweep-a', 'sweep-b', 'sweep-c', 'sweep-live']) await post('/api/tasks/', { title: key }, key);
+  await sql`update idempotency_keys set created_at = now() - interval '24 hours 1 minute' where key in ('sweep-a', 'sweep-b', 'sweep-c')`.execute(app.deps.db);
+  const keys = async () => (await app.deps.db.selectFrom('idempotency_keys').select('key').where('key', 'like', 'sweep-%').orderBy('key').execute()).map((r) => r.key);
+  assert.is(await sweepExpiredClaims(app.deps.db, 2), 2);
+  assert.is((await keys()).length, 2);
+  assert.is(await sweepExpiredClaims(app.deps.db, 2), 1);
+  assert.equal(await keys(), ['sweep-live']);
+  assert.is(await sweepExpiredClaims(app.deps.db, 2), 0);
+  const repeat = await post('/api/tasks/', { title: 'sweep-live' }, 'sweep-live');
+  assert.is(repeat.headers.get('idempotent-replayed'), 'true', 'a live key still replays');
 });
 
 Tasks('a key longer than 255 characters is refused', async () => {

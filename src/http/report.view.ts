@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import type { ReportsTable } from '../../db/database.js';
-import type { ReportParams } from './report.input.js';
-import type { ReportResult } from './aggregate.js';
+import type { ReportParams } from '../reports/report.input.js';
+import type { ReportResult } from '../reports/aggregate.js';
 
 export type ReportStatus = ReportsTable['status'];
 
