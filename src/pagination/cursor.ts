@@ -1,7 +1,7 @@
 import { decodeCursor, encodeCursor, type CursorBinding, type CursorPosition } from './cursor-codec.js';
 import { buildLink } from './links.js';
 import { readPageSize } from './params.js';
-import { readLastValue, type QueryParams } from './query-string.js';
+import { readLastValue } from './query-string.js';
 import type { Ordering, ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
 
 const INVALID_CURSOR = { ok: false, status: 404, detail: 'Invalid cursor' } as const;

@@ -1,6 +1,5 @@
 import { buildLink, type LinkBase } from './links.js';
 import { readLimit, readOffset } from './params.js';
-import type { QueryParams } from './query-string.js';
 import type { ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
 
 /**

@@ -1,7 +1,7 @@
 import { buildLink, type LinkBase } from './links.js';
 import { readPageSize } from './params.js';
 import { parsePythonInt } from './python-int.js';
-import { readLastValue, type QueryParams } from './query-string.js';
+import { readLastValue } from './query-string.js';
 import type { ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings } from './types.js';
 
 const INVALID_PAGE = { ok: false, status: 404, detail: 'Invalid page.' } as const;

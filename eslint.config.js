@@ -1,0 +1,62 @@
+// Lint rules: ESLint's and typescript-eslint's recommended sets, formatting left to Prettier, and
+// the import directions of docs/architecture.md ("Which way imports go") where a rule can say them.
+import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+const outsideRuntime = {
+  group: ['**/ops/**', '**/test/**'],
+  message: 'Runtime code (src/, workers/, db/) never imports ops/ or test/.',
+};
+
+export default tseslint.config(
+  { ignores: ['node_modules/', 'dist/', '.data/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  prettier,
+  {
+    languageOptions: { globals: globals.node },
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      'no-restricted-imports': ['error', { patterns: [outsideRuntime] }],
+      // Parsers of query strings and integers match control characters on purpose.
+      'no-control-regex': 'off',
+      // A variable a closure reads before its one assignment stays a let.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+    },
+  },
+  {
+    files: ['src/events/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            outsideRuntime,
+            { group: ['**/http/**', 'koa', '@koa/*'], message: 'The domain knows no HTTP: views, status codes and query parsing live in src/http/.' },
+            { group: ['**/pagination/**'], allowTypeImports: true, message: 'The domain may name pagination types, not call its code.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/pagination/**/*.ts', 'src/throttle/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [outsideRuntime, { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' }] }],
+    },
+  },
+  {
+    files: ['ops/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/test/**'], message: 'Benchmarks and scripts keep their fixtures in ops/; they never import test/.' }] }],
+    },
+  },
+  {
+    // Tests read JSON bodies loosely; migrations take Kysely<any>, as kysely's own examples do.
+    files: ['test/**/*.ts', 'db/migrations/*.ts'],
+    rules: { 'no-restricted-imports': 'off', '@typescript-eslint/no-explicit-any': 'off' },
+  },
+);
