@@ -34,9 +34,9 @@ import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/helpers/unordered-append.js';
 import { checkEventOrder } from '../../test/helpers/writers.js';
-import { findFreePort } from '../embedded/ports.js';
-import { startEmbeddedPostgres } from '../embedded/postgres.js';
-import { startRedis } from '../embedded/redis.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import { startRedis } from '../../src/stores/redis.js';
 
 type Variant = 'ordered' | 'unordered';
 interface Setup { variant: Variant; databaseUrl: string; redisUrl: string; httpPort: number }

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { findFreePort } from '../../ops/embedded/ports.js';
+import { findFreePort } from '../../src/stores/ports.js';
 
 export interface RunningCluster {
   base: string;
