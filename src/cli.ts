@@ -40,10 +40,10 @@ async function main(argv: string[]): Promise<number> {
     });
   }
   if (command === 'rebuild') {
-    const { rebuildProjections } = await import('./events/rebuild.js');
+    const { rebuildWithProgress } = await import('./cli/progress.js');
     return withDatabase(config, async (db) => {
       await migrateToLatest(db);
-      await rebuildProjections(db, process.stderr);
+      await rebuildWithProgress(db, process.stderr);
       return 0;
     });
   }
