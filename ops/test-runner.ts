@@ -13,9 +13,9 @@
  *   NODE_ENV=test, FORCE_COLOR=0
  *
  * To make Redis fail and come back, start a private one rather than killing the shared one:
- *   const port = await findFreePort();                                  // ops/embedded/ports.ts
+ *   const port = await findFreePort();                                  // src/stores/ports.ts
  *   const opts = { dataDir: join(TEST_TMP_DIR, 'redis-x'), port, persistent: true };
- *   let redis = await startRedis(opts);                                 // ops/embedded/redis.ts
+ *   let redis = await startRedis(opts);                                 // src/stores/redis.ts
  *   process.kill(redis.pid, 'SIGKILL');  ...  redis = await startRedis(opts);  ...  await redis.stop();
  * (Should a file kill the shared one anyway, the runner restarts it before the next file.)
  *
@@ -29,11 +29,11 @@ import { chmod, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { findFreePort } from './embedded/ports.js';
-import { startEmbeddedPostgres } from './embedded/postgres.js';
-import { startRedis } from './embedded/redis.js';
-import type { RunningService } from './embedded/service.js';
-import { isAlive } from './embedded/processes.js';
+import { findFreePort } from '../src/stores/ports.js';
+import { startEmbeddedPostgres } from '../src/stores/postgres.js';
+import { startRedis } from '../src/stores/redis.js';
+import type { RunningService } from '../src/stores/service.js';
+import { isAlive } from '../src/stores/processes.js';
 
 interface FileResult {
   passed: number;

@@ -2,13 +2,13 @@ import { createInterface } from 'node:readline';
 import { join, resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { startEmbeddedPostgres } from '../ops/embedded/postgres.js';
-import { readPassword, servingPort } from '../ops/embedded/postgres-data-dir.js';
 import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { createUser, isValidUsername } from './auth/users.repository.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { startEmbeddedPostgres } from './stores/postgres.js';
+import { readPassword, servingPort } from './stores/postgres-data-dir.js';
 
 const USAGE = `usage: npm run cli -- <command>
   user:create NAME   create a user (password from $PASSWORD, else prompted)
@@ -40,10 +40,10 @@ async function main(argv: string[]): Promise<number> {
     });
   }
   if (command === 'rebuild') {
-    const { rebuildProjections } = await import('./events/rebuild.js');
+    const { rebuildWithProgress } = await import('./cli/progress.js');
     return withDatabase(config, async (db) => {
       await migrateToLatest(db);
-      await rebuildProjections(db, process.stderr);
+      await rebuildWithProgress(db, process.stderr);
       return 0;
     });
   }

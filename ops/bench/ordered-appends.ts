@@ -6,7 +6,7 @@
  *   ordered    the product's: group commit, one transaction per batch holding the global append
  *              lock to commit; ids and positions from counters (commit order = id order)
  *   unordered  one transaction per command, id and position from plain sequences, no lock, no
- *              shared counter row (test/helpers/unordered-append.ts; exists only in test/bench)
+ *              shared counter row (fixtures/unordered-append.ts; exists only for tests and benches)
  *
  *   node --import tsx ops/bench/ordered-appends.ts [seconds per variant, default 10] [connections, default 64]
  *
@@ -32,11 +32,11 @@ import { issueToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
-import { createUnorderedBus, createUnorderedSequences } from '../../test/helpers/unordered-append.js';
-import { checkEventOrder } from '../../test/helpers/writers.js';
-import { findFreePort } from '../embedded/ports.js';
-import { startEmbeddedPostgres } from '../embedded/postgres.js';
-import { startRedis } from '../embedded/redis.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import { startRedis } from '../../src/stores/redis.js';
+import { checkEventOrder } from './fixtures/event-order.js';
+import { createUnorderedBus, createUnorderedSequences } from './fixtures/unordered-append.js';
 
 type Variant = 'ordered' | 'unordered';
 interface Setup { variant: Variant; databaseUrl: string; redisUrl: string; httpPort: number }

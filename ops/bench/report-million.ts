@@ -20,10 +20,10 @@ import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
-import { findFreePort } from '../embedded/ports.js';
-import { startEmbeddedPostgres } from '../embedded/postgres.js';
-import { startRedis } from '../embedded/redis.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import { startRedis } from '../../src/stores/redis.js';
+import { startCluster, type RunningCluster } from './fixtures/cluster.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from './seed-events.js';
 
 const EVENTS = Number(process.argv[2] ?? 1_000_000);

@@ -15,8 +15,8 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { findFreePort } from '../embedded/ports.js';
-import { startRedis } from '../embedded/redis.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startRedis } from '../../src/stores/redis.js';
 
 const BATCH = 13;
 const RULE = buildScopes({ anon: '100/s' }).get('anon')!;

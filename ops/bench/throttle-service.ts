@@ -36,9 +36,9 @@ import { buildDeps } from '../../src/deps.js';
 import { appendBatch } from '../../src/events/append-batch.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
-import { findFreePort } from '../embedded/ports.js';
-import { startEmbeddedPostgres } from '../embedded/postgres.js';
-import { startRedis } from '../embedded/redis.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import { startRedis } from '../../src/stores/redis.js';
 
 const VARIANTS = {
   off: { THROTTLE_ENABLED: 'false' },

@@ -1,14 +1,64 @@
-import type { Config } from '../config.js';
+import { childDrainBudgetMs, type Config } from '../config.js';
+import { buildDeps, type Deps } from '../deps.js';
+import { reportMetricsToPrimary } from './metrics-reporter.js';
 
-/** Runs the child a primary forked, by the role it was given. */
+/** What a child runs on its deps; `close()` drains it. */
+interface Started {
+  close(): Promise<void>;
+}
+
+interface Role {
+  load(): Promise<(deps: Deps) => Promise<Started>>;
+  /** Logged when the drain begins. */
+  draining: string;
+  /**
+   * Whether the final metrics wait for the deps to close. A web child's closing deps flush the
+   * commands still queued (from a request cut off at the end of the drain), whose appends count.
+   */
+  reportAfterClosing: boolean;
+}
+
+const ROLES = new Map<string, Role>([
+  ['web', { load: async () => (await import('../http/server.js')).serve, draining: 'draining', reportAfterClosing: true }],
+  ['jobs', { load: async () => (await import('../../workers/jobs.js')).startJobs, draining: 'jobs child draining', reportAfterClosing: false }],
+]);
+
+/**
+ * Runs the child a primary forked, by the role it was given: builds its deps, answers the
+ * primary's requests for metrics, starts the role's work and says it is ready. On SIGTERM/SIGINT
+ * (or when the primary is gone) it drains that work, sends its final metrics, closes its deps
+ * and exits 0, within the child's drain budget: a drain that cannot finish ends in time anyway.
+ */
 export async function runChild(config: Config, role: string | undefined): Promise<void> {
-  if (role === 'web') {
-    const { runWebChild } = await import('../web.js');
-    return runWebChild(config);
-  }
-  if (role === 'jobs') {
-    const { runJobsChild } = await import('../../workers/main.js');
-    return runJobsChild(config);
-  }
-  throw new Error(`unknown child role ${JSON.stringify(role)}`);
+  const chosen = role === undefined ? undefined : ROLES.get(role);
+  if (role === undefined || !chosen) throw new Error(`unknown child role ${JSON.stringify(role)}`);
+  const start = await chosen.load();
+  const { deps, close } = await buildDeps(config, role);
+  const reporter = reportMetricsToPrimary(deps.metrics.registry);
+  const started = await start(deps);
+  process.send?.({ type: 'ready' });
+
+  const drain = async () => {
+    deps.logger.info(chosen.draining);
+    // A drain that cannot finish (Redis gone) ends in time anyway: interrupted jobs are retried.
+    const giveUp = setTimeout(() => {
+      deps.logger.warn(`${role} child could not drain in time; exiting`);
+      process.exit(0);
+    }, Math.max(0, childDrainBudgetMs(config) - 250));
+    giveUp.unref();
+    await started.close();
+    if (chosen.reportAfterClosing) {
+      await close();
+      await reporter.sendFinal();
+    } else {
+      await reporter.sendFinal();
+      await close();
+    }
+    process.exit(0);
+  };
+  let stopping: Promise<void> | undefined;
+  const stop = () => void (stopping ??= drain());
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('disconnect', stop);
 }

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, Counter, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from '../config.js';
-import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-reporter.js';
+import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-protocol.js';
 import type { ChildRole } from './supervisor.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;

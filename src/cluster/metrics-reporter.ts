@@ -1,14 +1,5 @@
 import type { Registry } from 'prom-client';
-
-export const METRICS_REQUEST = 'paceline:metrics:get';
-export const METRICS_REPLY = 'paceline:metrics';
-
-/** A child's report: its registry as JSON; `id` answers a request, null is the final report. */
-export interface MetricsReply {
-  type: typeof METRICS_REPLY;
-  id: number | null;
-  metrics: unknown[];
-}
+import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-protocol.js';
 
 /**
  * Answers the primary's requests for this child's metrics over the cluster IPC channel.

@@ -4,7 +4,7 @@ import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { childDrainBudgetMs, type Config } from '../config.js';
 import { createLogger } from '../logger.js';
-import { provideBackends } from './embedded.js';
+import { provideBackends } from '../stores/backends.js';
 import { startMetricsHub } from './metrics-hub.js';
 import { Supervisor } from './supervisor.js';
 

@@ -7,15 +7,19 @@ import { applyRange, lockCheckpoint, setCheckpoint } from './read-model.js';
 import type { TaskEvent, TaskState } from './task.events.js';
 import { rowToTask } from './task.rows.js';
 
-/** Where progress goes: a terminal gets a live bar, anything else only the summary line. */
-export type ProgressStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };
-
 export interface RebuildSummary {
   events: number;
   tasks: number;
   lastTaskId: number;
   owners: number;
   seconds: number;
+}
+
+export interface RebuildOptions {
+  /** Events read and applied at a time. */
+  batchSize?: number;
+  /** Told `(0, total)` once the number of events is known, then how many are done after each batch. */
+  onProgress?: (done: number, total: number) => void;
 }
 
 const BATCH = 10_000;
@@ -26,9 +30,9 @@ const BATCH = 10_000;
  * per-owner task counts with their checkpoint. ONE transaction holding the append lock, so
  * writers wait rather than interleave, readers see the old tables until the commit, and a failure
  * leaves everything as it was. The log is read in position order in batches; memory holds one
- * batch. Writes a progress bar to a terminal and a summary line at the end.
+ * batch. Reports its progress to `onProgress` and returns a summary.
  */
-export async function rebuildProjections(db: Kysely<Database>, progress: ProgressStream, batchSize = BATCH): Promise<RebuildSummary> {
+export async function rebuildProjections(db: Kysely<Database>, { batchSize = BATCH, onProgress = () => {} }: RebuildOptions = {}): Promise<RebuildSummary> {
   const began = Date.now();
   const summary = await db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
@@ -37,24 +41,19 @@ export async function rebuildProjections(db: Kysely<Database>, progress: Progres
     await trx.deleteFrom('tasks').execute();
     await trx.deleteFrom('owner_task_counts').execute();
     const counters: Counters = { taskCount: 0, lastTaskId: 0, lastPosition: 0 };
-    const bar = drawBar(progress, total);
+    onProgress(0, total);
     for (let after = 0; after < total; after += batchSize) {
       const upTo = Math.min(after + batchSize, total);
       await rebuildTasks(trx, after, upTo, counters);
       await applyRange(trx, after, upTo);
-      bar(upTo);
+      onProgress(upTo, total);
     }
     await writeCounters(trx, counters);
     await setCheckpoint(trx, total);
     const owners = await trx.selectFrom('owner_task_counts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     return { events: total, tasks: counters.taskCount, lastTaskId: counters.lastTaskId, owners: Number(owners.n) };
   });
-  const result = { ...summary, seconds: (Date.now() - began) / 1000 };
-  progress.write(
-    `rebuilt from ${result.events} events in ${result.seconds.toFixed(1)} s: tasks ${result.tasks} live (last id ${result.lastTaskId}), ` +
-      `owner_task_counts ${result.owners} owners, checkpoint ${result.events}\n`,
-  );
-  return result;
+  return { ...summary, seconds: (Date.now() - began) / 1000 };
 }
 
 /** Applies the events in (`after`, `upTo`] to the tasks being rebuilt, with the live path's `evolve`. */
@@ -106,21 +105,4 @@ async function writeCounters(trx: Transaction<Database>, counters: Counters): Pr
   for (const key of Object.keys(COUNTER_NAMES) as Array<keyof Counters>) {
     await trx.insertInto('counters').values({ name: COUNTER_NAMES[key], value: counters[key] }).onConflict((oc) => oc.column('name').doUpdateSet({ value: counters[key] })).execute();
   }
-}
-
-/** A one-line bar redrawn in place on a terminal, at most every 100 ms; silent elsewhere. */
-function drawBar(stream: ProgressStream, total: number): (done: number) => void {
-  if (!stream.isTTY || total === 0) return () => {};
-  const began = Date.now();
-  let drawnAt = 0;
-  return (done) => {
-    const now = Date.now();
-    if (now - drawnAt < 100 && done < total) return;
-    drawnAt = now;
-    const width = Math.max(10, Math.min(40, (stream.columns ?? 80) - 50));
-    const filled = Math.round((done / total) * width);
-    const rate = done / Math.max((now - began) / 1000, 0.001);
-    stream.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} events ${Math.round(rate)}/s`);
-    if (done >= total) stream.write('\n');
-  };
 }

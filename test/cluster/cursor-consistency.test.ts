@@ -10,11 +10,13 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
-import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { checkEventOrder } from '../../ops/bench/fixtures/event-order.js';
+import { createUnorderedBus, createUnorderedSequences } from '../../ops/bench/fixtures/unordered-append.js';
+import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
-import { createUnorderedBus, createUnorderedSequences } from '../helpers/unordered-append.js';
-import { checkEventOrder, checkWalk, pollIdVisibility, spawnWriters, walkWithCursor, type Walk, type WriterOptions } from '../helpers/writers.js';
+import { checkWalk, pollIdVisibility, spawnWriters, walkWithCursor, type Walk, type WriterOptions } from '../helpers/writers.js';
 
 // DESIGN §3 "Cursor guarantee under concurrent writes" and §5 "commit order = id order =
 // position order", checked on the real entry point (4 web workers) with writer processes

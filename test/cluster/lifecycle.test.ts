@@ -9,11 +9,12 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../src/auth/users.repository.js';
 import { connectDatabase } from '../../db/connect.js';
-import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
-import { isAlive } from '../../ops/embedded/processes.js';
-import { findFreePort } from '../../ops/embedded/ports.js';
+import { isAlive } from '../../src/stores/processes.js';
+import { findFreePort } from '../../src/stores/ports.js';
 import { join } from 'node:path';
 
 // DESIGN §1 on the real entry point: two web workers and a job worker as real processes; a

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster, testStoresEnv } from '../helpers/cluster.js';
+import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
 

@@ -143,23 +143,3 @@ export async function pollIdVisibility(db: Kysely<Database>, done: () => boolean
   }
   return { polls, problems };
 }
-
-/**
- * The event feed's promise, checked in the `events` table: positions are exactly 1..N, and the
- * order of positions is the order of task ids for TaskCreated events (commit order = id order).
- */
-export async function checkEventOrder(db: Kysely<Database>): Promise<{ events: number; problems: string[] }> {
-  const rows = await db.selectFrom('events').select(['position', 'stream_id', 'type']).orderBy('position').execute();
-  const problems: string[] = [];
-  rows.forEach((row, i) => {
-    if (row.position !== i + 1 && problems.length < 10) problems.push(`event #${i + 1} has position ${row.position}`);
-  });
-  const created = rows.filter((row) => row.type === 'TaskCreated');
-  created.forEach((row, i) => {
-    const before = created[i - 1];
-    if (before && before.stream_id >= row.stream_id && problems.length < 20) {
-      problems.push(`task ${row.stream_id} created at position ${row.position}, after task ${before.stream_id} at ${before.position}`);
-    }
-  });
-  return { events: rows.length, problems };
-}

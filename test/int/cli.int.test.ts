@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../ops/embedded/ports.js';
-import { startEmbeddedPostgres } from '../../ops/embedded/postgres.js';
-import type { RunningService } from '../../ops/embedded/service.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import type { RunningService } from '../../src/stores/service.js';
 
 const TMP = process.env.TEST_TMP_DIR;
 if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');

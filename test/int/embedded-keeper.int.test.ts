@@ -6,9 +6,9 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../ops/embedded/ports.js';
-import { startRedis } from '../../ops/embedded/redis.js';
-import { keepRunning, type KeptService } from '../../src/cluster/embedded.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startRedis } from '../../src/stores/redis.js';
+import { keepRunning, type KeptService } from '../../src/stores/backends.js';
 
 // `npm start` without REDIS_URL runs redis-server as its child: one that dies (killed, OOM) must
 // come back by itself, or throttling stays off (fail-open) until someone restarts the service.

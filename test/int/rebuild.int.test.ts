@@ -5,6 +5,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readFeed } from '../../src/events/feed.js';
 import { applyEvents } from '../../src/events/read-model.js';
+import { rebuildWithProgress } from '../../src/cli/progress.js';
 import { rebuildProjections } from '../../src/events/rebuild.js';
 import type { Actor, CommandOutcome } from '../../src/events/task.events.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
@@ -108,7 +109,7 @@ Rebuild('after 10,000 random commands, a rebuild from the log gives tables ident
   await sql`update projection_checkpoints set position = 17`.execute(app.deps.db);
 
   const terminal = captureTerminal();
-  const summary = await rebuildProjections(app.deps.db, terminal, 1_000);
+  const summary = await rebuildWithProgress(app.deps.db, terminal, 1_000);
   assert.equal(await snapshot(), live);
   assert.is(summary.tasks, live.tasks.length);
   assert.match(terminal.text(), /\r\[#+\] 100% \d+\/\d+ events/);
@@ -117,13 +118,13 @@ Rebuild('after 10,000 random commands, a rebuild from the log gives tables ident
 
 Rebuild('writers that arrive during a rebuild wait for it, then append on top of the rebuilt tables', async () => {
   const actor = { userId: 1, username: 'user1' };
-  const rebuilding = rebuildProjections(app.deps.db, { write: () => true }, 500);
+  const rebuilding = rebuildProjections(app.deps.db, { batchSize: 500 });
   const created = await Promise.all(Array.from({ length: 20 }, (_, i) => app.deps.commands.execute({ type: 'CreateTask', actor, fields: { title: `during ${i}`, description: '', completed: false } })));
   await rebuilding;
   assert.ok(created.every((o) => o.ok && o.task));
   await catchUpReadModel();
   const live = await snapshot();
-  await rebuildProjections(app.deps.db, { write: () => true });
+  await rebuildProjections(app.deps.db);
   assert.equal(await snapshot(), live);
 });
 

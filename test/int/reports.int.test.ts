@@ -58,7 +58,7 @@ async function seedHistory(): Promise<void> {
   });
   await app.deps.db.insertInto('events').values(rows).execute();
   // The projections (tasks, counters) follow from the log, as after `npm run rebuild`.
-  await rebuildProjections(app.deps.db, { write: () => true });
+  await rebuildProjections(app.deps.db);
 }
 
 const day = (date: string, created: number, completed: number, reopened: number, deleted: number, open_at_end: number) => ({ date, created, completed, reopened, deleted, open_at_end });

@@ -4,10 +4,10 @@ import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { startEmbeddedPostgres } from '../../ops/embedded/postgres.js';
-import { startRedis } from '../../ops/embedded/redis.js';
-import type { RunningService } from '../../ops/embedded/service.js';
 import type { Config } from '../config.js';
+import { startEmbeddedPostgres } from './postgres.js';
+import { startRedis } from './redis.js';
+import type { RunningService } from './service.js';
 
 /** Where the service's backing stores are, and what to stop on the way out. */
 export interface Backends {

@@ -1,25 +1,23 @@
 import { createServer, type Server } from 'node:http';
-import { answerClientErrors } from './http/client-errors.js';
 import { Server as NetServer } from 'node:net';
-import { childDrainBudgetMs, type Config } from './config.js';
-import { reportMetricsToPrimary } from './cluster/metrics-reporter.js';
-import { buildDeps } from './deps.js';
-import { createApp } from './http/app.js';
+import { childDrainBudgetMs } from '../config.js';
+import type { Deps } from '../deps.js';
+import { createApp } from './app.js';
+import { answerClientErrors } from './client-errors.js';
 
 /** Advertised to clients as `Keep-Alive: timeout=5`; an idle connection is closed after it. */
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 /**
- * A web child: serves the API on PORT (the primary shares the listening socket among its web
- * children). On SIGTERM/SIGINT it stops accepting, lets in-flight requests finish, lets idle
- * keep-alive connections run out (answering what still arrives on them with `Connection:
- * close`), then closes its pools and exits 0, within SHUTDOWN_TIMEOUT_MS.
+ * Serves the API on PORT (the primary shares the listening socket among its web children).
+ * `close()` stops accepting, lets in-flight requests finish and idle keep-alive connections run
+ * out (answering what still arrives on them with `Connection: close`), within the child's drain
+ * budget.
  */
-export async function runWebChild(config: Config): Promise<void> {
-  const { deps, close } = await buildDeps(config, 'web');
-  const reporter = reportMetricsToPrimary(deps.metrics.registry);
+export async function serve(deps: Deps): Promise<{ close(): Promise<void> }> {
+  const { config } = deps;
   const handle = createApp(deps).callback();
-  let draining: Promise<void> | undefined;
+  let draining = false;
   const http = createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS }, (req, res) => {
     if (draining) res.setHeader('Connection', 'close');
     void handle(req, res);
@@ -33,19 +31,12 @@ export async function runWebChild(config: Config): Promise<void> {
       resolve();
     });
   });
-  process.send?.({ type: 'ready' });
-
-  const drain = async () => {
-    deps.logger.info('draining');
-    await closeServer(http, childDrainBudgetMs(config) - 500);
-    await close();
-    await reporter.sendFinal();
-    process.exit(0);
+  return {
+    close() {
+      draining = true;
+      return closeServer(http, childDrainBudgetMs(config) - 500);
+    },
   };
-  const stop = () => void (draining ??= drain());
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  process.on('disconnect', stop);
 }
 
 /**

@@ -1,0 +1,10 @@
+/** The messages by which the primary asks a child for its metrics and the child answers. */
+export const METRICS_REQUEST = 'paceline:metrics:get';
+export const METRICS_REPLY = 'paceline:metrics';
+
+/** A child's report: its registry as JSON; `id` answers a request, null is the final report. */
+export interface MetricsReply {
+  type: typeof METRICS_REPLY;
+  id: number | null;
+  metrics: unknown[];
+}
