@@ -1,6 +1,6 @@
 import type { Deps } from '../src/deps.js';
-import { readFeed } from '../src/events/feed.js';
-import { applyEvents, readCheckpoint } from '../src/events/read-model.js';
+import { readFeed } from '../src/events/store/feed.js';
+import { applyEvents, readCheckpoint } from '../src/events/projections/read-model.js';
 
 const MAX_BACKOFF_MS = 30_000;
 

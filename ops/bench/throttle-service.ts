@@ -33,7 +33,7 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { appendBatch } from '../../src/events/append-batch.js';
+import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
-import { rebuildProjections, type RebuildSummary } from '../events/rebuild.js';
+import { rebuildProjections, type RebuildSummary } from '../events/projections/rebuild.js';
 
 /** Where progress goes: a terminal gets a live bar, anything else only the summary line. */
 export type ProgressStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };

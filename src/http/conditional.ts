@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import type { ExcludedVersion } from '../events/task.events.js';
+import type { ExcludedVersion } from '../events/domain/task.events.js';
 
 /**
  * Conditional requests on a task (RFC 9110 §13): its entity tag, and what `If-Match` and

@@ -1,4 +1,4 @@
-import type { RecordedEvent } from '../events/task.queries.js';
+import type { RecordedEvent } from '../events/store/task.queries.js';
 
 /** An event as the API shows it, in the feed and in a task's history. */
 export interface EventView {

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import { readFeed, type FeedRequest } from '../events/feed.js';
+import { readFeed, type FeedRequest } from '../events/store/feed.js';
 import { buildLink } from '../pagination/links.js';
 import { readLimit } from '../pagination/params.js';
 import { parsePythonInt } from '../pagination/python-int.js';

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import { readOwnerCounts } from '../events/read-model.js';
+import { readOwnerCounts } from '../events/projections/read-model.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 

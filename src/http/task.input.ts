@@ -1,4 +1,4 @@
-import type { TaskFields } from '../events/task.events.js';
+import type { TaskFields } from '../events/domain/task.events.js';
 import { Errors, requireObject } from '../errors.js';
 
 const TITLE_MAX = 200;

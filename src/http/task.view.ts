@@ -1,4 +1,4 @@
-import type { TaskState } from '../events/task.events.js';
+import type { TaskState } from '../events/domain/task.events.js';
 
 /** The task as the API shows it. */
 export interface TaskResource {

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
-import { COUNTER_NAMES } from '../events/batch-state.js';
-import { eventFacts } from '../events/read-model-facts.js';
+import { COUNTER_NAMES } from '../events/store/batch-state.js';
+import { eventFacts } from '../events/projections/read-model-facts.js';
 import type { ReportParams } from './report.input.js';
 
 /** One UTC day of a report: events of each kind recorded that day, and open tasks when it ended. */

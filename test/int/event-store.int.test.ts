@@ -1,10 +1,10 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { appendBatch } from '../../src/events/append-batch.js';
-import { evolve } from '../../src/events/evolve.js';
-import { GroupCommitter } from '../../src/events/group-commit.js';
-import type { Actor, TaskCommand, TaskEvent, TaskState } from '../../src/events/task.events.js';
-import { rowToTask } from '../../src/events/task.rows.js';
+import { appendBatch } from '../../src/events/store/append-batch.js';
+import { evolve } from '../../src/events/domain/evolve.js';
+import { GroupCommitter } from '../../src/events/store/group-commit.js';
+import type { Actor, TaskCommand, TaskEvent, TaskState } from '../../src/events/domain/task.events.js';
+import { rowToTask } from '../../src/events/store/task.rows.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
 

@@ -3,8 +3,8 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
-import { appendBatch } from '../../src/events/append-batch.js';
-import type { TaskCommand } from '../../src/events/task.events.js';
+import { appendBatch } from '../../src/events/store/append-batch.js';
+import type { TaskCommand } from '../../src/events/domain/task.events.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
 

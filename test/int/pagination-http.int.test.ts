@@ -3,7 +3,7 @@ import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Database } from '../../db/database.js';
-import { taskEventsSource, tasksSource } from '../../src/events/task.queries.js';
+import { taskEventsSource, tasksSource } from '../../src/events/store/task.queries.js';
 import { encodeCursor } from '../../src/pagination/cursor-codec.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';

@@ -3,11 +3,11 @@ import { once } from 'node:events';
 import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { readFeed } from '../../src/events/feed.js';
-import { applyEvents } from '../../src/events/read-model.js';
+import { readFeed } from '../../src/events/store/feed.js';
+import { applyEvents } from '../../src/events/projections/read-model.js';
 import { rebuildWithProgress } from '../../src/cli/progress.js';
-import { rebuildProjections } from '../../src/events/rebuild.js';
-import type { Actor, CommandOutcome } from '../../src/events/task.events.js';
+import { rebuildProjections } from '../../src/events/projections/rebuild.js';
+import type { Actor, CommandOutcome } from '../../src/events/domain/task.events.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 
 let app: TestApp;

@@ -3,7 +3,7 @@ import { Queue } from 'bullmq';
 import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { rebuildProjections } from '../../src/events/rebuild.js';
+import { rebuildProjections } from '../../src/events/projections/rebuild.js';
 import { bullPrefix, REPORTS_QUEUE } from '../../src/reports/report-queue.js';
 import { startProcessors } from '../../workers/processors.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';

@@ -1,8 +1,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { decide } from '../../src/events/decide.js';
-import { evolve } from '../../src/events/evolve.js';
-import type { Actor, TaskCommand, TaskEvent, TaskState } from '../../src/events/task.events.js';
+import { decide } from '../../src/events/domain/decide.js';
+import { evolve } from '../../src/events/domain/evolve.js';
+import type { Actor, TaskCommand, TaskEvent, TaskState } from '../../src/events/domain/task.events.js';
 import { AppError } from '../../src/errors.js';
 import { parseTaskInput } from '../../src/http/task.input.js';
 

@@ -1,6 +1,6 @@
 import type { Selectable } from 'kysely';
-import type { TasksTable } from '../../db/database.js';
-import type { TaskState } from './task.events.js';
+import type { TasksTable } from '../../../db/database.js';
+import type { TaskState } from '../domain/task.events.js';
 
 export function rowToTask(row: Selectable<TasksTable>): TaskState {
   return {

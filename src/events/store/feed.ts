@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../db/database.js';
+import type { Database } from '../../../db/database.js';
 import { eventColumns, rowToEvent, type RecordedEvent } from './task.queries.js';
 
 /** One read of the global feed: which events, and how many at most. */

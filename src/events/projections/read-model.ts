@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import type { Database } from '../../db/database.js';
-import { COUNTER_NAMES } from './batch-state.js';
+import type { Database } from '../../../db/database.js';
+import { COUNTER_NAMES } from '../store/batch-state.js';
 import { eventFacts } from './read-model-facts.js';
 
 /** The checkpoint row of the per-owner task counts read model. */

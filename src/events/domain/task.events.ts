@@ -1,4 +1,4 @@
-import type { IdempotencyClaim, RenderAnswer, StoredAnswer } from '../idempotency/idempotency.js';
+import type { IdempotencyClaim, RenderAnswer, StoredAnswer } from '../../idempotency/idempotency.js';
 
 /** The facts a task stream records, in the past tense. `data` is what `evolve` needs and no more. */
 export type TaskEvent =

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
-import type { Database } from '../../db/database.js';
-import { loadClaims, type IdempotencyRecord } from '../idempotency/idempotency.js';
-import type { TaskCommand, TaskState } from './task.events.js';
+import type { Database } from '../../../db/database.js';
+import { loadClaims, type IdempotencyRecord } from '../../idempotency/idempotency.js';
+import type { TaskCommand, TaskState } from '../domain/task.events.js';
 import { rowToTask } from './task.rows.js';
 
 export interface Counters {

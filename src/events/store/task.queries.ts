@@ -1,8 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../../db/database.js';
-import type { PageSource } from '../pagination/types.js';
+import type { Database } from '../../../db/database.js';
+import type { PageSource } from '../../pagination/types.js';
 import { COUNTER_NAMES } from './batch-state.js';
-import type { TaskState } from './task.events.js';
+import type { TaskState } from '../domain/task.events.js';
 import { rowToTask } from './task.rows.js';
 
 /** The task list as a paginated collection keyed by id. */

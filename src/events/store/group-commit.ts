@@ -1,4 +1,4 @@
-import type { CommandOutcome, TaskCommand } from './task.events.js';
+import type { CommandOutcome, TaskCommand } from '../domain/task.events.js';
 
 /** Runs a batch of commands atomically and returns one outcome per command, in order. */
 export type BatchRunner = (commands: readonly TaskCommand[]) => Promise<CommandOutcome[]>;

@@ -1,11 +1,11 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import type { Database } from '../../db/database.js';
-import { APPEND_LOCK } from './append-batch.js';
-import { COUNTER_NAMES, type Counters } from './batch-state.js';
-import { evolve } from './evolve.js';
+import type { Database } from '../../../db/database.js';
+import { APPEND_LOCK } from '../store/append-batch.js';
+import { COUNTER_NAMES, type Counters } from '../store/batch-state.js';
+import { evolve } from '../domain/evolve.js';
 import { applyRange, lockCheckpoint, setCheckpoint } from './read-model.js';
-import type { TaskEvent, TaskState } from './task.events.js';
-import { rowToTask } from './task.rows.js';
+import type { TaskEvent, TaskState } from '../domain/task.events.js';
+import { rowToTask } from '../store/task.rows.js';
 
 export interface RebuildSummary {
   events: number;

@@ -1,11 +1,11 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import type { Database } from '../../db/database.js';
-import { claimId, decideReplay } from '../idempotency/idempotency.js';
-import { decide } from './decide.js';
-import { evolve } from './evolve.js';
+import type { Database } from '../../../db/database.js';
+import { claimId, decideReplay } from '../../idempotency/idempotency.js';
+import { decide } from '../domain/decide.js';
+import { evolve } from '../domain/evolve.js';
 import { loadBatchState, type BatchState } from './batch-state.js';
 import { writeBatch, type BatchWrites } from './batch-writes.js';
-import type { CommandOutcome, StoredEvent, TaskCommand, TaskState } from './task.events.js';
+import type { CommandOutcome, StoredEvent, TaskCommand, TaskState } from '../domain/task.events.js';
 
 /** Names the global append lock among PostgreSQL advisory locks. */
 export const APPEND_LOCK = 7_310_002;

@@ -1,8 +1,8 @@
 import { sql, type Transaction } from 'kysely';
-import type { Database } from '../../db/database.js';
-import { storeClaims, type StoredAnswer, type UserClaim } from '../idempotency/idempotency.js';
+import type { Database } from '../../../db/database.js';
+import { storeClaims, type StoredAnswer, type UserClaim } from '../../idempotency/idempotency.js';
 import { COUNTER_NAMES, type Counters } from './batch-state.js';
-import type { StoredEvent, TaskState } from './task.events.js';
+import type { StoredEvent, TaskState } from '../domain/task.events.js';
 import { taskToRow } from './task.rows.js';
 
 /** Everything a batch changes, written in a handful of statements whatever its size. */
