@@ -45,13 +45,19 @@ export default tseslint.config(
   {
     files: ['src/pagination/**/*.ts', 'src/throttle/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [outsideRuntime, { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [outsideRuntime, { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' }] },
+      ],
     },
   },
   {
     files: ['ops/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/test/**'], message: 'Benchmarks and scripts keep their fixtures in ops/; they never import test/.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/test/**'], message: 'Benchmarks and scripts keep their fixtures in ops/; they never import test/.' }] },
+      ],
     },
   },
   {

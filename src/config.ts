@@ -3,20 +3,18 @@ import { z } from 'zod';
 import { parseRate } from './throttle/rate.js';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, 'expected a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+  z.string().trim().regex(/^\d+$/, 'expected a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
 
-const rate = z.string().trim().superRefine((text, ctx) => {
-  try {
-    parseRate(text);
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: (error as Error).message });
-  }
-});
+const rate = z
+  .string()
+  .trim()
+  .superRefine((text, ctx) => {
+    try {
+      parseRate(text);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  });
 
 const duration = z
   .string()
@@ -43,7 +41,10 @@ const schema = z.object({
   PAGE_SIZE: integer(1, 1000).default(10),
   MAX_PAGE_SIZE: integer(1, 10_000).default(100),
   CURSOR_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
-  THROTTLE_ENABLED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  THROTTLE_ENABLED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   THROTTLE_ANON: rate.default('20/min'),
   THROTTLE_USER: rate.default('100/min'),
   THROTTLE_TOKEN_OBTAIN: rate.default('5/min'),
@@ -112,17 +113,26 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
 /** The scopes of DESIGN §4 are set by their own variables, never through THROTTLE_RATES. */
 const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
-  anon: 'THROTTLE_ANON', user: 'THROTTLE_USER', 'token-obtain': 'THROTTLE_TOKEN_OBTAIN', reports: 'THROTTLE_REPORTS',
+  anon: 'THROTTLE_ANON',
+  user: 'THROTTLE_USER',
+  'token-obtain': 'THROTTLE_TOKEN_OBTAIN',
+  reports: 'THROTTLE_REPORTS',
 };
 
 /** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
 export function parseScopeRates(text: string): Record<string, string> {
-  const pairs = text.split(',').map((pair) => pair.trim()).filter(Boolean);
+  const pairs = text
+    .split(',')
+    .map((pair) => pair.trim())
+    .filter(Boolean);
   return Object.fromEntries(pairs.map((pair) => pair.split('=').map((part) => part.trim()) as [string, string]));
 }
 
 function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
-  for (const pair of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const pair of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const [scope, rateText, extra] = pair.split('=');
     if (!scope?.trim() || rateText === undefined || extra !== undefined) {
       ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });

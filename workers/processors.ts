@@ -17,14 +17,24 @@ export async function startProcessors(deps: Deps): Promise<{ close(): Promise<vo
   const running: Array<{ close(): Promise<void> }> = [startReportsWorker(deps), new ReadModelFollower(deps).start()];
   if (queue) {
     running.push(
-      runPeriodically('report sweeper', config.REPORT_SWEEP_INTERVAL_MS, async () => {
-        const ids = await unfinishedReportIds(db, new Date(deps.clock.now().getTime() - config.REPORT_SWEEP_INTERVAL_MS));
-        for (const id of ids) await queue.enqueue(id);
-      }, logger),
-      runPeriodically('job metrics', config.JOB_METRICS_INTERVAL_MS, async () => {
-        const counts = await queue.counts();
-        for (const state of JOB_STATES) metrics.jobs.set({ queue: REPORTS_QUEUE, state }, counts[state]);
-      }, logger),
+      runPeriodically(
+        'report sweeper',
+        config.REPORT_SWEEP_INTERVAL_MS,
+        async () => {
+          const ids = await unfinishedReportIds(db, new Date(deps.clock.now().getTime() - config.REPORT_SWEEP_INTERVAL_MS));
+          for (const id of ids) await queue.enqueue(id);
+        },
+        logger,
+      ),
+      runPeriodically(
+        'job metrics',
+        config.JOB_METRICS_INTERVAL_MS,
+        async () => {
+          const counts = await queue.counts();
+          for (const state of JOB_STATES) metrics.jobs.set({ queue: REPORTS_QUEUE, state }, counts[state]);
+        },
+        logger,
+      ),
     );
   }
   logger.info({ processors: running.length }, 'job processors started');

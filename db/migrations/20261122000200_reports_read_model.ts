@@ -37,11 +37,17 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
   await db.insertInto('projection_checkpoints').values({ name: 'owner_task_counts', position: 0 }).execute();
 
-  await db.schema.alterTable('idempotency_keys').alterColumn('body', (c) => c.setDataType('json')).execute();
+  await db.schema
+    .alterTable('idempotency_keys')
+    .alterColumn('body', (c) => c.setDataType('json'))
+    .execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('idempotency_keys').alterColumn('body', (c) => c.setDataType('jsonb')).execute();
+  await db.schema
+    .alterTable('idempotency_keys')
+    .alterColumn('body', (c) => c.setDataType('jsonb'))
+    .execute();
   for (const table of ['projection_checkpoints', 'owner_task_counts', 'reports']) {
     await db.schema.dropTable(table).ifExists().execute();
   }

@@ -39,8 +39,17 @@ import { checkEventOrder } from './fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from './fixtures/unordered-append.js';
 
 type Variant = 'ordered' | 'unordered';
-interface Setup { variant: Variant; databaseUrl: string; redisUrl: string; httpPort: number }
-interface BatchSizes { buckets: Array<[string, number]>; count: number; sum: number }
+interface Setup {
+  variant: Variant;
+  databaseUrl: string;
+  redisUrl: string;
+  httpPort: number;
+}
+interface BatchSizes {
+  buckets: Array<[string, number]>;
+  count: number;
+  sum: number;
+}
 
 const WORKERS = 2;
 const WARMUP_S = 2;
@@ -52,8 +61,11 @@ const MODES = [
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl, REDIS_URL: setup.redisUrl, CURSOR_SECRET: 'bench-cursor-secret-0123456789',
-    THROTTLE_ENABLED: 'false', LOG_LEVEL: 'silent',
+    DATABASE_URL: setup.databaseUrl,
+    REDIS_URL: setup.redisUrl,
+    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    THROTTLE_ENABLED: 'false',
+    LOG_LEVEL: 'silent',
   });
   const { deps } = await buildDeps(config, 'bench');
   if (setup.variant === 'unordered') deps.commands = createUnorderedBus(deps.db);
@@ -85,41 +97,55 @@ async function prepareDatabase(adminUrl: string, name: string, variant: Variant)
 async function startWorkers(setup: Setup): Promise<Worker[]> {
   const workers = Array.from({ length: WORKERS }, () => cluster.fork());
   // A worker says `ready` once it listens for its setup (messages sent earlier would be lost).
-  await Promise.all(workers.map(async (worker) => {
-    await once(worker, 'message');
-    worker.send(setup);
-    await once(worker, 'message');
-  }));
+  await Promise.all(
+    workers.map(async (worker) => {
+      await once(worker, 'message');
+      worker.send(setup);
+      await once(worker, 'message');
+    }),
+  );
   return workers;
 }
 
 async function stopWorkers(workers: Worker[]): Promise<void> {
-  await Promise.all(workers.map(async (worker) => {
-    const exited = once(worker, 'exit');
-    worker.process.kill('SIGKILL');
-    await exited;
-  }));
+  await Promise.all(
+    workers.map(async (worker) => {
+      const exited = once(worker, 'exit');
+      worker.process.kill('SIGKILL');
+      await exited;
+    }),
+  );
 }
 
 async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
-  const replies = await Promise.all(workers.map(async (worker) => {
-    const reply = once(worker, 'message');
-    worker.send('batch-sizes');
-    return (await reply)[0] as BatchSizes;
-  }));
+  const replies = await Promise.all(
+    workers.map(async (worker) => {
+      const reply = once(worker, 'message');
+      worker.send('batch-sizes');
+      return (await reply)[0] as BatchSizes;
+    }),
+  );
   const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [le, replies.reduce((n, r) => n + r.buckets[i]![1], 0)]);
   return { buckets, count: replies.reduce((n, r) => n + r.count, 0), sum: replies.reduce((n, r) => n + r.sum, 0) };
 }
 
-interface Target { variant: Variant; workers: Worker[]; databaseUrl: string; load: autocannon.Options }
+interface Target {
+  variant: Variant;
+  workers: Worker[];
+  databaseUrl: string;
+  load: autocannon.Options;
+}
 
 async function startTarget(variant: Variant, mode: string, adminUrl: string, redisUrl: string, connections: number): Promise<Target> {
   const { url: databaseUrl, token } = await prepareDatabase(adminUrl, `bench_${variant}_${mode.replace(/\W/g, '_')}`, variant);
   const httpPort = await findFreePort();
   const workers = await startWorkers({ variant, databaseUrl, redisUrl, httpPort });
   const load = {
-    url: `http://127.0.0.1:${httpPort}/api/tasks/`, method: 'POST' as const, connections,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'bench task' }),
+    url: `http://127.0.0.1:${httpPort}/api/tasks/`,
+    method: 'POST' as const,
+    connections,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ title: 'bench task' }),
   };
   return { variant, workers, databaseUrl, load };
 }
@@ -140,20 +166,27 @@ async function measureMode(mode: string, adminUrl: string, redisUrl: string, sec
         slices.get(target.variant)!.push(await autocannon({ ...target.load, duration: SLICE_S }));
       }
     }
-    return await Promise.all(targets.map(async (target) => {
-      const results = slices.get(target.variant)!;
-      const sum = (pick: (r: autocannon.Result) => number) => results.reduce((n, r) => n + pick(r), 0);
-      const db = connectDatabase(target.databaseUrl, 1);
-      const order = await checkEventOrder(db);
-      await db.destroy();
-      return {
-        variant: target.variant, mode, reqPerS: Math.round(sum((r) => r['2xx']) / (results.length * SLICE_S)),
-        p50Ms: median(results.map((r) => r.latency.p50)), p99Ms: median(results.map((r) => r.latency.p99)),
-        created: sum((r) => r['2xx']), non2xx: sum((r) => r.non2xx), errors: sum((r) => r.errors + r.timeouts),
-        positionsInIdOrder: order.problems.length === 0,
-        batches: target.variant === 'ordered' ? await collectBatchSizes(target.workers) : undefined,
-      };
-    }));
+    return await Promise.all(
+      targets.map(async (target) => {
+        const results = slices.get(target.variant)!;
+        const sum = (pick: (r: autocannon.Result) => number) => results.reduce((n, r) => n + pick(r), 0);
+        const db = connectDatabase(target.databaseUrl, 1);
+        const order = await checkEventOrder(db);
+        await db.destroy();
+        return {
+          variant: target.variant,
+          mode,
+          reqPerS: Math.round(sum((r) => r['2xx']) / (results.length * SLICE_S)),
+          p50Ms: median(results.map((r) => r.latency.p50)),
+          p99Ms: median(results.map((r) => r.latency.p99)),
+          created: sum((r) => r['2xx']),
+          non2xx: sum((r) => r.non2xx),
+          errors: sum((r) => r.errors + r.timeouts),
+          positionsInIdOrder: order.problems.length === 0,
+          batches: target.variant === 'ordered' ? await collectBatchSizes(target.workers) : undefined,
+        };
+      }),
+    );
   } finally {
     for (const target of targets) await stopWorkers(target.workers);
   }
@@ -166,11 +199,13 @@ function median(values: number[]): number {
 
 function formatBatches(batches: BatchSizes): string {
   let below = 0;
-  const parts = batches.buckets.map(([le, cumulative]) => {
-    const inBucket = cumulative - below;
-    below = cumulative;
-    return inBucket === 0 ? '' : `≤${le}: ${inBucket}`;
-  }).filter(Boolean);
+  const parts = batches.buckets
+    .map(([le, cumulative]) => {
+      const inBucket = cumulative - below;
+      below = cumulative;
+      return inBucket === 0 ? '' : `≤${le}: ${inBucket}`;
+    })
+    .filter(Boolean);
   return `${batches.count} batches, mean ${(batches.sum / Math.max(1, batches.count)).toFixed(1)} commands (${parts.join(', ')})`;
 }
 
@@ -195,11 +230,15 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
       await admin.destroy();
       rows.push(...(await measureMode(mode.name, postgres.url, redis.url, seconds, connections)));
     }
-    console.log(`node ${process.version}, W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in alternating ${SLICE_S} s slices after ${WARMUP_S} s warm-up, POST /api/tasks/`);
+    console.log(
+      `node ${process.version}, W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in alternating ${SLICE_S} s slices after ${WARMUP_S} s warm-up, POST /api/tasks/`,
+    );
     console.table(rows.map(({ batches, ...row }) => row));
     for (const mode of MODES) {
       const [ordered, unordered] = ['ordered', 'unordered'].map((v) => rows.find((r) => r.mode === mode.name && r.variant === v)!);
-      console.log(`${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`);
+      console.log(
+        `${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`,
+      );
     }
   } finally {
     await cleanUp();

@@ -29,7 +29,12 @@ import { expectedDays, seedCompletedHistory, type SeedOptions } from './seed-eve
 const EVENTS = Number(process.argv[2] ?? 1_000_000);
 const RANGE = { from: '2026-10-01', to: '2026-10-30' };
 
-interface Latencies { count: number; p50: number; p99: number; max: number }
+interface Latencies {
+  count: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
 
 function summarise(samples: number[]): Latencies {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -53,11 +58,19 @@ async function probe(base: string, paths: string[], token: string, done: () => b
 
 const show = (label: string, stats: Record<string, Latencies>) => {
   for (const [path, s] of Object.entries(stats)) {
-    console.log(`  ${label.padEnd(7)} ${path.padEnd(12)} n=${String(s.count).padStart(5)}  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  max ${s.max.toFixed(2)} ms`);
+    console.log(
+      `  ${label.padEnd(7)} ${path.padEnd(12)} n=${String(s.count).padStart(5)}  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  max ${s.max.toFixed(2)} ms`,
+    );
   }
 };
 
-interface Report { status: string; result: { days: unknown; open_at_start: number }; created_at: string; started_at: string; finished_at: string }
+interface Report {
+  status: string;
+  result: { days: unknown; open_at_start: number };
+  created_at: string;
+  started_at: string;
+  finished_at: string;
+}
 
 /** Seeds the history into a fresh, migrated database; returns the seed and the event count. */
 async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: number }> {
@@ -80,7 +93,11 @@ async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: nu
 /** Posts the report and probes the web worker until the report is finished. */
 async function runReport(base: string, token: string, paths: string[]) {
   const auth = { Authorization: `Bearer ${token}` };
-  const accepted = await fetch(`${base}/api/reports/`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth }, body: JSON.stringify(RANGE) });
+  const accepted = await fetch(`${base}/api/reports/`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...auth },
+    body: JSON.stringify(RANGE),
+  });
   const location = accepted.headers.get('location')!;
   let report: Report | undefined;
   const finished = () => report !== undefined && ['done', 'failed'].includes(report.status);
@@ -104,10 +121,20 @@ async function main(): Promise<void> {
   try {
     const { seed, total } = await seedDatabase(postgres.url);
     cluster = await startCluster({
-      DATABASE_URL: postgres.url, REDIS_URL: redis.url, REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`, CURSOR_SECRET: 'report-bench-secret-0123456789',
-      WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', THROTTLE_USER: '100000/min', LOG_LEVEL: 'warn',
+      DATABASE_URL: postgres.url,
+      REDIS_URL: redis.url,
+      REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
+      CURSOR_SECRET: 'report-bench-secret-0123456789',
+      WEB_CONCURRENCY: '1',
+      JOB_CONCURRENCY: '1',
+      THROTTLE_USER: '100000/min',
+      LOG_LEVEL: 'warn',
     });
-    const login = await fetch(`${cluster.base}/api/auth/token/`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }) });
+    const login = await fetch(`${cluster.base}/api/auth/token/`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }),
+    });
     const { token } = (await login.json()) as { token: string };
     await sleep(8_000); // let the jobs child finish booting, so the baseline is not measured against it
     const paths = ['/healthz', '/api/tasks/'];

@@ -26,7 +26,8 @@ export async function seedCompletedHistory(db: Kysely<Database>, options: SeedOp
   const { tasks, owner, start, spanMs } = options;
   const completed = Math.floor(tasks / 2);
   const total = tasks + completed;
-  const at = (position: unknown) => sql`${start}::timestamptz + (((${position}::bigint - 1) * ${spanMs}::bigint) / ${total}::bigint) * interval '1 millisecond'`;
+  const at = (position: unknown) =>
+    sql`${start}::timestamptz + (((${position}::bigint - 1) * ${spanMs}::bigint) / ${total}::bigint) * interval '1 millisecond'`;
   await db.transaction().execute(async (trx) => {
     await sql`
       insert into events (position, stream_id, version, type, data, metadata, recorded_at)
@@ -45,10 +46,17 @@ export async function seedCompletedHistory(db: Kysely<Database>, options: SeedOp
         e.recorded_at, coalesce(c.recorded_at, e.recorded_at), case when c.position is null then 1 else 2 end
       from events e left join events c on c.stream_id = e.stream_id and c.version = 2
       where e.version = 1`.execute(trx);
-    for (const [name, value] of [['tasks.count', tasks], ['tasks.last_id', tasks], ['events.last_position', total]] as const) {
+    for (const [name, value] of [
+      ['tasks.count', tasks],
+      ['tasks.last_id', tasks],
+      ['events.last_position', total],
+    ] as const) {
       await trx.updateTable('counters').set({ value }).where('name', '=', name).execute();
     }
-    await trx.insertInto('owner_task_counts').values({ owner: owner.username, open: tasks - completed, completed }).execute();
+    await trx
+      .insertInto('owner_task_counts')
+      .values({ owner: owner.username, open: tasks - completed, completed })
+      .execute();
     await trx.updateTable('projection_checkpoints').set({ position: total }).where('name', '=', 'owner_task_counts').execute();
   });
   return total;

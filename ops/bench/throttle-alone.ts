@@ -49,7 +49,11 @@ import { buildScopes } from '../../src/throttle/scopes.js';
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
-interface Setup { variant: Variant; redisPort: number; httpPort: number }
+interface Setup {
+  variant: Variant;
+  redisPort: number;
+  httpPort: number;
+}
 
 const WORKERS = 2;
 const CONNECTIONS = 100;
@@ -91,7 +95,11 @@ function createCheck(variant: 'zset' | 'fixed', redis: Redis): Check {
   const run = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<number[]>>)[variant];
   return async (ident) => {
     const [allowed, remaining = 0, resetMs = 0, retryAfterS = 0] = await run!.call(
-      redis, `bench:${variant}:{${ident}}:${RULE.scope}`, RULE.rate.limit, RULE.rate.windowMs);
+      redis,
+      `bench:${variant}:{${ident}}:${RULE.scope}`,
+      RULE.rate.limit,
+      RULE.rate.windowMs,
+    );
     const { limit, windowMs } = RULE.rate;
     return { scope: RULE.scope, allowed: allowed === 1, limit, windowMs, remaining, resetMs, retryAfterS };
   };
@@ -135,7 +143,12 @@ function roundTripOnly(redisPort: number): Koa.Middleware {
 /** rate-limiter-flexible's Redis limiter (a fixed window: one INCR script per request), answering with the same fields. */
 function flexibleThrottle(redisPort: number): Koa.Middleware {
   const { limit, windowMs } = RULE.rate;
-  const limiter = new RateLimiterRedis({ storeClient: new Redis(redisPort, '127.0.0.1'), points: limit, duration: windowMs / 1000, keyPrefix: 'bench:flexible' });
+  const limiter = new RateLimiterRedis({
+    storeClient: new Redis(redisPort, '127.0.0.1'),
+    points: limit,
+    duration: windowMs / 1000,
+    keyPrefix: 'bench:flexible',
+  });
   return async (ctx, next) => {
     let state: RateLimiterRes;
     let allowed = true;
@@ -214,39 +227,48 @@ async function startRedis(port: number): Promise<{ process: ChildProcess; admin:
   return { process: child, admin };
 }
 
-interface Server { variant: Variant; url: string; workers: Worker[] }
+interface Server {
+  variant: Variant;
+  url: string;
+  workers: Worker[];
+}
 
 async function startServer(variant: Variant, redisPort: number): Promise<Server> {
   const httpPort = await freePort();
   const workers = Array.from({ length: WORKERS }, () => cluster.fork());
-  await Promise.all(workers.map(async (worker) => {
-    await once(worker, 'message');
-    worker.send({ variant, redisPort, httpPort } satisfies Setup);
-    await once(worker, 'message');
-  }));
+  await Promise.all(
+    workers.map(async (worker) => {
+      await once(worker, 'message');
+      worker.send({ variant, redisPort, httpPort } satisfies Setup);
+      await once(worker, 'message');
+    }),
+  );
   const url = `http://127.0.0.1:${httpPort}/`;
   await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, requests: CLIENT_REQUESTS });
   return { variant, url, workers };
 }
 
 async function stopServer({ workers }: Server): Promise<void> {
-  await Promise.all(workers.map(async (worker) => {
-    const exited = once(worker, 'exit');
-    worker.kill();
-    await exited;
-  }));
+  await Promise.all(
+    workers.map(async (worker) => {
+      const exited = once(worker, 'exit');
+      worker.kill();
+      await exited;
+    }),
+  );
 }
 
 /** CPU time of the process tree parts, in µs: the server's workers, Redis, this process (autocannon). */
 async function sampleCpu(server: Server, admin: Redis) {
-  const workers = await Promise.all(server.workers.map(async (worker) => {
-    const reply = once(worker, 'message');
-    worker.send('cpu');
-    return (await reply)[0] as number;
-  }));
+  const workers = await Promise.all(
+    server.workers.map(async (worker) => {
+      const reply = once(worker, 'message');
+      worker.send('cpu');
+      return (await reply)[0] as number;
+    }),
+  );
   const info = await admin.info('cpu');
-  const redisSeconds = ['used_cpu_user', 'used_cpu_sys'].reduce(
-    (sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0), 0);
+  const redisSeconds = ['used_cpu_user', 'used_cpu_sys'].reduce((sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0), 0);
   return { node: workers.reduce((a, b) => a + b, 0), redis: redisSeconds * 1e6, loader: cpuMicros(process.cpuUsage()) };
 }
 
@@ -270,9 +292,16 @@ async function measureSlice(server: Server, admin: Redis, seconds: number) {
     if (name === 'evalsha' || name === 'eval') scripts += delta;
   }
   return {
-    requests: result['2xx'] + result.non2xx, seconds: result.duration, p99Ms: result.latency.p99,
-    non2xx: result.non2xx, errors: result.errors, scripts, commands,
-    nodeUs: cpuAfter.node - cpuBefore.node, redisUs: cpuAfter.redis - cpuBefore.redis, loaderUs: cpuAfter.loader - cpuBefore.loader,
+    requests: result['2xx'] + result.non2xx,
+    seconds: result.duration,
+    p99Ms: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    scripts,
+    commands,
+    nodeUs: cpuAfter.node - cpuBefore.node,
+    redisUs: cpuAfter.redis - cpuBefore.redis,
+    loaderUs: cpuAfter.loader - cpuBefore.loader,
   };
 }
 
@@ -301,11 +330,18 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
   const perReq = (pick: (slice: Slice) => number, digits = 1) => Number((sum(slices, pick) / requests).toFixed(digits));
   const roundRatios = slices.map((slice, i) => rate([slice]) / rate(baseline.slice(i, i + 1)));
   return {
-    variant, reqPerS: Math.round(rate(slices)), ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
+    variant,
+    reqPerS: Math.round(rate(slices)),
+    ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
     roundRatios: `${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}`,
-    p99Ms: Math.max(...slices.map((s) => s.p99Ms)), non2xx: sum(slices, (s) => s.non2xx), errors: sum(slices, (s) => s.errors),
-    roundTrips: perReq((s) => s.scripts, 3), redisCmds: perReq((s) => s.commands, 2),
-    nodeCpuUs: perReq((s) => s.nodeUs), redisCpuUs: perReq((s) => s.redisUs), loaderCpuUs: perReq((s) => s.loaderUs),
+    p99Ms: Math.max(...slices.map((s) => s.p99Ms)),
+    non2xx: sum(slices, (s) => s.non2xx),
+    errors: sum(slices, (s) => s.errors),
+    roundTrips: perReq((s) => s.scripts, 3),
+    redisCmds: perReq((s) => s.commands, 2),
+    nodeCpuUs: perReq((s) => s.nodeUs),
+    redisCpuUs: perReq((s) => s.redisUs),
+    loaderCpuUs: perReq((s) => s.loaderUs),
   };
 }
 
@@ -320,9 +356,13 @@ async function runPrimary(secondsPerVariant: number, rounds: number, variants: V
       const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
       for (const server of order) slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
     }
-    console.log(`redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, `
-      + `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds, `
-      + `load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}`);
+    console.log(
+      `redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, ` +
+        `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds, ` +
+        `load average ${loadavg()
+          .map((load) => load.toFixed(1))
+          .join(' ')}`,
+    );
     console.table(variants.map((variant) => summarise(variant, slices.get(variant) ?? [], slices.get('none') ?? [])));
     console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(redis.admin));
   } finally {

@@ -35,10 +35,12 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
   let next = 0;
   let allowed = 0;
   const turn = async () => {
-    const decisions = await Promise.all(Array.from({ length: BATCH }, () => {
-      const client = next++ % clients;
-      return throttler.consume([{ rule: RULE, ident: `ip:10.${client >> 8}.${client & 255}.1` }]);
-    }));
+    const decisions = await Promise.all(
+      Array.from({ length: BATCH }, () => {
+        const client = next++ % clients;
+        return throttler.consume([{ rule: RULE, ident: `ip:10.${client >> 8}.${client & 255}.1` }]);
+      }),
+    );
     allowed += decisions.filter(([decision]) => decision?.allowed).length;
   };
   for (let i = 0; i < turns / 10; i++) await turn();
@@ -48,7 +50,10 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
   const after = await counters(admin);
   const checks = turns * BATCH;
   return {
-    shape, clients, checks, admitted: `${Math.round((100 * (allowed - allowedBefore)) / checks)} %`,
+    shape,
+    clients,
+    checks,
+    admitted: `${Math.round((100 * (allowed - allowedBefore)) / checks)} %`,
     perClientPerS: Math.round(checks / clients / ((performance.now() - started) / 1000)),
     redisCpuUsPerCheck: Number(((after.cpuUs - before.cpuUs) / checks).toFixed(2)),
     commandsPerCheck: Number(((after.commands - before.commands) / checks).toFixed(2)),

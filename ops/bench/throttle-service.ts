@@ -47,7 +47,12 @@ const VARIANTS = {
   'on-bigN': { THROTTLE_ANON: '100000/min' },
 } as const;
 type Variant = keyof typeof VARIANTS;
-interface Setup { variant: Variant; databaseUrl: string; redisUrl: string; httpPort: number }
+interface Setup {
+  variant: Variant;
+  databaseUrl: string;
+  redisUrl: string;
+  httpPort: number;
+}
 
 const WORKERS = 2;
 const WARMUP_S = 2;
@@ -56,8 +61,13 @@ const PREFIX = 'bench:';
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl, REDIS_URL: setup.redisUrl, REDIS_PREFIX: `${PREFIX}${setup.variant}:`,
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789', LOG_LEVEL: 'silent', TRUST_PROXY_HOPS: '1', ...VARIANTS[setup.variant],
+    DATABASE_URL: setup.databaseUrl,
+    REDIS_URL: setup.redisUrl,
+    REDIS_PREFIX: `${PREFIX}${setup.variant}:`,
+    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    LOG_LEVEL: 'silent',
+    TRUST_PROXY_HOPS: '1',
+    ...VARIANTS[setup.variant],
   });
   const { deps } = await buildDeps(config, 'bench');
   createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
@@ -73,29 +83,45 @@ async function prepareDatabase(adminUrl: string): Promise<string> {
   const created = await createUser(db, 'bench', 'bench-password');
   if (!created.ok) throw new Error('could not create the bench user');
   const actor = { userId: created.user.id, username: 'bench' };
-  await appendBatch(db, Array.from({ length: 50 }, (_, i) => ({
-    type: 'CreateTask' as const, actor, fields: { title: `Task ${i + 1}`, description: '', completed: false },
-  })));
+  await appendBatch(
+    db,
+    Array.from({ length: 50 }, (_, i) => ({
+      type: 'CreateTask' as const,
+      actor,
+      fields: { title: `Task ${i + 1}`, description: '', completed: false },
+    })),
+  );
   await db.destroy();
   return url;
 }
 
-interface Target { variant: Variant; workers: Worker[]; load: autocannon.Options }
+interface Target {
+  variant: Variant;
+  workers: Worker[];
+  load: autocannon.Options;
+}
 
 async function startTarget(variant: Variant, databaseUrl: string, redisUrl: string, connections: number): Promise<Target> {
   const httpPort = await findFreePort();
   const workers = Array.from({ length: WORKERS }, () => cluster.fork());
-  await Promise.all(workers.map(async (worker) => {
-    await once(worker, 'message');
-    worker.send({ variant, databaseUrl, redisUrl, httpPort } satisfies Setup);
-    await once(worker, 'message');
-  }));
+  await Promise.all(
+    workers.map(async (worker) => {
+      await once(worker, 'message');
+      worker.send({ variant, databaseUrl, redisUrl, httpPort } satisfies Setup);
+      await once(worker, 'message');
+    }),
+  );
   let turn = 0;
-  const forwardedFor = variant === 'on-bigN'
-    ? () => '198.18.0.1'
-    : () => { const i = turn++ % CLIENTS; return `198.18.${i >> 8}.${i & 255}`; };
+  const forwardedFor =
+    variant === 'on-bigN'
+      ? () => '198.18.0.1'
+      : () => {
+          const i = turn++ % CLIENTS;
+          return `198.18.${i >> 8}.${i & 255}`;
+        };
   const load: autocannon.Options = {
-    url: `http://127.0.0.1:${httpPort}/api/tasks/`, connections,
+    url: `http://127.0.0.1:${httpPort}/api/tasks/`,
+    connections,
     requests: [{ setupRequest: (request) => ({ ...request, headers: { ...request.headers, 'x-forwarded-for': forwardedFor() } }) }],
   };
   return { variant, workers, load };
@@ -122,8 +148,14 @@ async function measureSlice(target: Target, admin: Redis, seconds: number) {
     if (name === 'evalsha' || name === 'eval') scripts += delta;
   }
   return {
-    requests: result['2xx'] + result.non2xx, ok: result['2xx'], seconds: result.duration, errors: result.errors + result.timeouts,
-    p50Ms: result.latency.p50, p99Ms: result.latency.p99, commands, scripts,
+    requests: result['2xx'] + result.non2xx,
+    ok: result['2xx'],
+    seconds: result.duration,
+    errors: result.errors + result.timeouts,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    commands,
+    scripts,
   };
 }
 type Slice = Awaited<ReturnType<typeof measureSlice>>;
@@ -135,10 +167,14 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
   const rounds = slices.map((slice, i) => rate([slice]) / rate(baseline.slice(i, i + 1)));
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
   return {
-    variant, reqPerS: Math.round(rate(slices)), ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
+    variant,
+    reqPerS: Math.round(rate(slices)),
+    ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
     roundRatios: `${Math.min(...rounds).toFixed(2)}–${Math.max(...rounds).toFixed(2)}`,
-    p50Ms: median(slices.map((s) => s.p50Ms)), p99Ms: median(slices.map((s) => s.p99Ms)),
-    non2xx: requests - sum(slices, (s) => s.ok), errors: sum(slices, (s) => s.errors),
+    p50Ms: median(slices.map((s) => s.p50Ms)),
+    p99Ms: median(slices.map((s) => s.p99Ms)),
+    non2xx: requests - sum(slices, (s) => s.ok),
+    errors: sum(slices, (s) => s.errors),
     redisCmdsPerReq: Number((sum(slices, (s) => s.commands) / requests).toFixed(2)),
     roundTripsPerReq: Number((sum(slices, (s) => s.scripts) / requests).toFixed(3)),
   };
@@ -148,7 +184,12 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
 async function memoryPerKey(admin: Redis): Promise<Array<{ rate: string; entries: number; bytes: number | null }>> {
   const throttler = createThrottler({ redis: admin, keyPrefix: 'mem:' });
   const rows: Array<{ rate: string; entries: number; bytes: number | null }> = [];
-  for (const [text, entries] of [['20/min', 20], ['100/min', 100], ['1000/min', 1000], ['100000/min', 1000]] as const) {
+  for (const [text, entries] of [
+    ['20/min', 20],
+    ['100/min', 100],
+    ['1000/min', 1000],
+    ['100000/min', 1000],
+  ] as const) {
     const rule: ScopeRule = { scope: 'anon', rate: parseRate(text), keyedBy: 'ip' };
     const key = `mem:throttle:v3:{ip:${text}}:anon`;
     for (let i = 1; i <= entries; i += 1) {
@@ -197,14 +238,20 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
       const order = [...targets.slice(round % targets.length), ...targets.slice(0, round % targets.length)];
       for (const target of order) slices.get(target.variant)!.push(await measureSlice(target, admin, seconds / rounds));
     }
-    console.log(`redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, W=${WORKERS} workers per variant, `
-      + `${connections} connections, ${seconds} s per variant in ${rounds} interleaved rounds after ${WARMUP_S} s warm-up, GET /api/tasks/, `
-      + `load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}`);
+    console.log(
+      `redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, W=${WORKERS} workers per variant, ` +
+        `${connections} connections, ${seconds} s per variant in ${rounds} interleaved rounds after ${WARMUP_S} s warm-up, GET /api/tasks/, ` +
+        `load average ${loadavg()
+          .map((load) => load.toFixed(1))
+          .join(' ')}`,
+    );
     console.table(targets.map((t) => summarise(t.variant, slices.get(t.variant)!, slices.get('off')!)));
     const left = await keyMemory(admin, `${PREFIX}on:throttle:*`);
     const used = Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
-    console.log(`"on" left ${left.keys} client keys (${CLIENTS} addresses), MEMORY USAGE ${left.meanBytes} bytes each on average; `
-      + `Redis used_memory ${used} bytes in all`);
+    console.log(
+      `"on" left ${left.keys} client keys (${CLIENTS} addresses), MEMORY USAGE ${left.meanBytes} bytes each on average; ` +
+        `Redis used_memory ${used} bytes in all`,
+    );
     console.log('MEMORY USAGE of one client key (bytes; entries are 8 bytes each after a 40-byte header):');
     console.table(await memoryPerKey(admin));
   } finally {

@@ -24,7 +24,10 @@ export async function issueToken(db: Kysely<Database>, username: string, passwor
   if (!user || !matches) return null;
   const token = randomBytes(32).toString('hex');
   const expiresAt = new Date(now.getTime() + ttlMs);
-  await db.insertInto('tokens').values({ token_hash: hashToken(token), user_id: user.id, expires_at: expiresAt }).execute();
+  await db
+    .insertInto('tokens')
+    .values({ token_hash: hashToken(token), user_id: user.id, expires_at: expiresAt })
+    .execute();
   return { token, expiresAt };
 }
 

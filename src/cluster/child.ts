@@ -41,10 +41,13 @@ export async function runChild(config: Config, role: string | undefined): Promis
   const drain = async () => {
     deps.logger.info(chosen.draining);
     // A drain that cannot finish (Redis gone) ends in time anyway: interrupted jobs are retried.
-    const giveUp = setTimeout(() => {
-      deps.logger.warn(`${role} child could not drain in time; exiting`);
-      process.exit(0);
-    }, Math.max(0, childDrainBudgetMs(config) - 250));
+    const giveUp = setTimeout(
+      () => {
+        deps.logger.warn(`${role} child could not drain in time; exiting`);
+        process.exit(0);
+      },
+      Math.max(0, childDrainBudgetMs(config) - 250),
+    );
     giveUp.unref();
     await started.close();
     if (chosen.reportAfterClosing) {

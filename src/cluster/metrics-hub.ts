@@ -22,8 +22,12 @@ const CUMULATIVE = new Set(['counter', 'histogram']);
  */
 export class MetricsHub {
   readonly #own = new Registry();
-  readonly #restarts = new Counter({ name: 'paceline_worker_restarts_total', labelNames: ['role'] as const, registers: [this.#own],
-    help: 'Children that exited unexpectedly and were restarted by the primary, by role.' });
+  readonly #restarts = new Counter({
+    name: 'paceline_worker_restarts_total',
+    labelNames: ['role'] as const,
+    registers: [this.#own],
+    help: 'Children that exited unexpectedly and were restarted by the primary, by role.',
+  });
   /** The last report of every child whose counts are not yet in #retired, live or exiting. */
   readonly #latest = new Map<number, Snapshot>();
   /** Counters and histograms of children that exited; entries are only appended or merged. */
@@ -66,7 +70,11 @@ export class MetricsHub {
 
   /** Asks every connected child for its metrics; settles when all answered or timed out. */
   async refresh(): Promise<void> {
-    await Promise.all(this.#workers().filter((w) => w.isConnected()).map((w) => this.#ask(w)));
+    await Promise.all(
+      this.#workers()
+        .filter((w) => w.isConnected())
+        .map((w) => this.#ask(w)),
+    );
   }
 
   /** The host's metrics in the Prometheus text format. */

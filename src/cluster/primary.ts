@@ -32,7 +32,7 @@ export async function runPrimary(config: Config): Promise<void> {
     stopping = true;
     // A store that exits now (the terminal's Ctrl-C reaches it too) is not restarted.
     holdStores();
-    for (let seen = null as unknown; seen !== current; ) await (seen = current);
+    for (let seen = null as unknown; seen !== current;) await (seen = current);
     for (const stop of stops.reverse()) await stop();
   });
   process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -101,9 +101,12 @@ export class Supervisor {
     const now = Date.now();
     const crashes = [...slot.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
     const delay = Math.min(MAX_BACKOFF_MS, 250 * 2 ** (crashes.length - 1));
-    const log = crashes.length >= CRASH_LOOP_THRESHOLD ? this.options.logger.error.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
-    log({ role: slot.role, pid: slot.worker.process.pid, code, signal, crashesLastMinute: crashes.length, restartInMs: delay },
-      crashes.length >= CRASH_LOOP_THRESHOLD ? 'child is crash-looping; restarting with back-off' : 'child exited unexpectedly; restarting');
+    const log =
+      crashes.length >= CRASH_LOOP_THRESHOLD ? this.options.logger.error.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+    log(
+      { role: slot.role, pid: slot.worker.process.pid, code, signal, crashesLastMinute: crashes.length, restartInMs: delay },
+      crashes.length >= CRASH_LOOP_THRESHOLD ? 'child is crash-looping; restarting with back-off' : 'child exited unexpectedly; restarting',
+    );
     this.options.onRestart?.(slot.role);
     const timer = setTimeout(() => {
       this.#timers.delete(timer);

@@ -21,12 +21,14 @@ import { taskRoutes } from './tasks.routes.js';
  * `guard({ scope, rate })`, which adds them to this map as the app is built.
  */
 export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
-  return new Map(buildScopes({
-    anon: config.THROTTLE_ANON,
-    user: config.THROTTLE_USER,
-    'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
-    reports: config.THROTTLE_REPORTS,
-  }));
+  return new Map(
+    buildScopes({
+      anon: config.THROTTLE_ANON,
+      user: config.THROTTLE_USER,
+      'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
+      reports: config.THROTTLE_REPORTS,
+    }),
+  );
 }
 
 /** Builds the Koa application; `extraRoutes` lets later features mount their routers. */
@@ -74,7 +76,11 @@ const baseHeaders: Middleware = async (ctx, next) => {
 function redirectToSlash(routers: Router[]): Middleware {
   return async (ctx, next) => {
     const slashed = `${ctx.path}/`;
-    if ((ctx.path === '/api' || ctx.path.startsWith('/api/')) && !ctx.path.endsWith('/') && routers.some((router) => router.match(slashed, ctx.method).path.length > 0)) {
+    if (
+      (ctx.path === '/api' || ctx.path.startsWith('/api/')) &&
+      !ctx.path.endsWith('/') &&
+      routers.some((router) => router.match(slashed, ctx.method).path.length > 0)
+    ) {
       ctx.status = 308;
       ctx.set('Location', `${slashed}${ctx.search}`);
       ctx.body = { detail: `Moved to ${slashed}${ctx.search}` };

@@ -10,10 +10,7 @@ export function healthRoutes(deps: Deps): Router {
     ctx.body = { status: 'ok' };
   });
   router.get('/readyz', async (ctx) => {
-    const [database, redis] = await Promise.all([
-      probe(() => sql`select 1`.execute(deps.db)),
-      probe(() => deps.redis.ping()),
-    ]);
+    const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => deps.redis.ping())]);
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'unavailable', checks: { database, redis } };

@@ -16,7 +16,12 @@ export function readIdempotencyClaim(ctx: Context, request: unknown): Idempotenc
   if (!key) return undefined;
   if (key.length > KEY_MAX) throw Errors.badRequest(`Idempotency-Key must be at most ${KEY_MAX} characters.`);
   const route = `${ctx.method} ${String(ctx._matchedRoute ?? ctx.path)}`;
-  return { key, requestHash: createHash('sha256').update(JSON.stringify([route, request])).digest('base64url') };
+  return {
+    key,
+    requestHash: createHash('sha256')
+      .update(JSON.stringify([route, request]))
+      .digest('base64url'),
+  };
 }
 
 /**

@@ -46,7 +46,6 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
   return refuseOtherMethods(router, () => guard(), 'none');
 }
 
-
 /** A fresh report request's answer: 202 with the pending report and its `Location`. */
 function acceptReport(report: ReportRecord) {
   return { status: 202, body: viewReport(report), resourcePath: reportPath(report.id) };

@@ -12,7 +12,11 @@ const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-
 export function requestUrl(ctx: Context, trustProxyHops: number): URL {
   const forwarded = (name: string) => {
     if (trustProxyHops === 0) return '';
-    const values = ctx.get(name).split(',').map((v) => v.trim()).filter(Boolean);
+    const values = ctx
+      .get(name)
+      .split(',')
+      .map((v) => v.trim())
+      .filter(Boolean);
     // Fewer values than proxies: none of them was written by ours, so none is trusted.
     return values.at(-trustProxyHops) ?? '';
   };

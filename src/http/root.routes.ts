@@ -4,7 +4,14 @@ import { absoluteUrl } from './request-url.js';
 import type { Deps } from '../deps.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
-const COLLECTIONS = { tasks: '/api/tasks/', 'task-stats': '/api/tasks/stats/', events: '/api/events/', reports: '/api/reports/', 'rate-limits': '/api/rate-limits/', token: '/api/auth/token/' };
+const COLLECTIONS = {
+  tasks: '/api/tasks/',
+  'task-stats': '/api/tasks/stats/',
+  events: '/api/events/',
+  reports: '/api/reports/',
+  'rate-limits': '/api/rate-limits/',
+  token: '/api/auth/token/',
+};
 
 /** `GET /api/`: the API root, absolute links to every collection (as DRF's router serves). */
 export function rootRoutes(deps: Deps, guard: Guard): Router {

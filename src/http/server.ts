@@ -47,10 +47,13 @@ export async function serve(deps: Deps): Promise<{ close(): Promise<void> }> {
  */
 function closeServer(server: Server, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
-    const force = setTimeout(() => {
-      server.closeAllConnections();
-      resolve();
-    }, Math.max(timeoutMs, 100));
+    const force = setTimeout(
+      () => {
+        server.closeAllConnections();
+        resolve();
+      },
+      Math.max(timeoutMs, 100),
+    );
     NetServer.prototype.close.call(server, () => {
       clearTimeout(force);
       resolve();

@@ -41,7 +41,11 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
   router.delete('/api/tasks/:id/', guard(), async (ctx) => {
     const user = requireUser(ctx);
     const outcome = await commands.execute({
-      type: 'DeleteTask', actor: actorOf(ctx, user), taskId: parseId(ctx.params.id), expectedVersion: readIfMatch(ctx), excludedVersion: readIfNoneMatch(ctx),
+      type: 'DeleteTask',
+      actor: actorOf(ctx, user),
+      taskId: parseId(ctx.params.id),
+      expectedVersion: readIfMatch(ctx),
+      excludedVersion: readIfNoneMatch(ctx),
     });
     if (!outcome.ok) throw rejectionError(outcome, ctx);
     ctx.status = 204;
@@ -79,7 +83,12 @@ function changeTask(deps: Deps, replace: boolean) {
     const taskId = parseId(ctx.params.id);
     const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), !replace);
     const outcome = await deps.commands.execute({
-      type: 'ChangeTask', actor: actorOf(ctx, user), taskId, fields, expectedVersion: readIfMatch(ctx), excludedVersion: readIfNoneMatch(ctx),
+      type: 'ChangeTask',
+      actor: actorOf(ctx, user),
+      taskId,
+      fields,
+      expectedVersion: readIfMatch(ctx),
+      excludedVersion: readIfNoneMatch(ctx),
     });
     if (!outcome.ok) throw rejectionError(outcome, ctx);
     respondWithTask(ctx, viewTask(expectTask(outcome)));

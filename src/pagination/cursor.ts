@@ -14,11 +14,7 @@ type CursorPage<T> = { results: T[]; next: CursorPosition | null; previous: Curs
  * telling whether more exist in that direction. Envelope without `count`. A token that does not
  * verify for this ordering → 404 `Invalid cursor`.
  */
-export async function paginateByCursor<T>(
-  source: PageSource<T>,
-  request: ParsedPageRequest,
-  settings: PaginationSettings,
-): Promise<PaginateOutcome<T>> {
+export async function paginateByCursor<T>(source: PageSource<T>, request: ParsedPageRequest, settings: PaginationSettings): Promise<PaginateOutcome<T>> {
   const size = readPageSize(request.query, settings);
   if (!size.ok) return size;
   const binding: CursorBinding = { list: request.url.pathname, ordering: request.ordering, orderingParam: request.orderingParam ?? '' };

@@ -15,11 +15,7 @@ type Read<T> = { number: number; count: number; items: T[] };
  * or `last`; `page_size` as in `readPageSize`. A page beyond the last, below 1 or not an integer →
  * 404 `Invalid page.`; page 1 of an empty collection is a 200 with `count: 0`.
  */
-export async function paginateByPageNumber<T>(
-  source: PageSource<T>,
-  request: ParsedPageRequest,
-  settings: PaginationSettings,
-): Promise<PaginateOutcome<T>> {
+export async function paginateByPageNumber<T>(source: PageSource<T>, request: ParsedPageRequest, settings: PaginationSettings): Promise<PaginateOutcome<T>> {
   const size = readPageSize(request.query, settings);
   if (!size.ok) return size;
   const raw = readLastValue(request.query, 'page') ?? '1';

@@ -77,7 +77,13 @@ async function tallyBatch(db: Kysely<Database>, after: number, upTo: number, end
 /** Adds a batch's tally of a day to the earlier ones (a day can span several batches). */
 function addTallies(sum: (Tally & { open_delta: number }) | undefined, row: Tally & { open_delta: number }) {
   if (!sum) return { created: row.created, completed: row.completed, reopened: row.reopened, deleted: row.deleted, open_delta: row.open_delta };
-  return { created: sum.created + row.created, completed: sum.completed + row.completed, reopened: sum.reopened + row.reopened, deleted: sum.deleted + row.deleted, open_delta: sum.open_delta + row.open_delta };
+  return {
+    created: sum.created + row.created,
+    completed: sum.completed + row.completed,
+    reopened: sum.reopened + row.reopened,
+    deleted: sum.deleted + row.deleted,
+    open_delta: sum.open_delta + row.open_delta,
+  };
 }
 
 function summarise(params: ReportParams, openAtStart: number, tallies: Map<string, Tally & { open_delta: number }>, upTo: number): ReportResult {

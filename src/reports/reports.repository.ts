@@ -24,7 +24,18 @@ export async function createReport(
   db: Kysely<Database>,
   request: { userId: number; params: ReportParams; idempotency?: IdempotencyClaim & { render: RenderAnswer<ReportRecord> }; now: Date },
 ): Promise<CreateReportOutcome> {
-  const report: ReportRecord = { id: randomUUID(), user_id: request.userId, status: 'pending', params: request.params, result: null, error: null, attempts: 0, created_at: request.now, started_at: null, finished_at: null };
+  const report: ReportRecord = {
+    id: randomUUID(),
+    user_id: request.userId,
+    status: 'pending',
+    params: request.params,
+    result: null,
+    error: null,
+    attempts: 0,
+    created_at: request.now,
+    started_at: null,
+    finished_at: null,
+  };
   return db.transaction().execute(async (trx) => {
     const claim = request.idempotency && { userId: request.userId, ...request.idempotency };
     const earlier = claim && (await takeClaim(trx, claim, claim.render(report)));
@@ -32,7 +43,10 @@ export async function createReport(
       const replay = decideReplay(earlier, claim);
       return replay.ok ? { ok: true, replayed: replay.replay } : replay;
     }
-    await trx.insertInto('reports').values({ ...report, params: JSON.stringify(report.params), result: null }).execute();
+    await trx
+      .insertInto('reports')
+      .values({ ...report, params: JSON.stringify(report.params), result: null })
+      .execute();
     return { ok: true, report };
   });
 }
@@ -77,6 +91,13 @@ export async function recordReportFailure(db: Kysely<Database>, id: string, erro
 
 /** Reports not finished and created before `before`, oldest first: candidates for re-enqueueing. */
 export async function unfinishedReportIds(db: Kysely<Database>, before: Date, limit = 1_000): Promise<string[]> {
-  const rows = await db.selectFrom('reports').select('id').where('status', 'in', ['pending', 'running']).where('created_at', '<', before).orderBy('created_at').limit(limit).execute();
+  const rows = await db
+    .selectFrom('reports')
+    .select('id')
+    .where('status', 'in', ['pending', 'running'])
+    .where('created_at', '<', before)
+    .orderBy('created_at')
+    .limit(limit)
+    .execute();
   return rows.map((r) => r.id);
 }

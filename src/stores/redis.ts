@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdir } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { resolve } from 'node:path';

@@ -122,10 +122,11 @@ export class Batcher {
     const giveUpAt = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Math.max(since + timeoutMs, sentAt + grace);
     const call: Call = { batch, since, clock, link, sentAt, giveUpAt, settled: false, timer: undefined };
     if (timeoutMs !== undefined) {
-      const expire = () => this.settle(call, () => {
-        this.lastExpiry = performance.now();
-        rejectAll(batch, unanswered(timeoutMs));
-      });
+      const expire = () =>
+        this.settle(call, () => {
+          this.lastExpiry = performance.now();
+          rejectAll(batch, unanswered(timeoutMs));
+        });
       call.timer = setTimeout(() => setImmediate(expire), Math.max(0, giveUpAt - sentAt));
     }
     return call;

@@ -12,11 +12,7 @@ import { formatIpv6, maskIpv6, parseIpv6, unmapIpv4 } from './ipv6.js';
  *
  * @returns the address, or `''` when the socket address is unknown (the socket is gone).
  */
-export function clientIp(
-  socketAddress: string | undefined,
-  xForwardedFor: string | undefined,
-  trustProxyHops: number,
-): string {
+export function clientIp(socketAddress: string | undefined, xForwardedFor: string | undefined, trustProxyHops: number): string {
   const hops = Math.trunc(trustProxyHops);
   if (hops > 0 && xForwardedFor) {
     const addresses = xForwardedFor.split(',');
@@ -62,13 +58,15 @@ function normaliseAddress(raw: string): string | undefined {
   // The usual cases first: bare IPv4, and IPv4 as a dual-stack socket reports it.
   if (isIPv4(raw)) return raw;
   if (raw.startsWith('::ffff:') && isIPv4(raw.slice(7))) return raw.slice(7);
-  return remember(`@${raw}`, () => {
-    const address = stripPortAndZone(raw.trim().toLowerCase());
-    const family = isIP(address);
-    if (family === 4) return address;
-    if (family !== 6) return null;
-    return unmapIpv4(parseIpv6(address)) ?? address;
-  }) ?? undefined;
+  return (
+    remember(`@${raw}`, () => {
+      const address = stripPortAndZone(raw.trim().toLowerCase());
+      const family = isIP(address);
+      if (family === 4) return address;
+      if (family !== 6) return null;
+      return unmapIpv4(parseIpv6(address)) ?? address;
+    }) ?? undefined
+  );
 }
 
 function stripPortAndZone(address: string): string {

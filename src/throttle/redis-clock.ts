@@ -34,7 +34,11 @@ export function createRedisClock() {
     /** One answered call: sent at `sentAt`, Redis's clock `redisNowMs` when it ran, read at `readAt` (all ms). */
     sample(sentAt: number, redisNowMs: number, readAt: number) {
       if (sentAt - spanStart > SPAN_MS) {
-        [offset, roundTrip, spanStart] = [{ current: Number.POSITIVE_INFINITY, previous: offset.current }, { current: Number.POSITIVE_INFINITY, previous: roundTrip.current }, sentAt];
+        [offset, roundTrip, spanStart] = [
+          { current: Number.POSITIVE_INFINITY, previous: offset.current },
+          { current: Number.POSITIVE_INFINITY, previous: roundTrip.current },
+          sentAt,
+        ];
       }
       add(offset, redisNowMs - sentAt);
       add(roundTrip, readAt - sentAt);

@@ -24,7 +24,8 @@ export function isExpired(reply: Buffer): boolean {
 /** Redis's clock (µs) in a reply: after the results, or after the EXPIRED mark. @throws Error for a reply of another shape. */
 export function clockOf(reply: Buffer, checkCount: number): number {
   const expired = reply.length === 2 * CLOCK_BYTES && reply.readDoubleLE(0) === EXPIRED;
-  if (!expired && reply.length < RESULT_BYTES * checkCount + CLOCK_BYTES) throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
+  if (!expired && reply.length < RESULT_BYTES * checkCount + CLOCK_BYTES)
+    throw new Error(`throttle script replied ${reply.length} bytes for ${checkCount} checks`);
   return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
 }
 
@@ -42,8 +43,13 @@ export function answer(batch: ReadonlyArray<Awaiting>, checkCount: number, reply
     const decisions: Decision[] = [];
     for (const { rule } of checks) {
       decisions.push({
-        scope: rule.scope, allowed: reply.readDoubleLE(at) === 1, limit: rule.rate.limit, windowMs: rule.rate.windowMs,
-        remaining: reply.readDoubleLE(at + 8), resetMs: reply.readDoubleLE(at + 16), retryAfterS: reply.readDoubleLE(at + 24),
+        scope: rule.scope,
+        allowed: reply.readDoubleLE(at) === 1,
+        limit: rule.rate.limit,
+        windowMs: rule.rate.windowMs,
+        remaining: reply.readDoubleLE(at + 8),
+        resetMs: reply.readDoubleLE(at + 16),
+        retryAfterS: reply.readDoubleLE(at + 24),
       });
       at += RESULT_BYTES;
     }

@@ -23,7 +23,6 @@ import { checkWalk, pollIdVisibility, spawnWriters, walkWithCursor, type Walk, t
 // POSTing over HTTP while cursor readers walk to the end; then the same checks against the
 // plain-sequence append, which must fail them, so these checks are known to catch the bug.
 
-
 // Throttling out of the way: off, rather than a huge rate (a sliding log of 100,000 slots per key
 // makes every request move 800 kB in Redis, which would measure the throttle, not the writes).
 const UNTHROTTLED = { THROTTLE_ENABLED: 'false' };
@@ -87,9 +86,11 @@ function describe(label: string, report: RoundReport): string {
   const count = (ordering: string) => report.walks.filter((w) => w.ordering === ordering).length;
   const pages = report.walks.reduce((sum, w) => sum + w.pages, 0);
   const longest = Math.max(...report.walks.map((w) => w.seen.length));
-  return `# ${label}: ${WRITERS} writer processes created ${report.created} tasks; ${READERS.length} readers made ${report.walks.length} walks `
-    + `(${count('id')} ascending, ${count('-id')} descending, ${pages} pages of ${PAGE_SIZE}, longest ${longest} tasks); `
-    + `${report.polls} visibility polls; ${report.problems.length} problems`;
+  return (
+    `# ${label}: ${WRITERS} writer processes created ${report.created} tasks; ${READERS.length} readers made ${report.walks.length} walks ` +
+    `(${count('id')} ascending, ${count('-id')} descending, ${pages} pages of ${PAGE_SIZE}, longest ${longest} tasks); ` +
+    `${report.polls} visibility polls; ${report.problems.length} problems`
+  );
 }
 
 const ordered = suite('cursor walks on a 4-worker cluster while writer processes POST');
@@ -131,7 +132,10 @@ ordered('every walk sees each task that existed at its start once, in strict ord
 
 ordered('event positions are 1..N and TaskCreated positions follow task id order', async () => {
   const { events, problems } = await checkEventOrder(clusterTarget.db);
-  const tasks = await clusterTarget.db.selectFrom('tasks').select(({ fn }) => [fn.countAll<number>().as('n'), fn.max('id').as('top')]).executeTakeFirstOrThrow();
+  const tasks = await clusterTarget.db
+    .selectFrom('tasks')
+    .select(({ fn }) => [fn.countAll<number>().as('n'), fn.max('id').as('top')])
+    .executeTakeFirstOrThrow();
   console.log(`# events table: ${events} events for ${tasks.n} tasks, ${problems.length} problems`);
   assert.equal(problems, []);
   assert.is(events, Number(tasks.n));

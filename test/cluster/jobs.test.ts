@@ -14,7 +14,6 @@ import { scrape, sumOf } from '../helpers/metrics.js';
 // BullMQ's stalled check once its lock expires, runs again in the restarted child, and ends done
 // once with the right numbers; SIGTERM lets an active report finish before the host exits 0.
 
-
 const test = suite('report jobs in the jobs child');
 let cluster: RunningCluster;
 let databaseUrl: string;
@@ -26,7 +25,10 @@ const range = { from: '2026-11-01', to: '2026-11-03' };
 
 /** The pid the jobs child logged when its processors started (the latest one). */
 function jobsChildPid(): number | undefined {
-  const lines = cluster.output().split('\n').filter((line) => line.includes('"role":"jobs"') && line.includes('job processors started'));
+  const lines = cluster
+    .output()
+    .split('\n')
+    .filter((line) => line.includes('"role":"jobs"') && line.includes('job processors started'));
   const last = lines.at(-1);
   return last ? (JSON.parse(last) as { pid: number }).pid : undefined;
 }
@@ -94,7 +96,8 @@ test('a report whose jobs child is SIGKILLed midway is retried and done once, wi
   const rows = await db.selectFrom('reports').select(['id', 'status']).execute();
   await db.destroy();
   assert.equal(rows, [{ id: accepted.body.id, status: 'done' }]);
-  for (let i = 0; i < 50 && sumOf((await scrape(cluster.metricsBase)).samples, 'paceline_jobs', { queue: 'reports', state: 'completed' }) !== 1; i += 1) await sleep(100);
+  for (let i = 0; i < 50 && sumOf((await scrape(cluster.metricsBase)).samples, 'paceline_jobs', { queue: 'reports', state: 'completed' }) !== 1; i += 1)
+    await sleep(100);
   const samples = (await scrape(cluster.metricsBase)).samples;
   assert.is(sumOf(samples, 'paceline_jobs', { queue: 'reports', state: 'completed' }), 1, 'one completed job');
   assert.is(sumOf(samples, 'paceline_jobs', { queue: 'reports', state: 'failed' }), 0);
@@ -112,7 +115,13 @@ test('SIGTERM lets the active report finish before the host exits 0', async () =
 });
 
 test('a report longer than the shutdown allows is interrupted, not killed, and finishes after the restart', async () => {
-  const slow = { ...testStoresEnv('jobs-slow', databaseUrl), WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', REPORT_BATCH_SIZE: '100', THROTTLE_USER: '100000/min' };
+  const slow = {
+    ...testStoresEnv('jobs-slow', databaseUrl),
+    WEB_CONCURRENCY: '1',
+    JOB_CONCURRENCY: '1',
+    REPORT_BATCH_SIZE: '100',
+    THROTTLE_USER: '100000/min',
+  };
   cluster = await startCluster({ ...slow, REPORT_BATCH_DELAY_MS: '300', SHUTDOWN_TIMEOUT_MS: '3000' });
   token = (await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })).body.token;
   const accepted = await request(cluster.base, 'POST', '/api/reports/', { token, body: range });

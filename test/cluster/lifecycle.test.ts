@@ -21,7 +21,6 @@ import { join } from 'node:path';
 // killed worker is replaced while the service keeps answering; SIGHUP replaces the web workers
 // with no failed request; SIGTERM lets in-flight requests finish and ends the whole tree with 0.
 
-
 type Outcome = number | string; // a status, or the error code of a connection that failed
 
 let cluster: RunningCluster;
@@ -30,7 +29,10 @@ let token = '';
 
 function childPids(parent: number): number[] {
   try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(parent)], { encoding: 'utf8' }).split('\n').map(Number).filter((n) => n > 0);
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(parent)], { encoding: 'utf8' })
+      .split('\n')
+      .map(Number)
+      .filter((n) => n > 0);
   } catch {
     return []; // ps exits 1 when there are none
   }
@@ -167,10 +169,14 @@ Lifecycle('both web workers serve: requests on new connections are answered by t
   const web = children('web');
   const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) => getOnNewConnection('/api/tasks/', `lc-serve-${i}`)));
   assert.equal([...new Set(outcomes)], [200]);
-  const served = await waitFor('the request log lines', () => {
-    const seen = servedBy('lc-serve-');
-    return seen.size === 12 ? seen : undefined;
-  }, 10_000);
+  const served = await waitFor(
+    'the request log lines',
+    () => {
+      const seen = servedBy('lc-serve-');
+      return seen.size === 12 ? seen : undefined;
+    },
+    10_000,
+  );
   assert.equal([...new Set(served.values())].sort(), [...web].sort());
 });
 
@@ -216,8 +222,14 @@ Lifecycle('SIGHUP, even twice in a row, replaces the web workers one at a time w
   const results = await polling;
   const web = children('web');
   assert.is(web.length, 2, `web workers after two reloads: ${web.join(', ')}`);
-  assert.ok(web.every((pid) => !old.includes(pid) && pid !== first), 'every web worker was started after the last signal');
-  assert.ok([...old, first].every((pid) => !isAlive(pid)), 'the replaced web workers exited');
+  assert.ok(
+    web.every((pid) => !old.includes(pid) && pid !== first),
+    'every web worker was started after the last signal',
+  );
+  assert.ok(
+    [...old, first].every((pid) => !isAlive(pid)),
+    'the replaced web workers exited',
+  );
   const failed = results.filter((r) => r.outcome !== 200);
   assert.ok(results.length > 20, `only ${results.length} requests during the reload`);
   assert.equal(failed, [], `${failed.length} of ${results.length} requests failed during the reload`);
@@ -233,11 +245,17 @@ Lifecycle('SIGTERM: in-flight requests complete, then the whole tree exits 0 lea
   await waitFor('both web workers to drain', () => (cluster.output().split('"msg":"draining"').length >= drainsBefore + 2 ? true : undefined), 30_000);
   await waitFor('new connections to be refused', async () => ((await getOnNewConnection('/healthz', 'lc-late')) === 'ECONNREFUSED' ? true : undefined), 10_000);
   const answers = await Promise.all(slow.map((s) => s.finish()));
-  assert.equal(answers.map((a) => ('status' in a ? a.status : a.error)), answers.map(() => 201));
+  assert.equal(
+    answers.map((a) => ('status' in a ? a.status : a.error)),
+    answers.map(() => 201),
+  );
   assert.is(await stopped, 0, cluster.output().slice(-3000));
   assert.equal(tree.filter(isAlive), [], 'children left running');
   assert.equal(children('web').length + children('jobs').length, 0);
-  const errors = cluster.output().split('\n').filter((line) => /"level":(50|60)/.test(line));
+  const errors = cluster
+    .output()
+    .split('\n')
+    .filter((line) => /"level":(50|60)/.test(line));
   assert.equal(errors, [], 'errors were logged');
 });
 
@@ -277,7 +295,15 @@ Refusal('PORT held by another process: exit 1 with one line naming PORT, no work
   const port = (holder.address() as AddressInfo).port;
   try {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, ...testStoresEnv('lifecycle-port', database.url), LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: '0', METRICS_HOST: '127.0.0.1' },
+      env: {
+        ...process.env,
+        ...testStoresEnv('lifecycle-port', database.url),
+        LOG_LEVEL: 'warn',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        METRICS_PORT: '0',
+        METRICS_HOST: '127.0.0.1',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -298,7 +324,7 @@ Refusal.run();
 
 const Bounded = suite('a stop, embedded stores included, ends within SHUTDOWN_TIMEOUT_MS');
 
-Bounded('a connection that never finishes its request holds the drain to its limit, yet npm start\'s tree (stores too) exits 0 in time', async () => {
+Bounded("a connection that never finishes its request holds the drain to its limit, yet npm start's tree (stores too) exits 0 in time", async () => {
   const tmp = process.env.TEST_TMP_DIR;
   if (!tmp) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
   const dataDir = await mkdtemp(join(tmp, 'lifecycle-bounded-'));
@@ -306,9 +332,15 @@ Bounded('a connection that never finishes its request holds the drain to its lim
   const socket = new Socket();
   try {
     cluster = await startCluster({
-      DATABASE_URL: '', REDIS_URL: '', DATA_DIR: dataDir, CURSOR_SECRET: 'lifecycle-bounded-secret-0123456789',
-      EMBEDDED_PG_PORT: String(await findFreePort()), EMBEDDED_REDIS_PORT: String(await findFreePort()),
-      WEB_CONCURRENCY: '1', JOB_CONCURRENCY: '1', SHUTDOWN_TIMEOUT_MS: '6000',
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      DATA_DIR: dataDir,
+      CURSOR_SECRET: 'lifecycle-bounded-secret-0123456789',
+      EMBEDDED_PG_PORT: String(await findFreePort()),
+      EMBEDDED_REDIS_PORT: String(await findFreePort()),
+      WEB_CONCURRENCY: '1',
+      JOB_CONCURRENCY: '1',
+      SHUTDOWN_TIMEOUT_MS: '6000',
     });
     await new Promise<void>((resolve) => socket.connect(cluster.port, '127.0.0.1', resolve));
     socket.on('error', () => {});

@@ -11,7 +11,6 @@ import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/met
 // them out in turn), labels carry route templates only, and a worker that is SIGKILLed or
 // drained takes none of its reported counts with it.
 
-
 const test = suite('cluster metrics');
 let cluster: RunningCluster;
 let dropDatabase: () => Promise<void> = async () => {};
@@ -64,7 +63,12 @@ test('host /metrics counts equal the 200s and 429s the client saw in two scopes,
   assert.is(saw('POST', '/api/auth/token/', 429), 4);
 
   const { samples } = await scrape(cluster.metricsBase);
-  for (const [method, route, status] of [['GET', '/api/tasks/', 200], ['GET', '/api/tasks/', 429], ['POST', '/api/auth/token/', 400], ['POST', '/api/auth/token/', 429]] as const) {
+  for (const [method, route, status] of [
+    ['GET', '/api/tasks/', 200],
+    ['GET', '/api/tasks/', 429],
+    ['POST', '/api/auth/token/', 400],
+    ['POST', '/api/auth/token/', 429],
+  ] as const) {
     assert.is(reported(samples, method, route, status), saw(method, route, status), `${method} ${route} ${status}`);
   }
   const decisions = (scope: string, decision: string) => sumOf(samples, 'paceline_throttle_decisions_total', { scope, decision });
@@ -73,7 +77,10 @@ test('host /metrics counts equal the 200s and 429s the client saw in two scopes,
   assert.is(decisions('token-obtain', 'allowed'), 3);
   assert.is(decisions('token-obtain', 'throttled'), 4);
   assert.is(decisions('user', 'store_error'), 0);
-  assert.ok(samples.some((s) => s.name === 'paceline_throttle_decisions_total' && s.labels.scope === 'reports'), 'unused scopes are present at 0');
+  assert.ok(
+    samples.some((s) => s.name === 'paceline_throttle_decisions_total' && s.labels.scope === 'reports'),
+    'unused scopes are present at 0',
+  );
   assert.is(sumOf(samples, 'paceline_throttle_check_duration_seconds_count', { scope: 'anon' }), 20);
   assert.is(sumOf(samples, 'paceline_http_request_duration_seconds_count', { method: 'GET', route: '/api/tasks/' }), 20);
   assert.ok(sumOf(samples, 'process_cpu_seconds_total') > 0, 'Node process metrics are exported');
@@ -97,7 +104,8 @@ test('labels hold route templates and known methods, never raw paths, ids or add
   assert.is(sumOf(samples, 'paceline_http_requests_total', { method: '_OTHER', route: '/api/tasks/' }), 1);
   // Label values only: sample values (sums, byte counts) may contain any digits by chance.
   const labelValues = samples.flatMap((s) => Object.values(s.labels)).join('\n');
-  for (const leak of ['424242', '9876', '31337', '/no/such', '127.0.0.1', '203.0.113', 'PROPFIND', 'nobody']) assert.not.ok(labelValues.includes(leak), `a /metrics label contains ${leak}`);
+  for (const leak of ['424242', '9876', '31337', '/no/such', '127.0.0.1', '203.0.113', 'PROPFIND', 'nobody'])
+    assert.not.ok(labelValues.includes(leak), `a /metrics label contains ${leak}`);
   assert.not.ok(/203\.0\.113|\/no\/such|PROPFIND/.test(text), '/metrics mentions a client address, raw path or raw method');
   const http = samples.filter((s) => s.name.startsWith('paceline_http_'));
   for (const s of http) assert.match(s.labels.route!, /^(unmatched|\/[a-z/:_-]*)$/, `route label ${s.labels.route}`);
@@ -132,7 +140,11 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   const after = (await scrape(cluster.metricsBase)).samples;
   assert.ok(saw('GET', '/healthz', 200) > 20, 'traffic ran during the reload');
   assert.is(reported(after, 'GET', '/healthz', 200), saw('GET', '/healthz', 200), 'a drained worker reports its last requests');
-  for (const [route, status] of [['/api/tasks/', 200], ['/api/tasks/', 429], ['/api/auth/token/', 429]] as const) {
+  for (const [route, status] of [
+    ['/api/tasks/', 200],
+    ['/api/tasks/', 429],
+    ['/api/auth/token/', 429],
+  ] as const) {
     const method = route === '/api/tasks/' ? 'GET' : 'POST';
     assert.is(reported(after, method, route, status), saw(method, route, status), `${route} ${status} after kill and reload`);
   }

@@ -21,7 +21,12 @@ import { hasTool, promtool, resultValues, startPrometheus, type RunningPrometheu
 const RULES = resolve('ops/prometheus/alerts.yml');
 const DASHBOARD = JSON.parse(readFileSync('ops/grafana/paceline-dashboard.json', 'utf8'));
 /** What Grafana would put in place of its variables for a 5-minute dashboard of every host. */
-const GRAFANA_VARIABLES: Array<[RegExp, string]> = [[/\$__rate_interval/g, '1m'], [/\$__range/g, '5m'], [/\$__interval/g, '15s'], [/\$\{?instance\}?/g, '.*']];
+const GRAFANA_VARIABLES: Array<[RegExp, string]> = [
+  [/\$__rate_interval/g, '1m'],
+  [/\$__range/g, '5m'],
+  [/\$__interval/g, '15s'],
+  [/\$\{?instance\}?/g, '.*'],
+];
 const missing = ['prometheus', 'promtool'].filter((tool) => !hasTool(tool));
 
 const test = suite('prometheus');
@@ -45,7 +50,8 @@ async function seedSeries(base: string, databaseUrl: string): Promise<string> {
 
 /** The traffic the dashboard shows: creates, lists, a 404, 400s and 429s in anon, user and token-obtain. */
 async function driveTraffic(base: string, token: string): Promise<void> {
-  for (let i = 0; i < 4; i += 1) assert.is((await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'no' } })).status, i < 2 ? 400 : 429);
+  for (let i = 0; i < 4; i += 1)
+    assert.is((await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'no' } })).status, i < 2 ? 400 : 429);
   for (let i = 0; i < 7; i += 1) assert.is((await request(base, 'POST', '/api/tasks/', { token, body: { title: `watch ${i}` } })).status, 201);
   for (let i = 0; i < 10; i += 1) assert.is((await request(base, 'GET', '/api/tasks/', { token })).status, i < 6 ? 200 : 429);
   for (let i = 0; i < 6; i += 1) assert.is((await request(base, 'GET', '/api/tasks/')).status, i < 3 ? 200 : 429);
@@ -84,7 +90,9 @@ test.before(async () => {
     JOB_METRICS_INTERVAL_MS: '1000',
   });
   await untilJobWorkerReports();
-  prometheus = await startPrometheus(join(process.env.TEST_TMP_DIR!, `prometheus-${randomBytes(3).toString('hex')}`), `127.0.0.1:${cluster.metricsPort}`, [RULES]);
+  prometheus = await startPrometheus(join(process.env.TEST_TMP_DIR!, `prometheus-${randomBytes(3).toString('hex')}`), `127.0.0.1:${cluster.metricsPort}`, [
+    RULES,
+  ]);
   const token = await seedSeries(cluster.base, database.url);
   await untilScraped(); // rates need a sample before the traffic and one after
   await driveTraffic(cluster.base, token);
@@ -99,8 +107,12 @@ test.after(async () => {
 });
 
 test('promtool accepts the alert rules, the scrape config and a live scrape', async () => {
-  if (missing.length > 0) return console.log(`# SKIPPED: ${missing.join(' and ')} not installed (Debian: apt-get install prometheus); Prometheus checks not run`);
-  for (const args of [['check', 'rules', RULES], ['check', 'config', 'ops/prometheus/prometheus.yml']]) {
+  if (missing.length > 0)
+    return console.log(`# SKIPPED: ${missing.join(' and ')} not installed (Debian: apt-get install prometheus); Prometheus checks not run`);
+  for (const args of [
+    ['check', 'rules', RULES],
+    ['check', 'config', 'ops/prometheus/prometheus.yml'],
+  ]) {
     const run = promtool(args);
     assert.is(run.status, 0, run.output);
   }
@@ -119,7 +131,19 @@ test('the dashboard imports as is: a datasource variable, used by every panel an
     for (const target of panel.targets) assert.is(target.datasource?.uid, '${datasource}', `${panel.title} ${target.refId}`);
   }
   const titles = DASHBOARD.panels.map((p: any) => p.title).join('\n');
-  const wanted = [/admitted vs throttled/, /throttle ratio/i, /top routes by 429/i, /status class/, /latency percentiles/i, /throttle check latency/i, /store errors/, /appended/, /batch size/, /queue depth/, /restarts/i];
+  const wanted = [
+    /admitted vs throttled/,
+    /throttle ratio/i,
+    /top routes by 429/i,
+    /status class/,
+    /latency percentiles/i,
+    /throttle check latency/i,
+    /store errors/,
+    /appended/,
+    /batch size/,
+    /queue depth/,
+    /restarts/i,
+  ];
   for (const title of wanted) assert.match(titles, title);
 });
 
@@ -129,7 +153,8 @@ test('every dashboard and alert expression returns data from a real Prometheus s
   const rules = groups.flatMap((g) => g.rules);
   assert.ok(rules.length >= 8, `${rules.length} rules loaded`);
   const checks: Array<{ where: string; expr: string }> = (DASHBOARD.panels as any[]).flatMap((panel) =>
-    (panel.targets ?? []).map((t: any) => ({ where: `panel "${panel.title}" ${t.refId}`, expr: t.expr })));
+    (panel.targets ?? []).map((t: any) => ({ where: `panel "${panel.title}" ${t.refId}`, expr: t.expr })),
+  );
   for (const rule of rules) {
     assert.is(rule.health, 'ok', `${rule.name}: ${rule.lastError ?? ''}`);
     const bool = /^([\s\S]+)\s(==|!=|>=|<=|>|<)\s+(-?[\d.]+)$/.exec(rule.query.trim());

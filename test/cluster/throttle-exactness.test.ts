@@ -16,7 +16,6 @@ import { scrape, sumOf } from '../helpers/metrics.js';
 // gets some, must admit exactly the limit, trial after trial; so must many clients at once.
 // (DRF's throttle admitted 20–36 against a limit of 20 with four workers.)
 
-
 const ANON_LIMIT = 50;
 const USER_LIMIT = 30;
 const test = suite('throttle exactness: 2 hosts × WEB_CONCURRENCY=4 on one Redis');
@@ -117,16 +116,16 @@ test.after(async () => {
 test(`one client, 300 concurrent requests over both hosts: exactly ${ANON_LIMIT} admitted, in each of 5 trials`, async () => {
   for (let trial = 1; trial <= 5; trial += 1) {
     const client = anonymous(`203.0.113.${trial}`); // a fresh identity per trial: no waiting for the window
-    const statuses = await fire(Array.from({ length: 300 }, () => client), 300);
+    const statuses = await fire(
+      Array.from({ length: 300 }, () => client),
+      300,
+    );
     assert.equal(tally(statuses.get(client)!), { 200: ANON_LIMIT, 429: 300 - ANON_LIMIT }, `trial ${trial}`);
   }
 });
 
 test(`12 anonymous clients and 4 users at once, shuffled: each admitted exactly its limit`, async () => {
-  const clients = [
-    ...Array.from({ length: 12 }, (_, i) => anonymous(`198.51.100.${100 + i}`)),
-    ...tokens.map(authenticated),
-  ];
+  const clients = [...Array.from({ length: 12 }, (_, i) => anonymous(`198.51.100.${100 + i}`)), ...tokens.map(authenticated)];
   const requests = clients.flatMap((client) => Array.from({ length: client.scope === 'anon' ? 100 : 80 }, () => client));
   let seed = 20_260_101; // a fixed shuffle (Fisher–Yates over an LCG), so a failure can be rerun as is
   for (let i = requests.length - 1; i > 0; i -= 1) {

@@ -38,12 +38,11 @@ export async function startPrometheus(dir: string, target: string, ruleFiles: st
   };
   await writeFile(join(dir, 'prometheus.yml'), JSON.stringify(config, null, 2)); // JSON is YAML
   const port = await findFreePort();
-  const child = spawn('prometheus', [
-    `--config.file=${join(dir, 'prometheus.yml')}`,
-    `--storage.tsdb.path=${join(dir, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`,
-    '--log.level=warn',
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    'prometheus',
+    [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -52,7 +51,13 @@ export async function startPrometheus(dir: string, target: string, ruleFiles: st
   for (let waited = 0; ; waited += 100) {
     if (child.exitCode !== null) throw new Error(`prometheus exited (code ${child.exitCode}):\n${output}`);
     if (waited > 30_000) throw new Error(`prometheus not ready after 30 s:\n${output}`);
-    if (await fetch(`${base}/-/ready`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${base}/-/ready`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     await sleep(100);
   }
   const api = async (path: string) => {

@@ -41,14 +41,18 @@ Login('good credentials give 200 {token, expires_at} one TOKEN_TTL ahead, and a 
 
 Login('a wrong password and an unknown user get the same 400', async () => {
   const expected = { non_field_errors: ['Unable to log in with provided credentials.'] };
-  for (const body of [{ username: 'alice', password: 'wrong-pass' }, { username: 'nobody', password: 'alice-pass-123' }, { username: 'ALICE', password: 'alice-pass-123' }]) {
+  for (const body of [
+    { username: 'alice', password: 'wrong-pass' },
+    { username: 'nobody', password: 'alice-pass-123' },
+    { username: 'ALICE', password: 'alice-pass-123' },
+  ]) {
     const response = await login(body);
     assert.is(response.status, 400, JSON.stringify(body));
     assert.equal(response.body, expected);
   }
 });
 
-Login('missing, blank and null fields have DRF\'s texts', async () => {
+Login("missing, blank and null fields have DRF's texts", async () => {
   const cases: Array<[unknown, unknown]> = [
     [{ username: 'alice' }, { password: ['This field is required.'] }],
     [{}, { username: ['This field is required.'], password: ['This field is required.'] }],
@@ -86,7 +90,7 @@ Tokens.before(async () => {
 });
 Tokens.after(() => app.close());
 
-Tokens('Bearer and DRF\'s Token scheme (any case) are accepted alike', async () => {
+Tokens("Bearer and DRF's Token scheme (any case) are accepted alike", async () => {
   for (const header of [`Bearer ${token}`, `Token ${token}`, `token ${token}`, `BEARER  ${token}`]) {
     const response = await withAuth('POST', '/api/tasks/', header, { title: header.split(' ')[0] });
     assert.is(response.status, 201, `${header.split(' ')[0]}: ${response.text}`);
@@ -94,7 +98,7 @@ Tokens('Bearer and DRF\'s Token scheme (any case) are accepted alike', async () 
   }
 });
 
-Tokens('a scheme without credentials, or with spaces in them, has DRF\'s texts', async () => {
+Tokens("a scheme without credentials, or with spaces in them, has DRF's texts", async () => {
   assertUnauthorized(await withAuth('GET', '/api/tasks/', 'Token'), 'Invalid token header. No credentials provided.');
   assertUnauthorized(await withAuth('GET', '/api/tasks/', 'Bearer'), 'Invalid token header. No credentials provided.');
   assertUnauthorized(await withAuth('GET', '/api/tasks/', 'Token a b'), 'Invalid token header. Token string should not contain spaces.');
@@ -141,7 +145,11 @@ Permissions.after(() => app.close());
 
 Permissions("another user's PATCH, PUT and DELETE are 403 and change nothing", async () => {
   const forbidden = { detail: 'You do not have permission to perform this action.' };
-  for (const [method, body] of [['PATCH', { title: 'Mine now' }], ['PUT', { title: 'Mine now' }], ['DELETE', undefined]] as const) {
+  for (const [method, body] of [
+    ['PATCH', { title: 'Mine now' }],
+    ['PUT', { title: 'Mine now' }],
+    ['DELETE', undefined],
+  ] as const) {
     const response = await request(app.base, method, '/api/tasks/1/', { token: bob, body });
     assert.is(response.status, 403, method);
     assert.equal(response.body, forbidden, method);

@@ -40,14 +40,20 @@ async function runCli(env: Record<string, string>, ...args: string[]) {
 
 Cli('user:create finds the running embedded server on its data directory, whatever EMBEDDED_PG_PORT says', async ({ dataDir, server }) => {
   const { code, stdout, stderr } = await runCli(
-    { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await findFreePort()), PASSWORD: 'carol-pass-123' }, 'user:create', 'carol');
+    { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await findFreePort()), PASSWORD: 'carol-pass-123' },
+    'user:create',
+    'carol',
+  );
   assert.is(code, 0, stderr);
   assert.match(stdout, /^created user "carol" \(id \d+\)\n$/);
   const client = new pg.Client({ connectionString: server.url });
   await client.connect();
   try {
     const { rows } = await client.query<{ username: string }>('select username from users');
-    assert.equal(rows.map((row) => row.username), ['carol']);
+    assert.equal(
+      rows.map((row) => row.username),
+      ['carol'],
+    );
   } finally {
     await client.end();
   }

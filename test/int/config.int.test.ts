@@ -78,7 +78,11 @@ Load('defaults fill every setting; empty strings count as unset', () => {
 });
 
 Load('a bad credential-bearing setting is named but its value is not echoed', () => {
-  for (const [key, value] of [['CURSOR_SECRET', 'tooshort-s3cr3t'], ['DATABASE_URL', 'postgres//app:s3cr3t@db'], ['REDIS_URL', 'redis//:s3cr3t@cache']]) {
+  for (const [key, value] of [
+    ['CURSOR_SECRET', 'tooshort-s3cr3t'],
+    ['DATABASE_URL', 'postgres//app:s3cr3t@db'],
+    ['REDIS_URL', 'redis//:s3cr3t@cache'],
+  ]) {
     try {
       loadConfig({ [key!]: value });
       assert.unreachable(`${key} accepted`);

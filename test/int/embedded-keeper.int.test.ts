@@ -84,7 +84,8 @@ Keeper('a killed redis-server is back on the same port within seconds, logged as
     assert.ok(lines.some((line) => line.msg === 'embedded Redis restarted'));
     await redis.stop();
     assert.is(await serverPid(port), undefined, 'stopped for good');
-  }));
+  }),
+);
 
 Keeper('stop() during the back-off cancels the restart', () =>
   withKeptRedis(async ({ redis, port, lines }) => {
@@ -95,8 +96,12 @@ Keeper('stop() during the back-off cancels the restart', () =>
     assert.ok(Date.now() - started < 250, 'stop does not wait for the 500 ms back-off');
     await sleep(1_000);
     assert.is(await serverPid(port), undefined, 'nothing was started after stop()');
-    assert.not.ok(lines.some((line) => line.msg === 'embedded Redis restarted'), 'not even started and stopped again');
-  }));
+    assert.not.ok(
+      lines.some((line) => line.msg === 'embedded Redis restarted'),
+      'not even started and stopped again',
+    );
+  }),
+);
 
 Keeper('hold(): an exit once shutdown has begun is neither restarted nor logged as an error', () =>
   withKeptRedis(async ({ redis, port, lines }) => {
@@ -105,7 +110,11 @@ Keeper('hold(): an exit once shutdown has begun is neither restarted nor logged 
     await waitFor('the exit', async () => ((await serverPid(port)) === undefined ? true : undefined));
     await sleep(1_000);
     assert.is(await serverPid(port), undefined);
-    assert.equal(lines.filter((line) => line.level >= 50), []);
-  }));
+    assert.equal(
+      lines.filter((line) => line.level >= 50),
+      [],
+    );
+  }),
+);
 
 Keeper.run();

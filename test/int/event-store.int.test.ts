@@ -56,7 +56,12 @@ Replay.after(() => app.close());
 
 Replay('a scripted day of several users: replay equals the tasks table and the count counter', async () => {
   const [a1, a2, a3, b1, b2, c1] = await Promise.all([
-    create('alice', 'A1'), create('alice', 'A2'), create('alice', 'A3'), create('bob', 'B1'), create('bob', 'B2'), create('carol', 'C1'),
+    create('alice', 'A1'),
+    create('alice', 'A2'),
+    create('alice', 'A3'),
+    create('bob', 'B1'),
+    create('bob', 'B2'),
+    create('carol', 'C1'),
   ]);
   await Promise.all([
     (async () => {
@@ -86,23 +91,37 @@ Replay('a scripted day of several users: replay equals the tasks table and the c
   assert.is(counter('tasks.count'), tasks.length);
   assert.is(counter('tasks.last_id'), Math.max(...replayed.keys()));
   assert.is(counter('events.last_position'), events.length);
-  assert.equal(tasks.find((t) => t.id === a1), { ...tasks.find((t) => t.id === a1)!, title: 'A1 renamed', description: 'details', completed: false, version: 5 });
+  assert.equal(
+    tasks.find((t) => t.id === a1),
+    { ...tasks.find((t) => t.id === a1)!, title: 'A1 renamed', description: 'details', completed: false, version: 5 },
+  );
   assert.equal([replayed.get(a2), replayed.get(b2)], [null, null]);
 });
 
-Replay('positions are 1..N without gaps; each stream\'s versions are 1..n; metadata names the actor', async () => {
+Replay("positions are 1..N without gaps; each stream's versions are 1..n; metadata names the actor", async () => {
   const { events } = await readStore();
-  assert.equal(events.map((e) => e.position), events.map((_, i) => i + 1));
+  assert.equal(
+    events.map((e) => e.position),
+    events.map((_, i) => i + 1),
+  );
   const versions = new Map<number, number[]>();
   for (const e of events) versions.set(e.stream_id, [...(versions.get(e.stream_id) ?? []), e.version]);
-  for (const [stream, list] of versions) assert.equal(list, list.map((_, i) => i + 1), `stream ${stream}`);
+  for (const [stream, list] of versions)
+    assert.equal(
+      list,
+      list.map((_, i) => i + 1),
+      `stream ${stream}`,
+    );
   for (const e of events) {
     if (e.type === 'TaskCreated') assert.is((e.data as { owner: string }).owner, e.metadata.actor);
     assert.ok(typeof e.metadata.request_id === 'string' && e.metadata.request_id.length > 0);
   }
   // Task ids follow creation order in the log: a task never appears after one with a larger id.
   const created = events.filter((e) => e.type === 'TaskCreated').map((e) => e.stream_id);
-  assert.equal(created, [...created].sort((x, y) => x - y));
+  assert.equal(
+    created,
+    [...created].sort((x, y) => x - y),
+  );
 });
 
 Replay('two PATCHes with the same If-Match at once: exactly one 200, one 412, one event', async () => {
@@ -134,10 +153,19 @@ Group('200 parallel POSTs get ids 1..200, each task exactly once, in shared tran
   assert.equal([...new Set(responses.map((r) => r.status))], [201]);
   const idOf = new Map(responses.map((r) => [r.body.title as string, r.body.id as number]));
   assert.is(idOf.size, 200);
-  assert.equal([...idOf.values()].sort((x, y) => x - y), Array.from({ length: 200 }, (_, k) => k + 1));
+  assert.equal(
+    [...idOf.values()].sort((x, y) => x - y),
+    Array.from({ length: 200 }, (_, k) => k + 1),
+  );
   const { events, tasks, counter } = await readStore();
-  assert.equal(tasks.map((t) => [t.id, t.title]), [...idOf.entries()].map(([title, id]) => [id, title]).sort((x, y) => (x[0] as number) - (y[0] as number)));
-  assert.equal(events.map((e) => [e.position, e.stream_id]), tasks.map((t) => [t.id, t.id]));
+  assert.equal(
+    tasks.map((t) => [t.id, t.title]),
+    [...idOf.entries()].map(([title, id]) => [id, title]).sort((x, y) => (x[0] as number) - (y[0] as number)),
+  );
+  assert.equal(
+    events.map((e) => [e.position, e.stream_id]),
+    tasks.map((t) => [t.id, t.id]),
+  );
   assert.is(counter('tasks.count'), 200);
   const batches = (await app.deps.metrics.appendBatchSize.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
   assert.ok(batches < 200, `200 commands took ${batches} transactions: nothing was grouped`);
@@ -153,14 +181,27 @@ Group('a rejected command among concurrent creates fails only itself', async () 
     ...Array.from({ length: 30 }, (_, k) => as('alice', 'POST', '/api/tasks/', { title: `Mixed ${k}` })),
   ]);
   assert.equal([forbidden!.status, missing!.status], [403, 404]);
-  assert.equal(created.map((r) => r.status), created.map(() => 201));
-  assert.equal(created.map((r) => r.body.id).sort((x, y) => x - y), Array.from({ length: 30 }, (_, k) => before + k + 1));
+  assert.equal(
+    created.map((r) => r.status),
+    created.map(() => 201),
+  );
+  assert.equal(
+    created.map((r) => r.body.id).sort((x, y) => x - y),
+    Array.from({ length: 30 }, (_, k) => before + k + 1),
+  );
   const { events } = await readStore();
-  assert.equal(events.map((e) => e.position), events.map((_, k) => k + 1));
+  assert.equal(
+    events.map((e) => e.position),
+    events.map((_, k) => k + 1),
+  );
 });
 
 const actor = (userId: number, username: string): Actor => ({ userId, username });
-const createCommand = (title: string, who = actor(1, 'alice')): TaskCommand => ({ type: 'CreateTask', actor: who, fields: { title, description: '', completed: false } });
+const createCommand = (title: string, who = actor(1, 'alice')): TaskCommand => ({
+  type: 'CreateTask',
+  actor: who,
+  fields: { title, description: '', completed: false },
+});
 
 Group('one transaction for a mixed batch: each command is decided on its own, the rest commit', async () => {
   const { db } = app.deps;
@@ -173,32 +214,59 @@ Group('one transaction for a mixed batch: each command is decided on its own, th
     { type: 'DeleteTask', actor: actor(1, 'alice'), taskId: 999_999 },
     createCommand('Batch two'),
   ]);
-  assert.equal(outcomes.map((o) => (o.ok ? 'ok' : o.error)), ['ok', 'forbidden', 'ok', 'version_conflict', 'not_found', 'ok']);
+  assert.equal(
+    outcomes.map((o) => (o.ok ? 'ok' : o.error)),
+    ['ok', 'forbidden', 'ok', 'version_conflict', 'not_found', 'ok'],
+  );
   const { events, tasks } = await readStore();
   const appended = events.filter((e) => e.stream_id > start);
-  assert.equal(appended.map((e) => [e.stream_id, e.version, e.type]), [
-    [start + 1, 1, 'TaskCreated'], [start + 1, 2, 'TaskCompleted'], [start + 2, 1, 'TaskCreated'],
-  ]);
-  assert.equal(tasks.filter((t) => t.id > start).map((t) => [t.title, t.completed]), [['Batch one', true], ['Batch two', false]]);
+  assert.equal(
+    appended.map((e) => [e.stream_id, e.version, e.type]),
+    [
+      [start + 1, 1, 'TaskCreated'],
+      [start + 1, 2, 'TaskCompleted'],
+      [start + 2, 1, 'TaskCreated'],
+    ],
+  );
+  assert.equal(
+    tasks.filter((t) => t.id > start).map((t) => [t.title, t.completed]),
+    [
+      ['Batch one', true],
+      ['Batch two', false],
+    ],
+  );
 });
 
 Group('a batch the database refuses is retried command by command: only the bad one fails, no id is lost', async () => {
   const { db } = app.deps;
   const start = (await readStore()).counter('tasks.last_id')!;
   const sizes: number[] = [];
-  const committer = new GroupCommitter((batch) => appendBatch(db, batch), 256, (size) => sizes.push(size));
+  const committer = new GroupCommitter(
+    (batch) => appendBatch(db, batch),
+    256,
+    (size) => sizes.push(size),
+  );
   // PostgreSQL text cannot hold NUL: this command fails the whole transaction it is in.
   const poison = createCommand('bad \u0000 title');
   const settled = await Promise.allSettled([createCommand('G0'), createCommand('G1'), poison, createCommand('G2')].map((c) => committer.execute(c)));
   await committer.close();
   assert.equal(sizes, [1, 3]);
-  assert.equal(settled.map((s) => s.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+  assert.equal(
+    settled.map((s) => s.status),
+    ['fulfilled', 'fulfilled', 'rejected', 'fulfilled'],
+  );
   const ids = settled.flatMap((s) => (s.status === 'fulfilled' && s.value.ok && s.value.task ? [s.value.task.id] : []));
   assert.equal(ids, [start + 1, start + 2, start + 3]);
   const { events, counter } = await readStore();
-  assert.equal(events.map((e) => e.position), events.map((_, k) => k + 1));
+  assert.equal(
+    events.map((e) => e.position),
+    events.map((_, k) => k + 1),
+  );
   assert.is(counter('tasks.last_id'), start + 3);
-  const late = await committer.execute(createCommand('after close')).then(() => 'accepted', () => 'refused');
+  const late = await committer.execute(createCommand('after close')).then(
+    () => 'accepted',
+    () => 'refused',
+  );
   assert.is(late, 'refused');
 });
 

@@ -31,9 +31,11 @@ async function write(db: Kysely<Database>, userId: number, rounds: number): Prom
       { type: 'CreateTask', actor, fields: { title: `t${round}`, description: '', completed: round % 3 === 0 } },
       { type: 'CreateTask', actor, fields: { title: `u${round}`, description: '', completed: false } },
     ];
-    if (mine.length > 0) commands.push({ type: 'ChangeTask', actor, taskId: mine[round % mine.length]!, fields: { completed: round % 2 === 0, title: `v${round}` } });
+    if (mine.length > 0)
+      commands.push({ type: 'ChangeTask', actor, taskId: mine[round % mine.length]!, fields: { completed: round % 2 === 0, title: `v${round}` } });
     if (mine.length > 4 && round % 5 === 0) commands.push({ type: 'DeleteTask', actor, taskId: mine.shift()! });
-    for (const outcome of await appendBatch(db, commands)) if (outcome.ok && outcome.task && outcome.events[0]?.type === 'TaskCreated') mine.push(outcome.task.id);
+    for (const outcome of await appendBatch(db, commands))
+      if (outcome.ok && outcome.task && outcome.events[0]?.type === 'TaskCreated') mine.push(outcome.task.id);
   }
 }
 
@@ -70,13 +72,22 @@ Follow('a consumer that follows next from 0 sees every event once, in order, wit
 
   const stored = await app.deps.db.selectFrom('events').select('position').orderBy('position').execute();
   assert.ok(stored.length > 600, `expected a busy log, got ${stored.length} events`);
-  assert.equal(seen, stored.map((e) => e.position), 'the consumer saw exactly the stored log');
+  assert.equal(
+    seen,
+    stored.map((e) => e.position),
+    'the consumer saw exactly the stored log',
+  );
   const counter = await app.deps.db.selectFrom('counters').select('value').where('name', '=', 'events.last_position').executeTakeFirstOrThrow();
   assert.is(counter.value, stored.length);
 });
 
 Follow('at the end, next points at the same position so a consumer can keep polling', async () => {
-  const total = (await app.deps.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n;
+  const total = (
+    await app.deps.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow()
+  ).n;
   const end = await feed(`/api/events/?after=${total}&limit=5`);
   assert.is(end.status, 200);
   assert.equal(end.body.results, []);
@@ -106,7 +117,10 @@ Params.after(() => app.close());
 
 Params('defaults: after=0 and the page size; other query parameters are kept in next', async () => {
   const page = await feed('/api/events/?foo=bar');
-  assert.equal(page.body.results.map((e) => e.position), [1, 2, 3]);
+  assert.equal(
+    page.body.results.map((e) => e.position),
+    [1, 2, 3],
+  );
   assert.is(page.body.next, `${app.base}/api/events/?after=3&foo=bar&limit=10`);
 });
 
@@ -116,7 +130,13 @@ Params('limit is clamped to MAX_PAGE_SIZE', async () => {
 });
 
 Params('a malformed after or limit is a 400 that names it', async () => {
-  for (const [query, name] of [['after=-1', 'after'], ['after=abc', 'after'], ['after=1.5', 'after'], ['limit=0', 'limit'], ['limit=x', 'limit']] as const) {
+  for (const [query, name] of [
+    ['after=-1', 'after'],
+    ['after=abc', 'after'],
+    ['after=1.5', 'after'],
+    ['limit=0', 'limit'],
+    ['limit=x', 'limit'],
+  ] as const) {
     const response = await feed(`/api/events/?${query}`);
     assert.is(response.status, 400, query);
     assert.ok((response.body as unknown as { detail: string }).detail.includes(`"${name}"`), response.text);

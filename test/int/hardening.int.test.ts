@@ -35,7 +35,7 @@ Input('an unpaired surrogate anywhere in a JSON body is 400, and nothing is stor
   assert.is((await request(app.base, 'GET', '/api/tasks/')).body.count, 1);
 });
 
-Input('a JSON body nested too deeply for the parser is 400 saying so, not the parser\'s internals', async ({ app, token }) => {
+Input("a JSON body nested too deeply for the parser is 400 saying so, not the parser's internals", async ({ app, token }) => {
   const raw = `{"title":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
   const res = await request(app.base, 'POST', '/api/tasks/', { token, raw, headers: { 'Content-Type': 'application/json' } });
   assert.equal([res.status, res.body], [400, { detail: 'JSON parse error - the document is nested too deeply' }]);
@@ -43,7 +43,11 @@ Input('a JSON body nested too deeply for the parser is 400 saying so, not the pa
 
 Input('a body that is not valid UTF-8 is 400', async ({ app, token }) => {
   const bytes = Buffer.concat([Buffer.from('{"title":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
-  const response = await fetch(`${app.base}/api/tasks/`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: bytes });
+  const response = await fetch(`${app.base}/api/tasks/`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: bytes,
+  });
   assert.is(response.status, 400);
   assert.equal(await response.json(), { detail: 'JSON parse error - the body is not valid UTF-8' });
 });
@@ -95,7 +99,10 @@ Proxy.after(({ app }) => app.close());
 
 Proxy('links use the value our proxy wrote (rightmost), only http/https, only well-formed hosts', async ({ app }) => {
   const next = async (headers: Record<string, string>) => (await request(app.base, 'GET', '/api/tasks/', { headers })).body.next as string;
-  assert.is(await next({ 'X-Forwarded-Proto': 'http, https', 'X-Forwarded-Host': 'evil.example, api.example.com' }), 'https://api.example.com/api/tasks/?page=2');
+  assert.is(
+    await next({ 'X-Forwarded-Proto': 'http, https', 'X-Forwarded-Host': 'evil.example, api.example.com' }),
+    'https://api.example.com/api/tasks/?page=2',
+  );
   assert.ok((await next({ 'X-Forwarded-Proto': 'gopher', 'X-Forwarded-Host': 'evil/x?y' })).startsWith('http://127.0.0.1:'));
 });
 
@@ -123,7 +130,8 @@ Methods('405s on the login endpoint spend its token-obtain budget; OPTIONS is 20
 Input('If-Match takes a list: any current tag of this task matches; weak, foreign or stale tags do not', async ({ app, token }) => {
   const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'conditional' } });
   const id = created.body.id as number;
-  const patch = (ifMatch: string, path = `/api/tasks/${id}/`) => request(app.base, 'PATCH', path, { token, body: { description: ifMatch }, headers: { 'If-Match': ifMatch } });
+  const patch = (ifMatch: string, path = `/api/tasks/${id}/`) =>
+    request(app.base, 'PATCH', path, { token, body: { description: ifMatch }, headers: { 'If-Match': ifMatch } });
   assert.is((await patch(`"${id}-7", "${id}-1"`)).status, 200, 'the list holds the current version');
   assert.is((await patch(`W/"${id}-2"`)).status, 412, 'weak tags never match');
   assert.is((await patch(`"${id + 1}-2"`)).status, 412, 'another task');
@@ -139,7 +147,11 @@ Input('If-None-Match on a write refuses the versions it names (412), * refuses a
   const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'guarded' } });
   const id = created.body.id as number;
   const write = (method: string, headers: Record<string, string>) =>
-    request(app.base, method, `/api/tasks/${id}/`, { token, headers, ...(method === 'DELETE' ? {} : { body: { title: 'guarded', description: JSON.stringify(headers) } }) });
+    request(app.base, method, `/api/tasks/${id}/`, {
+      token,
+      headers,
+      ...(method === 'DELETE' ? {} : { body: { title: 'guarded', description: JSON.stringify(headers) } }),
+    });
   const excludes = { detail: `Precondition failed: the task's current ETag is "${id}-1", which If-None-Match excludes.` };
   for (const method of ['PATCH', 'PUT', 'DELETE']) {
     for (const tag of ['*', `"${id}-1"`, `W/"${id}-1"`, `"${id}-9", "${id}-1"`]) {
@@ -151,9 +163,16 @@ Input('If-None-Match on a write refuses the versions it names (412), * refuses a
   assert.is(events.body.count, 1, 'nothing was written');
   assert.is((await write('PATCH', { 'If-None-Match': `"${id}-7", "${id + 1}-1"` })).status, 200, 'other versions and tasks do not exclude');
   const both = await write('PATCH', { 'If-Match': `"${id}-1"`, 'If-None-Match': `"${id}-2"` });
-  assert.equal([both.status, both.body.detail], [412, `Precondition failed: the task's current ETag is "${id}-2", which If-Match does not name.`], 'If-Match is judged first');
+  assert.equal(
+    [both.status, both.body.detail],
+    [412, `Precondition failed: the task's current ETag is "${id}-2", which If-Match does not name.`],
+    'If-Match is judged first',
+  );
   const read = (headers: Record<string, string>) => request(app.base, 'GET', `/api/tasks/${id}/`, { headers });
-  assert.equal([(await read({ 'If-Match': `"${id}-1"` })).status, (await read({ 'If-Match': `"${id}-2"` })).status, (await read({ 'If-Match': '*' })).status], [412, 200, 200]);
+  assert.equal(
+    [(await read({ 'If-Match': `"${id}-1"` })).status, (await read({ 'If-Match': `"${id}-2"` })).status, (await read({ 'If-Match': '*' })).status],
+    [412, 200, 200],
+  );
   assert.is((await read({ 'If-Match': `"${id}-2"`, 'If-None-Match': `"${id}-2"` })).status, 304);
   assert.is((await write('DELETE', { 'If-None-Match': `"${id}-1"` })).status, 204);
 });

@@ -9,11 +9,17 @@ let app: TestApp;
 let alice: string;
 let bob: string;
 
-const post = (path: string, body: unknown, key: string, token = alice) =>
-  request(app.base, 'POST', path, { token, body, headers: { 'Idempotency-Key': key } });
+const post = (path: string, body: unknown, key: string, token = alice) => request(app.base, 'POST', path, { token, body, headers: { 'Idempotency-Key': key } });
 
 const countOf = async (table: 'events' | 'tasks' | 'reports') =>
-  Number((await app.deps.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+  Number(
+    (
+      await app.deps.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
 
 /** What a client can compare between two answers: status, the body's exact bytes, and the headers it acts on. */
 const visible = (r: TestResponse) => ({ status: r.status, text: r.text, location: r.headers.get('location'), etag: r.headers.get('etag') });
@@ -77,7 +83,8 @@ Tasks('after 24 hours a key is forgotten and creates again', async () => {
 Tasks('the sweep deletes only records past 24 hours, in batches of the size asked', async () => {
   for (const key of ['sweep-a', 'sweep-b', 'sweep-c', 'sweep-live']) await post('/api/tasks/', { title: key }, key);
   await sql`update idempotency_keys set created_at = now() - interval '24 hours 1 minute' where key in ('sweep-a', 'sweep-b', 'sweep-c')`.execute(app.deps.db);
-  const keys = async () => (await app.deps.db.selectFrom('idempotency_keys').select('key').where('key', 'like', 'sweep-%').orderBy('key').execute()).map((r) => r.key);
+  const keys = async () =>
+    (await app.deps.db.selectFrom('idempotency_keys').select('key').where('key', 'like', 'sweep-%').orderBy('key').execute()).map((r) => r.key);
   assert.is(await sweepExpiredClaims(app.deps.db, 2), 2);
   assert.is((await keys()).length, 2);
   assert.is(await sweepExpiredClaims(app.deps.db, 2), 1);

@@ -19,8 +19,7 @@ let token: string;
 
 const get = (path: string) => request(app.base, 'GET', path);
 const ids = (body: { results: Array<{ id: number }> }) => body.results.map((task) => task.id);
-const range = (from: number, to: number) =>
-  Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
+const range = (from: number, to: number) => Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
 /** A link as the client got it, fetched through the app under test. */
 const follow = (link: string) => get(new URL(link).pathname + new URL(link).search);
 const cursorOf = (link: string) => new URL(link).searchParams.get('cursor') as string;
@@ -185,7 +184,17 @@ cursor('tampered, truncated, foreign or garbage cursors → 404 Invalid cursor',
   const mint = (secret: string) => encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id' }, secret);
   assert.equal(ids((await get(`/api/tasks/?cursor=${mint(SECRET)}`)).body), range(11, 20), 'signed with CURSOR_SECRET: accepted');
   const otherSecret = mint('another-secret-0123456789');
-  for (const tampered of [flip(1), flip(9), flip(bytes.length - 1), movedId.toString('base64url'), good.slice(0, -2), `${good}A`, 'garbage', 'cD0xMA%3D%3D', otherSecret]) {
+  for (const tampered of [
+    flip(1),
+    flip(9),
+    flip(bytes.length - 1),
+    movedId.toString('base64url'),
+    good.slice(0, -2),
+    `${good}A`,
+    'garbage',
+    'cD0xMA%3D%3D',
+    otherSecret,
+  ]) {
     await expectInvalidCursor(`/api/tasks/?cursor=${tampered}`);
   }
   await expectInvalidCursor(`/api/tasks/?cursor=${descending}&ordering=id`);
@@ -223,7 +232,10 @@ history('cursor and limit/offset walk the 12 versions of task 1', async () => {
   assert.equal((await follow(third.body.previous)).body, second.body);
   assert.equal(versions((await get('/api/tasks/1/events/?cursor=&ordering=-version')).body), range(12, 3));
   const tail = await get('/api/tasks/1/events/?limit=5&offset=10');
-  assert.equal({ ...tail.body, results: versions(tail.body) }, { count: 12, next: null, previous: `${app.base}/api/tasks/1/events/?limit=5&offset=5`, results: [11, 12] });
+  assert.equal(
+    { ...tail.body, results: versions(tail.body) },
+    { count: 12, next: null, previous: `${app.base}/api/tasks/1/events/?limit=5&offset=5`, results: [11, 12] },
+  );
   assert.ok(first.body.results.every((event: { task_id: number }) => event.task_id === 1));
   await expectDetail('/api/tasks/1/events/?cursor=&page=2', 400, '"cursor"', '"page"');
   await expectInvalidCursor(`/api/tasks/1/events/?cursor=${cursorOf(first.body.next).slice(1)}`);
@@ -257,10 +269,16 @@ let explained: { db: Kysely<Database>; queries: CompiledQuery[]; client: pg.Clie
 cost.before(async () => {
   const client = new pg.Client({ connectionString: app.databaseUrl });
   await client.connect();
-  await client.query(`insert into tasks (id, title, owner_id, owner, created_at, updated_at, version)
-    select n, 'Deep ' || n, 1, 'pager', now(), now(), 1 from generate_series(1000, 1000 + $1::int) n`, [DEEP_ROWS]);
-  await client.query(`insert into events (position, stream_id, version, type, data, metadata)
-    select 1000000 + n, 999999, n, 'TaskDetailsChanged', '{}', '{}' from generate_series(1, $1::int) n`, [DEEP_ROWS]);
+  await client.query(
+    `insert into tasks (id, title, owner_id, owner, created_at, updated_at, version)
+    select n, 'Deep ' || n, 1, 'pager', now(), now(), 1 from generate_series(1000, 1000 + $1::int) n`,
+    [DEEP_ROWS],
+  );
+  await client.query(
+    `insert into events (position, stream_id, version, type, data, metadata)
+    select 1000000 + n, 999999, n, 'TaskDetailsChanged', '{}', '{}' from generate_series(1, $1::int) n`,
+    [DEEP_ROWS],
+  );
   await client.query('analyze tasks; analyze events');
   const queries: CompiledQuery[] = [];
   const pool = new pg.Pool({ connectionString: app.databaseUrl, max: 1 });
@@ -289,21 +307,40 @@ async function planOfLastQuery(): Promise<Array<{ node: string; index?: string; 
 
 cost('shallow and deep cursor pages read page_size+1 rows by the primary key, in both orderings', async () => {
   const source = tasksSource(explained.db);
-  for (const [key, ordering] of [[null, 'asc'], [20, 'asc'], [1000 + DEEP_ROWS - 50, 'asc'], [null, 'desc'], [1050, 'desc'], [10, 'desc']] as const) {
+  for (const [key, ordering] of [
+    [null, 'asc'],
+    [20, 'asc'],
+    [1000 + DEEP_ROWS - 50, 'asc'],
+    [null, 'desc'],
+    [1050, 'desc'],
+    [10, 'desc'],
+  ] as const) {
     await source.seek(key, 8, ordering);
     const plan = await planOfLastQuery();
     const scans = plan.filter((n) => n.node !== 'Limit');
-    assert.equal(scans.map((n) => [n.node, n.index]), [['Index Scan', 'tasks_pkey']], `${key} ${ordering}: ${JSON.stringify(plan)}`);
+    assert.equal(
+      scans.map((n) => [n.node, n.index]),
+      [['Index Scan', 'tasks_pkey']],
+      `${key} ${ordering}: ${JSON.stringify(plan)}`,
+    );
     assert.ok(scans[0]!.rows <= 8, `${key} ${ordering}: ${scans[0]!.rows} rows read`);
   }
 });
 
 cost('a task history page reads page_size+1 events by (stream, version) at any depth', async () => {
   const source = taskEventsSource(explained.db, 999999);
-  for (const [key, ordering] of [[null, 'asc'], [DEEP_ROWS - 50, 'asc'], [50, 'desc']] as const) {
+  for (const [key, ordering] of [
+    [null, 'asc'],
+    [DEEP_ROWS - 50, 'asc'],
+    [50, 'desc'],
+  ] as const) {
     await source.seek(key, 8, ordering);
     const scans = (await planOfLastQuery()).filter((n) => n.node !== 'Limit');
-    assert.equal(scans.map((n) => [n.node, n.index]), [['Index Scan', 'events_stream_version_key']], `${key} ${ordering}`);
+    assert.equal(
+      scans.map((n) => [n.node, n.index]),
+      [['Index Scan', 'events_stream_version_key']],
+      `${key} ${ordering}`,
+    );
     assert.ok(scans[0]!.rows <= 8, `${key} ${ordering}: ${scans[0]!.rows} rows read`);
   }
 });
@@ -311,7 +348,10 @@ cost('a task history page reads page_size+1 events by (stream, version) at any d
 cost('the same measurement sees limit/offset read every skipped row', async () => {
   await tasksSource(explained.db).page(DEEP_ROWS - 50, 8, 'asc');
   const plan = await planOfLastQuery();
-  assert.ok(plan.some((n) => n.rows >= DEEP_ROWS - 50), JSON.stringify(plan));
+  assert.ok(
+    plan.some((n) => n.rows >= DEEP_ROWS - 50),
+    JSON.stringify(plan),
+  );
 });
 
 cost.run();

@@ -34,20 +34,22 @@ async function converged(): Promise<{ results: Counts; as_of_position: number; l
 
 /** A round of writes by every user: creations, completions, a reopening, deletions of open and completed tasks. */
 async function writeRound(round: number): Promise<void> {
-  await Promise.all(Object.entries(tokens).map(async ([name, token]) => {
-    const ids: number[] = [];
-    for (let i = 0; i < 5; i += 1) {
-      const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: `${name} ${round}.${i}`, completed: i === 4 } });
-      ids.push(created.body.id);
-    }
-    const patch = (id: number, body: object) => request(app.base, 'PATCH', `/api/tasks/${id}/`, { token, body });
-    await patch(ids[0]!, { completed: true });
-    await patch(ids[1]!, { completed: true });
-    await patch(ids[1]!, { completed: false });
-    await patch(ids[2]!, { title: 'renamed' });
-    await request(app.base, 'DELETE', `/api/tasks/${ids[3]!}/`, { token });
-    await request(app.base, 'DELETE', `/api/tasks/${ids[0]!}/`, { token });
-  }));
+  await Promise.all(
+    Object.entries(tokens).map(async ([name, token]) => {
+      const ids: number[] = [];
+      for (let i = 0; i < 5; i += 1) {
+        const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: `${name} ${round}.${i}`, completed: i === 4 } });
+        ids.push(created.body.id);
+      }
+      const patch = (id: number, body: object) => request(app.base, 'PATCH', `/api/tasks/${id}/`, { token, body });
+      await patch(ids[0]!, { completed: true });
+      await patch(ids[1]!, { completed: true });
+      await patch(ids[1]!, { completed: false });
+      await patch(ids[2]!, { title: 'renamed' });
+      await request(app.base, 'DELETE', `/api/tasks/${ids[3]!}/`, { token });
+      await request(app.base, 'DELETE', `/api/tasks/${ids[0]!}/`, { token });
+    }),
+  );
 }
 
 const Follow = suite('the per-owner counts read model');
@@ -102,7 +104,10 @@ Follow('GET /api/tasks/stats/ answers anyone, narrows by owner, and is not taken
   const anonymous = await request(app.base, 'GET', '/api/tasks/stats/');
   assert.is(anonymous.status, 200);
   const bob = await request(app.base, 'GET', '/api/tasks/stats/?owner=bob');
-  assert.equal(bob.body.results, (await truth()).filter((r) => r.owner === 'bob'));
+  assert.equal(
+    bob.body.results,
+    (await truth()).filter((r) => r.owner === 'bob'),
+  );
   const nobody = await request(app.base, 'GET', '/api/tasks/stats/?owner=nobody');
   assert.equal(nobody.body.results, []);
   assert.is((await request(app.base, 'GET', '/api/tasks/stats')).status, 308);

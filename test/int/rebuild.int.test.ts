@@ -46,7 +46,11 @@ async function randomHistory(count: number, lanes: number, seed: number): Promis
       const target = live.length > 0 ? live[Math.floor(next() * live.length)]! : undefined;
       const actor = target && roll < 0.9 ? target.owner : actors[Math.floor(next() * actors.length)]!;
       if (!target || roll < 0.35) {
-        const outcome = await app.deps.commands.execute({ type: 'CreateTask', actor, fields: { title: `task ${issued}`, description: '', completed: next() < 0.2 } });
+        const outcome = await app.deps.commands.execute({
+          type: 'CreateTask',
+          actor,
+          fields: { title: `task ${issued}`, description: '', completed: next() < 0.2 },
+        });
         track(outcome, actor);
       } else if (roll < 0.8) {
         const fields = next() < 0.5 ? { completed: next() < 0.6 } : { title: `edited ${issued}`, description: next() < 0.5 ? 'more' : '' };
@@ -64,7 +68,11 @@ async function randomHistory(count: number, lanes: number, seed: number): Promis
 
 async function catchUpReadModel(): Promise<void> {
   for (;;) {
-    const { position } = await app.deps.db.selectFrom('projection_checkpoints').select('position').where('name', '=', 'owner_task_counts').executeTakeFirstOrThrow();
+    const { position } = await app.deps.db
+      .selectFrom('projection_checkpoints')
+      .select('position')
+      .where('name', '=', 'owner_task_counts')
+      .executeTakeFirstOrThrow();
     const events = await readFeed(app.deps.db, { after: position, limit: 5_000 });
     if (events.length === 0) return;
     await applyEvents(app.deps.db, events);
@@ -119,7 +127,11 @@ Rebuild('after 10,000 random commands, a rebuild from the log gives tables ident
 Rebuild('writers that arrive during a rebuild wait for it, then append on top of the rebuilt tables', async () => {
   const actor = { userId: 1, username: 'user1' };
   const rebuilding = rebuildProjections(app.deps.db, { batchSize: 500 });
-  const created = await Promise.all(Array.from({ length: 20 }, (_, i) => app.deps.commands.execute({ type: 'CreateTask', actor, fields: { title: `during ${i}`, description: '', completed: false } })));
+  const created = await Promise.all(
+    Array.from({ length: 20 }, (_, i) =>
+      app.deps.commands.execute({ type: 'CreateTask', actor, fields: { title: `during ${i}`, description: '', completed: false } }),
+    ),
+  );
   await rebuilding;
   assert.ok(created.every((o) => o.ok && o.task));
   await catchUpReadModel();

@@ -54,14 +54,29 @@ async function seedHistory(): Promise<void> {
   const rows = history.map(([at, type, task, extra], i) => {
     versions.set(task, (versions.get(task) ?? 0) + 1);
     const data = type === 'TaskCreated' ? { title: `T${task}`, description: '', completed: false, owner_id: 1, owner: owners[task], ...extra } : (extra ?? {});
-    return { position: i + 1, stream_id: task, version: versions.get(task)!, type, data: JSON.stringify(data), metadata: JSON.stringify({ actor: owners[task] }), recorded_at: at };
+    return {
+      position: i + 1,
+      stream_id: task,
+      version: versions.get(task)!,
+      type,
+      data: JSON.stringify(data),
+      metadata: JSON.stringify({ actor: owners[task] }),
+      recorded_at: at,
+    };
   });
   await app.deps.db.insertInto('events').values(rows).execute();
   // The projections (tasks, counters) follow from the log, as after `npm run rebuild`.
   await rebuildProjections(app.deps.db);
 }
 
-const day = (date: string, created: number, completed: number, reopened: number, deleted: number, open_at_end: number) => ({ date, created, completed, reopened, deleted, open_at_end });
+const day = (date: string, created: number, completed: number, reopened: number, deleted: number, open_at_end: number) => ({
+  date,
+  created,
+  completed,
+  reopened,
+  deleted,
+  open_at_end,
+});
 
 const Numbers = suite('reports over a known history');
 
@@ -80,7 +95,10 @@ Numbers('every owner: counts per UTC day and open tasks at the end of each day',
   const report = await runReport({ from: '2026-11-01', to: '2026-11-04' });
   assert.is(report.body.status, 'done', report.text);
   assert.equal(report.body.result, {
-    from: '2026-11-01', to: '2026-11-04', owner: null, open_at_start: 2,
+    from: '2026-11-01',
+    to: '2026-11-04',
+    owner: null,
+    open_at_start: 2,
     days: [day('2026-11-01', 2, 1, 0, 0, 3), day('2026-11-02', 0, 1, 1, 1, 2), day('2026-11-03', 0, 0, 0, 0, 2), day('2026-11-04', 0, 1, 0, 1, 1)],
     totals: { created: 2, completed: 3, reopened: 1, deleted: 2 },
     as_of_position: 13,
@@ -89,17 +107,27 @@ Numbers('every owner: counts per UTC day and open tasks at the end of each day',
   assert.ok(Date.parse(report.body.finished_at) >= Date.parse(report.body.started_at));
 });
 
-Numbers('one owner: only that owner\'s tasks count', async () => {
+Numbers("one owner: only that owner's tasks count", async () => {
   const alices = await runReport({ from: '2026-11-01', to: '2026-11-04', owner: 'alice' });
-  assert.equal(alices.body.result.days, [day('2026-11-01', 1, 1, 0, 0, 2), day('2026-11-02', 0, 0, 1, 1, 2), day('2026-11-03', 0, 0, 0, 0, 2), day('2026-11-04', 0, 1, 0, 0, 1)]);
+  assert.equal(alices.body.result.days, [
+    day('2026-11-01', 1, 1, 0, 0, 2),
+    day('2026-11-02', 0, 0, 1, 1, 2),
+    day('2026-11-03', 0, 0, 0, 0, 2),
+    day('2026-11-04', 0, 1, 0, 0, 1),
+  ]);
   const bobs = await runReport({ from: '2026-11-01', to: '2026-11-05', owner: 'bob' });
   assert.is(bobs.body.result.open_at_start, 0);
-  assert.equal(bobs.body.result.days.map((d: { open_at_end: number }) => d.open_at_end), [1, 0, 0, 0, 0]);
+  assert.equal(
+    bobs.body.result.days.map((d: { open_at_end: number }) => d.open_at_end),
+    [1, 0, 0, 0, 0],
+  );
   assert.equal(bobs.body.result.totals, { created: 1, completed: 1, reopened: 0, deleted: 1 });
 });
 
-Numbers('a report over today\'s live writes matches the tasks table', async () => {
-  const created = await Promise.all(Array.from({ length: 6 }, (_, i) => request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: `live ${i}` } })));
+Numbers("a report over today's live writes matches the tasks table", async () => {
+  const created = await Promise.all(
+    Array.from({ length: 6 }, (_, i) => request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: `live ${i}` } })),
+  );
   const ids = created.map((r) => r.body.id as number);
   const [a, b, c] = ids;
   // Created concurrently: ids follow commit order, not the order of the array.
@@ -110,7 +138,9 @@ Numbers('a report over today\'s live writes matches the tasks table', async () =
   await request(app.base, 'DELETE', `/api/tasks/${c}/`, { token: alice });
   const today = new Date().toISOString().slice(0, 10);
   const report = await runReport({ from: today, to: today, owner: 'alice' });
-  const { rows } = await sql<{ open: number }>`select count(*)::int as open from tasks where owner = 'alice' and not completed and id >= ${first}`.execute(app.deps.db);
+  const { rows } = await sql<{ open: number }>`select count(*)::int as open from tasks where owner = 'alice' and not completed and id >= ${first}`.execute(
+    app.deps.db,
+  );
   assert.is(rows[0]!.open, 4);
   const { open_at_start, days } = report.body.result;
   assert.equal(days, [day(today, 6, 2, 1, 1, open_at_start + rows[0]!.open)]);
@@ -129,7 +159,13 @@ Numbers('only the creator can read a report', async () => {
 Numbers('bad ranges get DRF-style field errors', async () => {
   const cases: Array<[unknown, Record<string, string[]>]> = [
     [{}, { from: ['This field is required.'], to: ['This field is required.'] }],
-    [{ from: '2026-11-31', to: '11/30/2026' }, { from: ['Date has wrong format. Use one of these formats instead: YYYY-MM-DD.'], to: ['Date has wrong format. Use one of these formats instead: YYYY-MM-DD.'] }],
+    [
+      { from: '2026-11-31', to: '11/30/2026' },
+      {
+        from: ['Date has wrong format. Use one of these formats instead: YYYY-MM-DD.'],
+        to: ['Date has wrong format. Use one of these formats instead: YYYY-MM-DD.'],
+      },
+    ],
     [{ from: '2026-11-30', to: '2026-11-01' }, { to: ['Ensure this date is on or after "from".'] }],
     [{ from: '2026-01-01', to: '2027-01-02' }, { to: ['Ensure the range spans no more than 366 days.'] }],
     [{ from: '2026-01-01', to: '2026-01-02', owner: 7 }, { owner: ['Not a valid string.'] }],
@@ -205,7 +241,14 @@ Throttle('POST /api/reports/ takes its own budget: 2 per minute, then the exact 
   }
   const tasks = await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: 'still allowed' } });
   assert.is(tasks.status, 201, 'the rest of the API keeps the general rate');
-  assert.is(await app.deps.db.selectFrom('reports').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow().then((r) => Number(r.n)), 2);
+  assert.is(
+    await app.deps.db
+      .selectFrom('reports')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow()
+      .then((r) => Number(r.n)),
+    2,
+  );
 });
 
 Numbers.run();

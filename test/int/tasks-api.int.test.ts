@@ -10,8 +10,7 @@ let L: string; // absolute URL of the collection, as links spell it
 
 const get = (path: string) => request(app.base, 'GET', path);
 const ids = (body: { results: Array<{ id: number }> }) => body.results.map((t) => t.id);
-const range = (from: number, to: number) =>
-  Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
+const range = (from: number, to: number) => Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
 
 /** Creates tasks until the collection holds `total` (ids are drawn in commit order, so 1..total). */
 async function growTo(total: number): Promise<void> {
@@ -57,8 +56,10 @@ Pages('1 task: one page, no links, the whole task resource', async () => {
   assert.equal({ ...body, results: [] }, { count: 1, next: null, previous: null, results: [] });
   const [task] = body.results;
   assert.equal(Object.keys(task).sort(), ['completed', 'created_at', 'description', 'id', 'owner', 'title', 'updated_at', 'version']);
-  assert.equal({ id: task.id, title: task.title, description: task.description, completed: task.completed, owner: task.owner, version: task.version },
-    { id: 1, title: 'Task 1', description: '', completed: false, owner: 'alice', version: 1 });
+  assert.equal(
+    { id: task.id, title: task.title, description: task.description, completed: task.completed, owner: task.owner, version: task.version },
+    { id: 1, title: 'Task 1', description: '', completed: false, owner: 'alice', version: 1 },
+  );
   assert.is(task.created_at, new Date(task.created_at).toISOString());
 });
 
@@ -95,7 +96,7 @@ Pages('25 tasks: pages 1..3 as DRF writes them, page=last is page 3', async () =
 Pages('following next from page 1 visits every task exactly once, and previous leads back', async () => {
   const seen: number[] = [];
   const visited: string[] = [];
-  for (let url: string | null = L; url !== null; ) {
+  for (let url: string | null = L; url !== null;) {
     const response = await fetch(url);
     assert.is(response.status, 200, url);
     const body = (await response.json()) as { next: string | null; results: Array<{ id: number }> };
@@ -231,7 +232,10 @@ Resource('PUT replaces: omitted fields return to their defaults', async () => {
   assert.is(response.status, 200, response.text);
   assert.equal([response.body.title, response.body.description, response.body.completed], ['Buy oat milk', '', false]);
   const { rows } = await sql<{ type: string }>`select type from events where stream_id = 1 order by version`.execute(app.deps.db);
-  assert.equal(rows.map((r) => r.type), ['TaskCreated', 'TaskCompleted', 'TaskDetailsChanged', 'TaskReopened']);
+  assert.equal(
+    rows.map((r) => r.type),
+    ['TaskCreated', 'TaskCompleted', 'TaskDetailsChanged', 'TaskReopened'],
+  );
   assert.is(response.body.version, 4);
 });
 

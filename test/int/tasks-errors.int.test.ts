@@ -63,11 +63,15 @@ Errors('a body in another media type is 415 naming it', async () => {
 Errors('a compressed body or one in another charset is 415 saying which; UTF-8 named in any spelling is read', async () => {
   const { gzipSync } = await import('node:zlib');
   const compressed = await fetch(`${app.base}/api/tasks/`, {
-    method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, body: gzipSync('{"title":"zipped"}'),
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' },
+    body: gzipSync('{"title":"zipped"}'),
   });
   assert.equal([compressed.status, await compressed.json()], [415, { detail: 'Unsupported content coding "gzip" in request.' }]);
   const utf16 = await fetch(`${app.base}/api/tasks/`, {
-    method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json; charset=UTF-16' }, body: Buffer.from('{"title":"wide"}', 'utf16le'),
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json; charset=UTF-16' },
+    body: Buffer.from('{"title":"wide"}', 'utf16le'),
   });
   assert.equal([utf16.status, await utf16.json()], [415, { detail: 'Unsupported charset "utf-16" in request: bodies are read as UTF-8.' }]);
   for (const type of ['application/json; charset="UTF-8"', 'application/json;charset=utf8']) {
@@ -106,7 +110,7 @@ Errors('unknown and non-numeric ids are 404 Not found. for every method', async 
   assert.equal([nowhere.status, nowhere.body], [404, { detail: 'Not found.' }]);
 });
 
-Errors('a method the resource lacks is 405 with Allow and DRF\'s text', async () => {
+Errors("a method the resource lacks is 405 with Allow and DRF's text", async () => {
   const list = await call('DELETE', '/api/tasks/');
   assert.is(list.status, 405);
   assert.equal(list.body, { detail: 'Method "DELETE" not allowed.' });
@@ -121,9 +125,16 @@ Errors('a method the resource lacks is 405 with Allow and DRF\'s text', async ()
 
 Errors('an anonymous client is told to authenticate before a missing method is refused, as DRF checks permission first', async () => {
   const cases: Array<[string, string, number]> = [
-    ['PUT', '/api/tasks/', 401], ['DELETE', '/api/tasks/', 401], ['POST', '/api/tasks/1/', 401], ['POST', '/api/tasks/1/events/', 401],
-    ['GET', '/api/reports/', 401], ['OPTIONS', '/api/events/', 401],
-    ['GET', '/api/auth/token/', 405], ['DELETE', '/api/rate-limits/', 405], ['POST', '/api/', 405], ['OPTIONS', '/api/tasks/', 204],
+    ['PUT', '/api/tasks/', 401],
+    ['DELETE', '/api/tasks/', 401],
+    ['POST', '/api/tasks/1/', 401],
+    ['POST', '/api/tasks/1/events/', 401],
+    ['GET', '/api/reports/', 401],
+    ['OPTIONS', '/api/events/', 401],
+    ['GET', '/api/auth/token/', 405],
+    ['DELETE', '/api/rate-limits/', 405],
+    ['POST', '/api/', 405],
+    ['OPTIONS', '/api/tasks/', 204],
   ];
   for (const [method, path, status] of cases) {
     const anonymous = await request(app.base, method, path);
@@ -161,12 +172,16 @@ Errors('a path without its trailing slash is 308 to the slashed path, keeping me
   const detail = await call('PATCH', '/api/tasks/1', { body: { title: 'x' } });
   assert.equal([detail.status, detail.headers.get('location')], [308, '/api/tasks/1/']);
   // A client that follows the redirect (fetch does for 308) re-sends the POST with its body.
-  const followed = await fetch(`${app.base}/api/tasks`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: '{"title":"Followed"}' });
+  const followed = await fetch(`${app.base}/api/tasks`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: '{"title":"Followed"}',
+  });
   assert.is(followed.status, 201);
   assert.is(((await followed.json()) as { title: string }).title, 'Followed');
 });
 
-Errors('validation errors name each field with DRF\'s texts', async () => {
+Errors("validation errors name each field with DRF's texts", async () => {
   const cases: Array<[unknown, unknown]> = [
     [{}, { title: ['This field is required.'] }],
     [{ title: '' }, { title: ['This field may not be blank.'] }],

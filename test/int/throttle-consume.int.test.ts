@@ -22,10 +22,8 @@ function connect(): Redis {
 
 const rule = (rate: string, scope = 'anon'): ScopeRule => ({ scope, rate: parseRate(rate), keyedBy: 'ip' });
 const keyOf = (r: ScopeRule, ident: string) => throttleKey(PREFIX, { rule: r, ident });
-const hit = async (r: ScopeRule, ident: string, via = throttler): Promise<Decision> =>
-  (await via.consume([{ rule: r, ident }]))[0] as Decision;
-const burst = (r: ScopeRule, ident: string, count: number) =>
-  Promise.all(Array.from({ length: count }, () => hit(r, ident)));
+const hit = async (r: ScopeRule, ident: string, via = throttler): Promise<Decision> => (await via.consume([{ rule: r, ident }]))[0] as Decision;
+const burst = (r: ScopeRule, ident: string, count: number) => Promise.all(Array.from({ length: count }, () => hit(r, ident)));
 const admittedCount = (decisions: Decision[]) => decisions.filter((d) => d.allowed).length;
 
 /** Redis's clock in microseconds, the clock the script records with. */
@@ -94,7 +92,10 @@ consume('N requests are admitted, counting down, then refused for the whole wind
   const r = rule('20/min');
   const admitted = [];
   for (let i = 0; i < 20; i++) admitted.push(await hit(r, 'ip:10.0.0.1'));
-  assert.equal(admitted.map((d) => d.remaining), Array.from({ length: 20 }, (_, i) => 19 - i));
+  assert.equal(
+    admitted.map((d) => d.remaining),
+    Array.from({ length: 20 }, (_, i) => 19 - i),
+  );
   assert.ok(admitted.every((d) => d.allowed && d.retryAfterS === 0 && d.limit === 20 && d.scope === 'anon'));
   assert.is(admitted[0]?.resetMs, 60_000, 'a lone request comes back after a full window');
   const refused = await hit(r, 'ip:10.0.0.1');
@@ -188,12 +189,13 @@ consume('remaining counts only the requests still inside the window', async () =
 consume('500 concurrent requests over 20 connections: exactly N admitted', async () => {
   const throttlers = Array.from({ length: 20 }, () => createThrottler({ redis: connect(), keyPrefix: PREFIX }));
   const r = rule('37/min');
-  const decisions = await Promise.all(
-    Array.from({ length: 500 }, (_, i) => hit(r, 'ip:10.0.6.1', throttlers[i % throttlers.length])),
-  );
+  const decisions = await Promise.all(Array.from({ length: 500 }, (_, i) => hit(r, 'ip:10.0.6.1', throttlers[i % throttlers.length])));
   const admitted = decisions.filter((d) => d.allowed);
   assert.is(admitted.length, 37);
-  assert.equal(admitted.map((d) => d.remaining).sort((a, b) => a - b), Array.from({ length: 37 }, (_, i) => i));
+  assert.equal(
+    admitted.map((d) => d.remaining).sort((a, b) => a - b),
+    Array.from({ length: 37 }, (_, i) => i),
+  );
   assert.ok(decisions.filter((d) => !d.allowed).every((d) => d.retryAfterS === 60 && d.remaining === 0));
   assert.is((await readStamps(keyOf(r, 'ip:10.0.6.1'))).length, 37);
 });
@@ -201,18 +203,36 @@ consume('500 concurrent requests over 20 connections: exactly N admitted', async
 consume('several scopes are decided together: one refusal records nothing anywhere', async () => {
   const user = rule('100/min', 'user');
   const reports = rule('2/hour', 'reports');
-  const both = [{ rule: user, ident: 'user:42' }, { rule: reports, ident: 'user:42' }];
-  assert.equal((await throttler.consume(both)).map((d) => d.remaining), [99, 1]);
-  assert.equal((await throttler.consume(both)).map((d) => d.remaining), [98, 0]);
+  const both = [
+    { rule: user, ident: 'user:42' },
+    { rule: reports, ident: 'user:42' },
+  ];
+  assert.equal(
+    (await throttler.consume(both)).map((d) => d.remaining),
+    [99, 1],
+  );
+  assert.equal(
+    (await throttler.consume(both)).map((d) => d.remaining),
+    [98, 0],
+  );
   const [u, rep] = await throttler.consume(both);
   assert.is(isAdmitted([u as Decision, rep as Decision]), false);
   assert.equal([u?.allowed, u?.remaining, u?.retryAfterS], [true, 98, 0], 'user had room but did not count it');
   assert.equal([rep?.allowed, rep?.remaining, rep?.retryAfterS], [false, 0, 3600]);
   assert.is((await readStamps(keyOf(user, 'user:42'))).length, 2);
   assert.is((await hit(user, 'user:42')).remaining, 97, 'user alone is still admitted and counts from 2');
-  const reversed = await throttler.consume([{ rule: reports, ident: 'user:42' }, { rule: user, ident: 'user:42' }]);
-  assert.equal(reversed.map((d) => d.scope), ['reports', 'user']);
-  assert.equal(reversed.map((d) => d.allowed), [false, true]);
+  const reversed = await throttler.consume([
+    { rule: reports, ident: 'user:42' },
+    { rule: user, ident: 'user:42' },
+  ]);
+  assert.equal(
+    reversed.map((d) => d.scope),
+    ['reports', 'user'],
+  );
+  assert.equal(
+    reversed.map((d) => d.allowed),
+    [false, true],
+  );
   assert.is((await readStamps(keyOf(user, 'user:42'))).length, 3);
 });
 
@@ -245,7 +265,10 @@ consume('a large limit stores only what was admitted and stays exact', async () 
   assert.is(await redis.strlen(keyOf(big, ident)), logBytes(300), 'grows with admissions, not with the limit');
 });
 
-for (const [limit, batch] of [[300, 100], [120, 50]] as const) {
+for (const [limit, batch] of [
+  [300, 100],
+  [120, 50],
+] as const) {
   consume(`entries that left since the last check are skipped exactly (limit ${limit}, ${batch} left)`, async () => {
     const r = rule(`${limit}/2s`, `skip${limit}`);
     const ident = 'ip:10.0.14.1';
@@ -253,7 +276,7 @@ for (const [limit, batch] of [[300, 100], [120, 50]] as const) {
     await sleep(1200);
     assert.is(admittedCount(await burst(r, ident, batch)), batch);
     const second = (await readStamps(keyOf(r, ident)))[batch] as number;
-    await sleep(((await readStamps(keyOf(r, ident)))[0] as number + 2_000_000 - (await redisNowUs())) / 1000 + 50);
+    await sleep((((await readStamps(keyOf(r, ident)))[0] as number) + 2_000_000 - (await redisNowUs())) / 1000 + 50);
     const next = await hit(r, ident);
     assert.is(next.remaining, limit - batch - 1, 'only the second burst is inside');
     const expectedResetMs = (second + 2_000_000 - (await redisNowUs())) / 1000;
@@ -268,7 +291,15 @@ consume('a changed limit applies at once and keeps the history exact', async () 
   assert.is(admittedCount(await burst(rule('5/min'), ident, 6)), 5);
   const grown = [];
   for (let i = 0; i < 4; i++) grown.push(await hit(rule('8/min'), ident));
-  assert.equal(grown.map((d) => [d.allowed, d.remaining]), [[true, 2], [true, 1], [true, 0], [false, 0]]);
+  assert.equal(
+    grown.map((d) => [d.allowed, d.remaining]),
+    [
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+    ],
+  );
   assert.is(await redis.strlen(key), logBytes(8));
   const lowered = await hit(rule('3/min'), ident);
   assert.equal([lowered.allowed, lowered.remaining, lowered.retryAfterS], [false, 0, 60]);
@@ -305,7 +336,10 @@ consume('a smaller limit shrinks the ring only by entries already outside the wi
 consume('a value that is not a ring is replaced; a wrong type is an error, not a decision', async () => {
   const r = rule('3/min');
   await redis.set(keyOf(r, 'ip:10.0.11.1'), 'not a ring');
-  assert.equal((await burst(r, 'ip:10.0.11.1', 4)).map((d) => d.allowed), [true, true, true, false]);
+  assert.equal(
+    (await burst(r, 'ip:10.0.11.1', 4)).map((d) => d.allowed),
+    [true, true, true, false],
+  );
   assert.is(await redis.strlen(keyOf(r, 'ip:10.0.11.1')), logBytes(3));
   await redis.hset(keyOf(r, 'ip:10.0.11.2'), 'a', '1');
   try {
@@ -339,7 +373,11 @@ consume('requests arriving together share script calls and are decided exactly a
   assert.ok(sent.every((name) => name === 'evalsha'));
   const admitted = decisions.filter((d) => d.allowed);
   assert.is(admitted.length, 37);
-  assert.equal(decisions.slice(0, 37).map((d) => d.remaining), Array.from({ length: 37 }, (_, i) => 36 - i), 'in arrival order');
+  assert.equal(
+    decisions.slice(0, 37).map((d) => d.remaining),
+    Array.from({ length: 37 }, (_, i) => 36 - i),
+    'in arrival order',
+  );
   assert.ok(decisions.slice(37).every((d) => !d.allowed && d.retryAfterS === 60));
   assert.is((await readStamps(keyOf(r, 'ip:10.0.12.1'))).length, 37);
 });
@@ -348,10 +386,20 @@ consume('in a shared call, several-scope requests stay all-or-nothing and a brok
   const user = rule('3/min', 'user');
   const reports = rule('1/min', 'reports');
   await redis.hset(keyOf(user, 'user:7'), 'a', '1');
-  const both = (ident: string) => throttler.consume([{ rule: user, ident }, { rule: reports, ident }]);
+  const both = (ident: string) =>
+    throttler.consume([
+      { rule: user, ident },
+      { rule: reports, ident },
+    ]);
   const alone = (ident: string) => throttler.consume([{ rule: user, ident }]);
   const settled = await Promise.allSettled([
-    both('user:5'), alone('user:5'), both('user:5'), both('user:7'), alone('user:5'), alone('user:5'), alone('user:6'),
+    both('user:5'),
+    alone('user:5'),
+    both('user:5'),
+    both('user:7'),
+    alone('user:5'),
+    alone('user:5'),
+    alone('user:6'),
   ]);
   const outcome = settled.map((s) => (s.status === 'rejected' ? 'error' : s.value.map((d) => d.allowed)));
   assert.equal(outcome, [[true, true], [true], [true, false], 'error', [true], [false], [true]], 'the refused pair recorded nothing');
@@ -372,14 +420,23 @@ consume('one round trip per request, the script sent by SHA', async () => {
   const connection = connect();
   const sent = countCommands(connection);
   const own = createThrottler({ redis: connection, keyPrefix: PREFIX });
-  await own.consume([{ rule: rule('5/min'), ident: 'ip:10.0.10.1' }, { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' }]);
+  await own.consume([
+    { rule: rule('5/min'), ident: 'ip:10.0.10.1' },
+    { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' },
+  ]);
   sent.length = 0;
-  await own.consume([{ rule: rule('5/min'), ident: 'ip:10.0.10.1' }, { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' }]);
+  await own.consume([
+    { rule: rule('5/min'), ident: 'ip:10.0.10.1' },
+    { rule: rule('9/min', 'other'), ident: 'ip:10.0.10.1' },
+  ]);
   assert.equal(sent, ['evalsha']);
   assert.equal(await own.consume([]), []);
   assert.throws(() => keyOf(rule('5/min'), 'ip:{x}'), /braces/);
   const twice = { rule: rule('5/min'), ident: 'ip:10.0.10.2' };
-  await own.consume([twice, twice]).then(() => assert.unreachable('repeated check'), (error: Error) => assert.match(error.message, /repeat/));
+  await own.consume([twice, twice]).then(
+    () => assert.unreachable('repeated check'),
+    (error: Error) => assert.match(error.message, /repeat/),
+  );
 });
 
 consume.run();

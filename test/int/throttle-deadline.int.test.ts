@@ -21,7 +21,7 @@ const PREFIX = `test:throttle-deadline:${process.pid}:`;
 const RULE: ScopeRule = { scope: 'anon', rate: parseRate('100/min'), keyedBy: 'ip' };
 const ONE_WAY_MS = 40;
 
-const Deadline = suite('the throttle check\'s deadline with a distant Redis');
+const Deadline = suite("the throttle check's deadline with a distant Redis");
 let proxy: Server;
 let proxyPort = 0;
 let server: Awaited<ReturnType<typeof startRedis>>;
@@ -69,7 +69,10 @@ async function warmUp(throttler: ReturnType<typeof createThrottler>, ident: stri
   let answered = 0;
   for (let attempt = 0; answered < 3; attempt += 1) {
     if (attempt === 20) throw new Error('the throttle never answered through the proxy');
-    await throttler.consume([{ rule: RULE, ident }]).then(() => (answered += 1), () => {});
+    await throttler.consume([{ rule: RULE, ident }]).then(
+      () => (answered += 1),
+      () => {},
+    );
   }
 }
 
@@ -79,7 +82,7 @@ function busy(ms: number): void {
   while (performance.now() < until);
 }
 
-Deadline('a call sent late by this process\'s own lag is still decided, with the round trip it needs', async () => {
+Deadline("a call sent late by this process's own lag is still decided, with the round trip it needs", async () => {
   const link = new Redis(proxyPort, '127.0.0.1');
   const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
   try {
@@ -87,7 +90,10 @@ Deadline('a call sent late by this process\'s own lag is still decided, with the
     const checks = Array.from({ length: 3 }, (_, i) => throttler.consume([{ rule: RULE, ident: `ip:10.1.1.${i}` }]));
     busy(300); // the deadline passes before the call is even sent
     const outcomes = await Promise.allSettled(checks);
-    assert.equal(outcomes.map((o) => o.status === 'fulfilled' && o.value[0]?.allowed), [true, true, true]);
+    assert.equal(
+      outcomes.map((o) => o.status === 'fulfilled' && o.value[0]?.allowed),
+      [true, true, true],
+    );
   } finally {
     link.disconnect();
   }
@@ -101,7 +107,10 @@ Deadline('a call Redis can start only after the worker has given up records noth
     const admin = new Redis(server.url);
     await admin.client('PAUSE', 600, 'ALL'); // the call waits in Redis past 250 ms
     const ident = 'ip:10.2.1.1';
-    const outcome = await throttler.consume([{ rule: RULE, ident }]).then(() => 'decided', (error: Error) => error.message);
+    const outcome = await throttler.consume([{ rule: RULE, ident }]).then(
+      () => 'decided',
+      (error: Error) => error.message,
+    );
     assert.is(outcome, 'throttle store did not answer within 250 ms');
     await sleep(800); // Redis has run it by now
     admin.disconnect();

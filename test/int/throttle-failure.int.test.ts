@@ -141,7 +141,10 @@ test('redis-server frozen (SIGSTOP): checks give up after THROTTLE_TIMEOUT_MS un
     for (const mode of modes) {
       const before = await storeErrors(mode);
       const statuses = (await Promise.all(Array.from({ length: 12 }, (_, i) => get(mode, '/api/tasks/', `192.0.2.${10 + i}`)))).map((r) => r.status);
-      assert.ok(statuses.every((status) => (mode.name === 'open' ? status === 200 : status === 503)), `${mode.name}: ${statuses.join(' ')}`);
+      assert.ok(
+        statuses.every((status) => (mode.name === 'open' ? status === 200 : status === 503)),
+        `${mode.name}: ${statuses.join(' ')}`,
+      );
       assert.is(await storeErrors(mode), before + 12, `${mode.name}: each counted`);
     }
   } finally {

@@ -217,7 +217,11 @@ Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES ov
     assert.is(general.status, 200, 'the general user budget is untouched');
     const search = [];
     for (let i = 0; i < 2; i += 1) search.push(await request(declared.base, 'GET', '/api/search/', { token }));
-    assert.equal(search.map((r) => r.status), [200, 429], 'THROTTLE_RATES overrides the declared default');
+    assert.equal(
+      search.map((r) => r.status),
+      [200, 429],
+      'THROTTLE_RATES overrides the declared default',
+    );
     assert.is(search[0]!.headers.get('ratelimit-policy'), '"search";q=1;w=60');
     const table = await request(declared.base, 'GET', '/api/rate-limits/', { token });
     assert.ok(table.body.some((r: { scope: string; rate: string; keyed_by: string }) => r.scope === 'exports' && r.rate === '2/min' && r.keyed_by === 'user'));
@@ -232,7 +236,10 @@ Declared('THROTTLE_ENABLED=false: nothing is refused or counted, no RateLimit fi
   try {
     const responses = [];
     for (let i = 0; i < 4; i += 1) responses.push(await request(off.base, 'GET', '/api/tasks/'));
-    assert.equal(responses.map((r) => [r.status, r.headers.get('ratelimit')]), Array(4).fill([200, null]));
+    assert.equal(
+      responses.map((r) => [r.status, r.headers.get('ratelimit')]),
+      Array(4).fill([200, null]),
+    );
     const table = await request(off.base, 'GET', '/api/rate-limits/');
     assert.equal([table.status, table.body], [200, []]);
   } finally {

@@ -112,9 +112,7 @@ async function callScript(requests: Check[][], now: number): Promise<Result[]> {
       keys.push(key);
     }
   }
-  const reply = (await redis.callBuffer(
-    'EVAL', SCRIPT, keys.length, ...keys, rules.join(' '), Buffer.from(layout), '0', String(now),
-  )) as Buffer;
+  const reply = (await redis.callBuffer('EVAL', SCRIPT, keys.length, ...keys, rules.join(' '), Buffer.from(layout), '0', String(now))) as Buffer;
   assert.is(reply.length, keys.length * 32 + 8, `no request failed: ${reply.subarray(keys.length * 32 + 8).toString()}`);
   assert.is(reply.readDoubleLE(keys.length * 32), now, 'the clock follows the results');
   return keys.map((_, i): Result => [0, 1, 2, 3].map((f) => reply.readDoubleLE(32 * i + 8 * f)) as Result);
@@ -211,7 +209,10 @@ model('windows changing between checks (the widest one is kept)', async () => {
 model('a wider window appending to a lagging log is remembered (it trims nothing the wider one needs)', async () => {
   const m = new Model();
   const key = `${PREFIX}widened`;
-  const [narrow, wide] = [{ key, limit: 25, windowMs: 60_000 }, { key, limit: 25, windowMs: 80_000 }];
+  const [narrow, wide] = [
+    { key, limit: 25, windowMs: 60_000 },
+    { key, limit: 25, windowMs: 80_000 },
+  ];
   const start = 1_790_000_000_000_000;
   const at = async (seconds: number, check: Check) => {
     const now = start + seconds * 1_000_000;
@@ -238,22 +239,33 @@ model('a log only the narrower window has checked keeps what a twice-as-wide win
   const a = `${PREFIX}trim-widened`;
   const narrow = { key: a, limit: 18, windowMs: 30_000 };
   const wide = { key: a, limit: 18, windowMs: 60_000 };
-  await replay('trimmed growing log', [
-    ...Array.from({ length: 16 }, (): [number, Check] => [0, narrow]), [30, narrow], [30, wide], [30, wide],
-  ]);
+  await replay('trimmed growing log', [...Array.from({ length: 16 }, (): [number, Check] => [0, narrow]), [30, narrow], [30, wide], [30, wide]]);
   const b = `${PREFIX}trim-lowered`;
   await replay('limit lowered and window widened', [
-    [0, { key: b, limit: 3, windowMs: 30_000 }], [0.18, { key: b, limit: 9, windowMs: 30_000 }], [0.18, { key: b, limit: 9, windowMs: 30_000 }],
-    [0.2, { key: b, limit: 9, windowMs: 30_000 }], [42.69, { key: b, limit: 3, windowMs: 30_000 }], [43.02, { key: b, limit: 2, windowMs: 60_000 }],
+    [0, { key: b, limit: 3, windowMs: 30_000 }],
+    [0.18, { key: b, limit: 9, windowMs: 30_000 }],
+    [0.18, { key: b, limit: 9, windowMs: 30_000 }],
+    [0.2, { key: b, limit: 9, windowMs: 30_000 }],
+    [42.69, { key: b, limit: 3, windowMs: 30_000 }],
+    [43.02, { key: b, limit: 2, windowMs: 60_000 }],
   ]);
 });
 
 model('a key only the narrower window has checked outlives what a twice-as-wide window needs', async () => {
   const m = new Model();
   const key = `${PREFIX}outlives`;
-  const [narrow, wide] = [{ key, limit: 8, windowMs: 60_000 }, { key, limit: 8, windowMs: 120_000 }];
+  const [narrow, wide] = [
+    { key, limit: 8, windowMs: 60_000 },
+    { key, limit: 8, windowMs: 120_000 },
+  ];
   const start = 1_790_000_000_000_000;
-  for (const [seconds, check] of [[0, narrow], [50, narrow], [121, wide], [169, wide], [171, wide]] as const) {
+  for (const [seconds, check] of [
+    [0, narrow],
+    [50, narrow],
+    [121, wide],
+    [169, wide],
+    [171, wide],
+  ] as const) {
     const now = start + seconds * 1_000_000;
     assert.equal(await callScript([[check]], now), m.decide([check], now), `${check.windowMs / 1000} s window at t=${seconds} s`);
   }

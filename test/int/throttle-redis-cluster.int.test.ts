@@ -30,10 +30,15 @@ test.before(async () => {
   for (let i = 0; i < 3; i++) {
     const port = await findFreePort();
     ports.push(port);
-    nodes.push(await startRedis({
-      dataDir: join(TMP, `redis-cluster-${port}`), port, persistent: false, log: () => {},
-      extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
-    }));
+    nodes.push(
+      await startRedis({
+        dataDir: join(TMP, `redis-cluster-${port}`),
+        port,
+        persistent: false,
+        log: () => {},
+        extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
+      }),
+    );
   }
   await promisify(execFile)('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes']);
   cluster = new Cluster(ports.map((port) => ({ host: '127.0.0.1', port })));
@@ -59,26 +64,46 @@ test('hundreds of concurrent requests from many clients on all masters: each cli
   for (const ident of clients) {
     const mine = decisions.filter((d) => d.ident === ident).map((d) => d.decision);
     assert.is(mine.filter((d) => d.allowed).length, 7, ident);
-    assert.equal(mine.filter((d) => d.allowed).map((d) => d.remaining), [6, 5, 4, 3, 2, 1, 0], `${ident} in arrival order`);
+    assert.equal(
+      mine.filter((d) => d.allowed).map((d) => d.remaining),
+      [6, 5, 4, 3, 2, 1, 0],
+      `${ident} in arrival order`,
+    );
   }
   const masters = await Promise.all(cluster.nodes('master').map(async (node) => (await node.keys('test:cluster:*')).length));
-  assert.ok(masters.every((count) => count > 0), `keys on every master: ${masters.join(', ')}`);
+  assert.ok(
+    masters.every((count) => count > 0),
+    `keys on every master: ${masters.join(', ')}`,
+  );
 });
 
 test('several scopes of one client are decided together on its slot', async () => {
   const user = rule('5/min', 'user');
   const reports = rule('1/min', 'reports');
-  const both = () => throttler.consume([{ rule: user, ident: 'user:77' }, { rule: reports, ident: 'user:77' }]);
+  const both = () =>
+    throttler.consume([
+      { rule: user, ident: 'user:77' },
+      { rule: reports, ident: 'user:77' },
+    ]);
   const [first, second] = await Promise.all([both(), both()]);
-  assert.equal(first?.map((d) => d.allowed), [true, true]);
-  assert.equal(second?.map((d) => d.allowed), [true, false]);
+  assert.equal(
+    first?.map((d) => d.allowed),
+    [true, true],
+  );
+  assert.equal(
+    second?.map((d) => d.allowed),
+    [true, false],
+  );
   assert.is((await throttler.consume([{ rule: user, ident: 'user:77' }]))[0]?.remaining, 3, 'the refused pair recorded nothing');
 });
 
 test('a request whose checks name idents on different slots fails alone, not its batch', async () => {
   const r = rule('5/min', 'mixed');
   const [mixed, fine] = await Promise.allSettled([
-    throttler.consume([{ rule: r, ident: 'ip:10.9.9.1' }, { rule: rule('5/min', 'other'), ident: 'user:1' }]),
+    throttler.consume([
+      { rule: r, ident: 'ip:10.9.9.1' },
+      { rule: rule('5/min', 'other'), ident: 'user:1' },
+    ]),
     throttler.consume([{ rule: r, ident: 'ip:10.9.9.2' }]),
   ]);
   assert.is(mixed?.status, 'rejected');

@@ -31,7 +31,12 @@ const Codec = suite('cursor tokens round-trip and are opaque and URL-safe');
 Codec('key, direction and binding survive encoding', () => {
   for (const key of [0, 1, 10, -7, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER]) {
     for (const direction of ['forward', 'backward'] as const) {
-      for (const binding of [ascending, descending, { list: '/api/tasks/7/events/', ordering: 'asc', orderingParam: '' } as const, { list: '', ordering: 'desc', orderingParam: 'créé' } as const]) {
+      for (const binding of [
+        ascending,
+        descending,
+        { list: '/api/tasks/7/events/', ordering: 'asc', orderingParam: '' } as const,
+        { list: '', ordering: 'desc', orderingParam: 'créé' } as const,
+      ]) {
         const token = encodeCursor({ key, direction }, binding, SECRET);
         assert.match(token, /^[A-Za-z0-9_-]+$/);
         assert.equal(decodeCursor(token, binding, SECRET), { key, direction });
@@ -51,7 +56,10 @@ Codec('the same position gives the same token; any difference gives another', ()
 Codec('a valid token opens the page it points at', async () => {
   const outcome = await open(encodeCursor({ key: 10, direction: 'forward' }, ascending, SECRET));
   assert.ok(outcome.ok);
-  assert.equal(outcome.body.results.map((task) => task.id), [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
+  assert.equal(
+    outcome.body.results.map((task) => task.id),
+    [11, 12, 13, 14, 15, 16, 17, 18, 19, 20],
+  );
 });
 
 const Tampering = suite('tampered or foreign cursors are 404 Invalid cursor');
@@ -87,7 +95,7 @@ Tampering('a cursor made for -id used with id, or for another ordering', async (
   assert.equal(await open(unnamed, 'desc', ''), INVALID);
 });
 
-Tampering('a cursor made for another list: another task\'s history, or the task list with its path spelled otherwise', async () => {
+Tampering("a cursor made for another list: another task's history, or the task list with its path spelled otherwise", async () => {
   for (const list of ['/api/tasks/3/events/', '/api/tasks', '/api/events/']) {
     assert.equal(await open(encodeCursor({ key: 10, direction: 'forward' }, { ...ascending, list }, SECRET)), INVALID, list);
   }

@@ -70,7 +70,11 @@ Table('each page is one seek of page size + 1 in the walk direction', async () =
   const first = await open(source, `${L}?cursor=`);
   const second = await open(source, first.next);
   await open(source, second.previous);
-  assert.equal(source.seeks, [[null, 11, 'asc'], [10, 11, 'asc'], [11, 11, 'desc']]);
+  assert.equal(source.seeks, [
+    [null, 11, 'asc'],
+    [10, 11, 'asc'],
+    [11, 11, 'desc'],
+  ]);
 });
 
 Table('bad cursors are 404 Invalid cursor, without a period', async () => {
@@ -111,7 +115,11 @@ Walks('0, 1, 10, 11, 25 and 150 items', async () => {
         url = page.next;
       }
       const label = `${count} ${ordering}`;
-      assert.equal(pages.flatMap((page) => page.results), ordering === 'asc' ? tasks : [...tasks].reverse(), label);
+      assert.equal(
+        pages.flatMap((page) => page.results),
+        ordering === 'asc' ? tasks : [...tasks].reverse(),
+        label,
+      );
       assert.is(pages.length, Math.max(1, Math.ceil(count / 10)), label);
       for (let index = pages.length - 1; index > 0; index -= 1) {
         assert.equal(await open(source, pages[index]?.previous ?? null, ordering), pages[index - 1], label);
@@ -169,7 +177,10 @@ Gaps('ascending walks see every row that existed at the start once, plus rows ad
     url = page.next;
   }
   // Rows added after the walk reached the end are not seen; everything before is, once, in order.
-  assert.equal(seen, Array.from({ length: seen.length }, (_, index) => index + 1));
+  assert.equal(
+    seen,
+    Array.from({ length: seen.length }, (_, index) => index + 1),
+  );
   assert.ok(seen.length > 25);
 });
 

@@ -49,13 +49,26 @@ const Query = suite('query strings are read like Python reads them');
 
 Query('parse_qs with blank values: "+" is a space, empty fields are skipped, only "&" separates', () => {
   const query = parseQuery('?a=1&&a=2&b&c=x+y;d=1&=v');
-  assert.equal([...query.entries()], [['a', ['1', '2']], ['b', ['']], ['c', ['x y;d=1']], ['', ['v']]]);
+  assert.equal(
+    [...query.entries()],
+    [
+      ['a', ['1', '2']],
+      ['b', ['']],
+      ['c', ['x y;d=1']],
+      ['', ['v']],
+    ],
+  );
   assert.is(readLastValue(query, 'a'), '2');
   assert.is(readLastValue(query, 'z'), undefined);
 });
 
 Query('keys are sorted by code point', () => {
-  const query = new Map([['\u{1F600}', ['1']], ['\uFF21', ['2']], ['B', ['3']], ['a', ['4']]]);
+  const query = new Map([
+    ['\u{1F600}', ['1']],
+    ['\uFF21', ['2']],
+    ['B', ['3']],
+    ['a', ['4']],
+  ]);
   assert.is(encodeQuery(query), 'B=3&a=4&%EF%BC%A1=2&%F0%9F%98%80=1');
 });
 
@@ -69,8 +82,17 @@ const Ints = suite("integers are parsed like Python's int()");
 
 Ints('accepts what int() accepts', () => {
   const cases: Array<[string, bigint]> = [
-    ['2', 2n], ['02', 2n], ['+2', 2n], [' 2', 2n], ['2\t\n', 2n], ['-1', -1n], ['1_0', 10n],
-    ['\u00a0 7 \u3000', 7n], ['\u0662', 2n], ['\u{1D7DC}', 4n], ['99999999999999999999', 99999999999999999999n],
+    ['2', 2n],
+    ['02', 2n],
+    ['+2', 2n],
+    [' 2', 2n],
+    ['2\t\n', 2n],
+    ['-1', -1n],
+    ['1_0', 10n],
+    ['\u00a0 7 \u3000', 7n],
+    ['\u0662', 2n],
+    ['\u{1D7DC}', 4n],
+    ['99999999999999999999', 99999999999999999999n],
   ];
   for (const [text, value] of cases) assert.is(parsePythonInt(text), value, JSON.stringify(text));
 });

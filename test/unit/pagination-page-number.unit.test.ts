@@ -149,7 +149,10 @@ Sizes('descending order pages from the highest key', async () => {
 });
 
 Sizes('page=last costs one read when it is page 1, two otherwise', async () => {
-  for (const [count, reads] of [[7, 1], [25, 2]] as const) {
+  for (const [count, reads] of [
+    [7, 1],
+    [25, 2],
+  ] as const) {
     const source = createSource(createTasks(count));
     await paginate(source, { url: new URL(`${L}?page=last`), ordering: 'asc' }, settings);
     assert.is(source.pageCalls, reads);

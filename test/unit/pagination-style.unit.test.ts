@@ -57,10 +57,7 @@ Clashes('page or page_size with limit/offset', () => {
 Clashes('cursor with page, limit or offset', () => {
   assert.equal(select('?cursor=&page=2'), createClash('Cannot combine "cursor" with "page": choose one pagination style.'));
   assert.equal(select('?cursor=x&limit=5'), createClash('Cannot combine "cursor" with "limit": choose one pagination style.'));
-  assert.equal(
-    select('?offset=1&cursor&page=1&limit=5'),
-    createClash('Cannot combine "cursor" with "page"/"limit"/"offset": choose one pagination style.'),
-  );
+  assert.equal(select('?offset=1&cursor&page=1&limit=5'), createClash('Cannot combine "cursor" with "page"/"limit"/"offset": choose one pagination style.'));
 });
 
 Clashes('paginate answers the clash before reading anything', async () => {

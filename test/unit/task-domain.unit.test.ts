@@ -16,7 +16,11 @@ function givenTask(overrides: Partial<TaskState> = {}): TaskState {
   return { id: 7, title: 'Write tests', description: '', completed: false, ownerId: 1, owner: 'alice', createdAt: t0, updatedAt: t0, version: 1, ...overrides };
 }
 
-const change = (fields: TaskCommand & { type: 'ChangeTask' } extends { fields: infer F } ? F : never, actor = alice, expectedVersion?: number): TaskCommand => ({
+const change = (
+  fields: TaskCommand & { type: 'ChangeTask' } extends { fields: infer F } ? F : never,
+  actor = alice,
+  expectedVersion?: number,
+): TaskCommand => ({
   type: 'ChangeTask',
   actor,
   taskId: 7,
@@ -84,7 +88,15 @@ const Evolve = suite('evolve: what a task looks like after its events');
 Evolve('TaskCreated gives version 1 with the owner and equal created/updated times', () => {
   const created: TaskEvent = { type: 'TaskCreated', data: { title: 'A', description: '', completed: false, owner_id: 2, owner: 'bob' } };
   assert.equal(evolve(null, created, { streamId: 5, version: 1, recordedAt: t0 }), {
-    id: 5, title: 'A', description: '', completed: false, ownerId: 2, owner: 'bob', createdAt: t0, updatedAt: t0, version: 1,
+    id: 5,
+    title: 'A',
+    description: '',
+    completed: false,
+    ownerId: 2,
+    owner: 'bob',
+    createdAt: t0,
+    updatedAt: t0,
+    version: 1,
   });
 });
 

@@ -41,11 +41,30 @@ rates('surrounding whitespace is ignored, the text is kept as given', () => {
 });
 
 rates('bad rates are refused with the expected syntax in the message', () => {
-  const bad = ['', '20', '/min', '20/', '0/min', '20/0m', '-1/min', '1.5/min', '20/fortnight', '20/M', '20 / min',
-    '20/min/x', 'abc/min', '20/5', '100001/s', '1/367d'];
+  const bad = [
+    '',
+    '20',
+    '/min',
+    '20/',
+    '0/min',
+    '20/0m',
+    '-1/min',
+    '1.5/min',
+    '20/fortnight',
+    '20/M',
+    '20 / min',
+    '20/min/x',
+    'abc/min',
+    '20/5',
+    '100001/s',
+    '1/367d',
+  ];
   for (const text of bad) {
-    assert.throws(() => parseRate(text), (error: Error) => error.message.startsWith(
-      `invalid rate ${JSON.stringify(text)}: expected N/<unit>`), text);
+    assert.throws(
+      () => parseRate(text),
+      (error: Error) => error.message.startsWith(`invalid rate ${JSON.stringify(text)}: expected N/<unit>`),
+      text,
+    );
   }
 });
 
@@ -149,7 +168,14 @@ keys('an address keeps its key however often and among however many others it is
 const headers = suite('the RateLimit fields and the 429 detail');
 
 const decision = (over: Partial<Decision>): Decision => ({
-  scope: 'user', allowed: true, limit: 100, windowMs: 60_000, remaining: 42, resetMs: 17_001, retryAfterS: 0, ...over,
+  scope: 'user',
+  allowed: true,
+  limit: 100,
+  windowMs: 60_000,
+  remaining: 42,
+  resetMs: 17_001,
+  retryAfterS: 0,
+  ...over,
 });
 
 headers('one scope gives the fields of DESIGN §4', () => {
@@ -166,10 +192,7 @@ headers('t is the ceiling in seconds and matches Retry-After on a 429', () => {
 });
 
 headers('several scopes are list members in order', () => {
-  const fields = rateLimitHeaders([
-    decision({}),
-    decision({ scope: 'reports', limit: 10, windowMs: 3_600_000, remaining: 3, resetMs: 1_200_000 }),
-  ]);
+  const fields = rateLimitHeaders([decision({}), decision({ scope: 'reports', limit: 10, windowMs: 3_600_000, remaining: 3, resetMs: 1_200_000 })]);
   assert.is(fields['RateLimit-Policy'], '"user";q=100;w=60, "reports";q=10;w=3600');
   assert.is(fields.RateLimit, '"user";r=42;t=18, "reports";r=3;t=1200');
   assert.equal(rateLimitHeaders([]), {});

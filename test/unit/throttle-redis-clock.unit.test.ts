@@ -6,7 +6,7 @@ import { createRedisClock } from '../../src/throttle/redis-clock.js';
 // quickest round trip: a call Redis starts later records nothing. The estimate must follow the
 // quickest calls, and follow Redis's clock when it steps.
 
-const Clock = suite('what the quickest recent calls show of Redis\'s clock');
+const Clock = suite("what the quickest recent calls show of Redis's clock");
 
 Clock('nothing before the first answer; then the least offset and round trip of the last two spans', () => {
   const clock = createRedisClock();

@@ -38,12 +38,20 @@ export async function applyEvents(db: Kysely<Database>, delivered: ReadonlyArray
 export async function lockCheckpoint(trx: Transaction<Database>): Promise<number> {
   const row = await trx.selectFrom('projection_checkpoints').select('position').where('name', '=', OWNER_COUNTS).forUpdate().executeTakeFirst();
   if (row) return row.position;
-  await trx.insertInto('projection_checkpoints').values({ name: OWNER_COUNTS, position: 0 }).onConflict((oc) => oc.doNothing()).execute();
+  await trx
+    .insertInto('projection_checkpoints')
+    .values({ name: OWNER_COUNTS, position: 0 })
+    .onConflict((oc) => oc.doNothing())
+    .execute();
   return lockCheckpoint(trx);
 }
 
 export async function setCheckpoint(trx: Transaction<Database>, position: number): Promise<void> {
-  await trx.updateTable('projection_checkpoints').set({ position, updated_at: sql`now()` }).where('name', '=', OWNER_COUNTS).execute();
+  await trx
+    .updateTable('projection_checkpoints')
+    .set({ position, updated_at: sql`now()` })
+    .where('name', '=', OWNER_COUNTS)
+    .execute();
 }
 
 /** Adds the effect of the events in (`after`, `upTo`] to the counts; owners left with nothing are removed. */

@@ -37,7 +37,14 @@ export async function rebuildProjections(db: Kysely<Database>, { batchSize = BAT
   const summary = await db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
     await lockCheckpoint(trx);
-    const total = Number((await trx.selectFrom('events').select((eb) => eb.fn.max('position').as('last')).executeTakeFirst())?.last ?? 0);
+    const total = Number(
+      (
+        await trx
+          .selectFrom('events')
+          .select((eb) => eb.fn.max('position').as('last'))
+          .executeTakeFirst()
+      )?.last ?? 0,
+    );
     await trx.deleteFrom('tasks').execute();
     await trx.deleteFrom('owner_task_counts').execute();
     const counters: Counters = { taskCount: 0, lastTaskId: 0, lastPosition: 0 };
@@ -50,7 +57,10 @@ export async function rebuildProjections(db: Kysely<Database>, { batchSize = BAT
     }
     await writeCounters(trx, counters);
     await setCheckpoint(trx, total);
-    const owners = await trx.selectFrom('owner_task_counts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const owners = await trx
+      .selectFrom('owner_task_counts')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
     return { events: total, tasks: counters.taskCount, lastTaskId: counters.lastTaskId, owners: Number(owners.n) };
   });
   return { ...summary, seconds: (Date.now() - began) / 1000 };
@@ -68,7 +78,12 @@ async function rebuildTasks(trx: Transaction<Database>, after: number, upTo: num
   const touched = [...new Set(events.filter((e) => e.version > 1).map((e) => e.stream_id))];
   const tasks = new Map<number, TaskState | null>();
   if (touched.length > 0) {
-    for (const row of await trx.selectFrom('tasks').selectAll().where('id', '=', sql<number>`any(${touched})`).execute()) tasks.set(row.id, rowToTask(row));
+    for (const row of await trx
+      .selectFrom('tasks')
+      .selectAll()
+      .where('id', '=', sql<number>`any(${touched})`)
+      .execute())
+      tasks.set(row.id, rowToTask(row));
   }
   for (const e of events) {
     const before = tasks.get(e.stream_id) ?? null;
@@ -98,11 +113,19 @@ async function writeTasks(trx: Transaction<Database>, tasks: Map<number, TaskSta
       on conflict (id) do update set title = excluded.title, description = excluded.description, completed = excluded.completed,
         updated_at = excluded.updated_at, version = excluded.version`.execute(trx);
   }
-  if (gone.length > 0) await trx.deleteFrom('tasks').where('id', '=', sql<number>`any(${gone})`).execute();
+  if (gone.length > 0)
+    await trx
+      .deleteFrom('tasks')
+      .where('id', '=', sql<number>`any(${gone})`)
+      .execute();
 }
 
 async function writeCounters(trx: Transaction<Database>, counters: Counters): Promise<void> {
   for (const key of Object.keys(COUNTER_NAMES) as Array<keyof Counters>) {
-    await trx.insertInto('counters').values({ name: COUNTER_NAMES[key], value: counters[key] }).onConflict((oc) => oc.column('name').doUpdateSet({ value: counters[key] })).execute();
+    await trx
+      .insertInto('counters')
+      .values({ name: COUNTER_NAMES[key], value: counters[key] })
+      .onConflict((oc) => oc.column('name').doUpdateSet({ value: counters[key] }))
+      .execute();
   }
 }

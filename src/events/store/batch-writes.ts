@@ -58,11 +58,18 @@ export async function writeBatch(trx: Transaction<Database>, writes: BatchWrites
 async function writeCounters(trx: Transaction<Database>, after: Counters, before: Readonly<Counters>): Promise<void> {
   const changed = (Object.keys(COUNTER_NAMES) as Array<keyof Counters>).filter((k) => after[k] !== before[k]);
   if (changed.length === 0) return;
-  const cases = sql.join(changed.map((k) => sql`when ${COUNTER_NAMES[k]} then ${after[k]}::bigint`), sql` `);
+  const cases = sql.join(
+    changed.map((k) => sql`when ${COUNTER_NAMES[k]} then ${after[k]}::bigint`),
+    sql` `,
+  );
   await trx
     .updateTable('counters')
     .set({ value: sql`case name ${cases} end` })
-    .where('name', 'in', changed.map((k) => COUNTER_NAMES[k]))
+    .where(
+      'name',
+      'in',
+      changed.map((k) => COUNTER_NAMES[k]),
+    )
     .execute();
 }
 

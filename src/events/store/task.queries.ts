@@ -52,8 +52,24 @@ export interface RecordedEvent {
 
 export const eventColumns = ['position', 'stream_id', 'version', 'type', 'data', 'metadata', 'recorded_at'] as const;
 
-export function rowToEvent(row: { position: number; stream_id: number; version: number; type: string; data: Record<string, unknown>; metadata: Record<string, unknown>; recorded_at: Date }): RecordedEvent {
-  return { position: row.position, streamId: row.stream_id, version: row.version, type: row.type, data: row.data, metadata: row.metadata, recordedAt: row.recorded_at };
+export function rowToEvent(row: {
+  position: number;
+  stream_id: number;
+  version: number;
+  type: string;
+  data: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+  recorded_at: Date;
+}): RecordedEvent {
+  return {
+    position: row.position,
+    streamId: row.stream_id,
+    version: row.version,
+    type: row.type,
+    data: row.data,
+    metadata: row.metadata,
+    recordedAt: row.recorded_at,
+  };
 }
 
 /** One task's history as a paginated collection keyed by version. */
@@ -64,7 +80,11 @@ export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSour
     async page(offset, limit, ordering) {
       const [rows, total] = await Promise.all([
         stream().orderBy('version', ordering).limit(limit).offset(offset).execute(),
-        db.selectFrom('events').select(sql<number>`count(*)::int`.as('n')).where('stream_id', '=', taskId).executeTakeFirstOrThrow(),
+        db
+          .selectFrom('events')
+          .select(sql<number>`count(*)::int`.as('n'))
+          .where('stream_id', '=', taskId)
+          .executeTakeFirstOrThrow(),
       ]);
       return { count: total.n, items: rows.map(rowToEvent) };
     },
@@ -80,5 +100,3 @@ export async function streamExists(db: Kysely<Database>, taskId: number): Promis
   const row = await db.selectFrom('events').select('position').where('stream_id', '=', taskId).limit(1).executeTakeFirst();
   return row !== undefined;
 }
-
-
