@@ -111,7 +111,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return Object.freeze(result.data);
 }
 
-/** The scopes of DESIGN §4 are set by their own variables, never through THROTTLE_RATES. */
+/** The scopes of docs/architecture.md "Throttling" are set by their own variables, never through THROTTLE_RATES. */
 const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
   anon: 'THROTTLE_ANON',
   user: 'THROTTLE_USER',

@@ -17,7 +17,7 @@ import { statsRoutes } from './stats.routes.js';
 import { taskRoutes } from './tasks.routes.js';
 
 /**
- * The throttle scopes of DESIGN §4 with their configured rates. Routes may declare more with
+ * The throttle scopes of docs/architecture.md "Throttling" with their configured rates. Routes may declare more with
  * `guard({ scope, rate })`, which adds them to this map as the app is built.
  */
 export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {

@@ -11,7 +11,7 @@ import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
 import { requireUser } from './users.js';
 
 /**
- * Reports (DESIGN §2): `POST /api/reports/` records a pending report and enqueues its
+ * Reports (docs/architecture.md "HTTP API"): `POST /api/reports/` records a pending report and enqueues its
  * aggregation, answering 202 with `Location`; it is throttled by the `reports` scope alone and
  * honours `Idempotency-Key`. `GET /api/reports/{id}/` polls it under the general rates; only its
  * creator sees it.

@@ -40,7 +40,7 @@ export interface Check {
   ident: string;
 }
 
-/** Exact, Redis-shared throttling (DESIGN §4). Holds no counts in process memory. */
+/** Exact, Redis-shared throttling (docs/architecture.md "Throttling"). Holds no counts in process memory. */
 export interface Throttler {
   /**
    * Decides all checks of one request in one atomic step, in one Redis round trip, timed by

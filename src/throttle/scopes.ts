@@ -13,7 +13,7 @@ export interface ScopeRule {
   keyedBy: KeyedBy;
 }
 
-/** What the scopes of DESIGN §4 are keyed by; other scopes must say so in `buildScopes`. */
+/** What the scopes of docs/architecture.md "Throttling" are keyed by; other scopes must say so in `buildScopes`. */
 export const DEFAULT_KEYED_BY: Readonly<Record<string, KeyedBy>> = {
   anon: 'ip',
   user: 'user',

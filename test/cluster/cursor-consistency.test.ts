@@ -18,7 +18,7 @@ import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { checkWalk, pollIdVisibility, spawnWriters, walkWithCursor, type Walk, type WriterOptions } from '../helpers/writers.js';
 
-// DESIGN §3 "Cursor guarantee under concurrent writes" and §5 "commit order = id order =
+// docs/architecture.md "Pagination" "Cursor guarantee under concurrent writes" and "Events": "commit order = id order =
 // position order", checked on the real entry point (4 web workers) with writer processes
 // POSTing over HTTP while cursor readers walk to the end; then the same checks against the
 // plain-sequence append, which must fail them, so these checks are known to catch the bug.

@@ -17,7 +17,7 @@ import { isAlive } from '../../src/stores/processes.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { join } from 'node:path';
 
-// DESIGN §1 on the real entry point: two web workers and a job worker as real processes; a
+// docs/architecture.md "Processes" on the real entry point: two web workers and a job worker as real processes; a
 // killed worker is replaced while the service keeps answering; SIGHUP replaces the web workers
 // with no failed request; SIGTERM lets in-flight requests finish and ends the whole tree with 0.
 

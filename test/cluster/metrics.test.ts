@@ -6,7 +6,7 @@ import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
 
-// DESIGN §7 on the real entry point with two web workers: the primary's /metrics equals what the
+// docs/architecture.md "Observability" on the real entry point with two web workers: the primary's /metrics equals what the
 // client saw, summed over the workers (each request on its own connection, so the primary hands
 // them out in turn), labels carry route templates only, and a worker that is SIGKILLed or
 // drained takes none of its reported counts with it.

@@ -13,7 +13,7 @@ import { request } from '../helpers/http.js';
 import { scrape, sumOf } from '../helpers/metrics.js';
 import { hasTool, promtool, resultValues, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 
-// DESIGN §7: the shipped alert rules and scrape config pass promtool, a live scrape passes
+// docs/architecture.md "Observability": the shipped alert rules and scrape config pass promtool, a live scrape passes
 // `promtool check metrics`, and every PromQL expression of the Grafana dashboard and of the
 // alert rules returns data from a real Prometheus that scraped a real host (2 web workers and a
 // job worker) under traffic with 429s in three scopes.

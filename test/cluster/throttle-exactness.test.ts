@@ -10,7 +10,7 @@ import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { scrape, sumOf } from '../helpers/metrics.js';
 
-// DESIGN §4 "exact across processes and hosts": two real clusters of four web workers each (two
+// docs/architecture.md "Throttling" "exact across processes and hosts": two real clusters of four web workers each (two
 // "hosts" on their own ports) share one PostgreSQL database and one Redis prefix. Hundreds of
 // concurrent requests of one client, each on a new connection so every worker of both hosts
 // gets some, must admit exactly the limit, trial after trial; so must many clients at once.

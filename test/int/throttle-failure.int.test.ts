@@ -10,7 +10,7 @@ import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
 import { isAlive } from '../../src/stores/processes.js';
 
-// DESIGN §4, Redis trouble: two apps on a private redis-server, one per THROTTLE_FAILURE_MODE.
+// docs/architecture.md "Throttling", Redis trouble: two apps on a private redis-server, one per THROTTLE_FAILURE_MODE.
 // The server is SIGKILLed, then frozen with SIGSTOP (slower than THROTTLE_TIMEOUT_MS): open
 // admits, closed answers 503 + Retry-After; every check is counted as store_error, each burst is
 // logged once, no request hangs, and throttling comes back by itself with the server.

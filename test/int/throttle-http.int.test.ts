@@ -10,7 +10,7 @@ import { createGuard } from '../../src/http/guard.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 
-// DESIGN §4 over HTTP, against the real app and Redis: every scope admits exactly its N, answers
+// docs/architecture.md "Throttling" over HTTP, against the real app and Redis: every scope admits exactly its N, answers
 // the exact 429, and admits exactly one more after Retry-After; budgets are separate; bad
 // credentials, 401s and 404s-to-be are counted before they are answered; X-Forwarded-For only
 // counts when proxies are trusted; health endpoints are never throttled.
@@ -39,7 +39,7 @@ function assertFields(response: TestResponse, policy: string, state: string, lab
   assert.is(response.headers.get('ratelimit'), state, `${label}: RateLimit`);
 }
 
-/** The 429 of DESIGN §4 for `seconds`, with the RateLimit fields of an exhausted scope. */
+/** The 429 of docs/architecture.md "Throttling" for `seconds`, with the RateLimit fields of an exhausted scope. */
 function assertThrottled(response: TestResponse, scope: string, policy: string, seconds: number, label: string): void {
   assert.is(response.status, 429, `${label}: ${response.text}`);
   assert.is(response.headers.get('retry-after'), String(seconds), `${label}: Retry-After`);

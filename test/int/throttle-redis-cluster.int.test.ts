@@ -11,7 +11,7 @@ import { createThrottler, type Decision, type Throttler } from '../../src/thrott
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
 
-// DESIGN §4: the throttle works unchanged on Redis Cluster. A real 3-master cluster of
+// docs/architecture.md "Throttling": the throttle works unchanged on Redis Cluster. A real 3-master cluster of
 // redis-server processes; the checks of one turn are split into one script call per hash slot,
 // each request's keys share its ident's slot, and every client is still admitted exactly N times.
 

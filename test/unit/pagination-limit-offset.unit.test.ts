@@ -81,7 +81,7 @@ Table('0 tasks with limit=5&offset=5', async () => {
   assert.equal(await get('?limit=5&offset=5', 0), createBody(0, null, `${L}?limit=5`, []));
 });
 
-Table('page with limit is refused (DRF ignores page; DESIGN §3 refuses mixed styles)', async () => {
+Table('page with limit is refused (DRF ignores page; docs/architecture.md "Pagination" refuses mixed styles)', async () => {
   const refusal = { ok: false, status: 400, detail: 'Cannot combine "page" with "limit"/"offset": choose one pagination style.' };
   assert.equal(await get('?limit=10&offset=0&page=2'), refusal);
 });

@@ -85,7 +85,7 @@ Table('following previous of page 2 and next of page 1 gives page 1 and page 2',
   assert.equal(forth, page2);
 });
 
-Table('page_size is honoured (DRF ignores it; DESIGN §3 asks for it)', async () => {
+Table('page_size is honoured (DRF ignores it; docs/architecture.md "Pagination" asks for it)', async () => {
   assert.equal(await get('?page_size=5'), createBody(25, `${L}?page=2&page_size=5`, null, createRange(1, 5)));
 });
 

@@ -8,7 +8,7 @@ import { buildScopes } from '../../src/throttle/scopes.js';
 
 const rates = suite('a configured rate reads as N per window');
 
-rates('the units of DESIGN §4, short, long and plural', () => {
+rates('the units of docs/architecture.md "Throttling", short, long and plural', () => {
   const cases: Array<[string, number, number]> = [
     ['20/min', 20, 60_000],
     ['100/m', 100, 60_000],
@@ -70,7 +70,7 @@ rates('bad rates are refused with the expected syntax in the message', () => {
 
 const scopes = suite('the scope table is built from config');
 
-scopes('the four scopes of DESIGN §4 know what they are keyed by', () => {
+scopes('the four scopes of docs/architecture.md "Throttling" know what they are keyed by', () => {
   const table = buildScopes({ anon: '20/min', user: '100/min', 'token-obtain': '5/min', reports: '10/hour' });
   assert.equal(table.get('anon'), { scope: 'anon', rate: parseRate('20/min'), keyedBy: 'ip' });
   assert.equal(table.get('token-obtain')?.keyedBy, 'ip');
@@ -178,7 +178,7 @@ const decision = (over: Partial<Decision>): Decision => ({
   ...over,
 });
 
-headers('one scope gives the fields of DESIGN §4', () => {
+headers('one scope gives the fields of docs/architecture.md "Throttling"', () => {
   assert.equal(rateLimitHeaders([decision({})]), {
     'RateLimit-Policy': '"user";q=100;w=60',
     RateLimit: '"user";r=42;t=18',
