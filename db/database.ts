@@ -48,6 +48,12 @@ export interface CountersTable {
   value: number;
 }
 
+/** Live tasks per range of ids (range = floor(id / RANGE_SIZE)); kept by the append transaction, rebuildable. */
+export interface TaskRangesTable {
+  range_id: number;
+  live: number;
+}
+
 export interface IdempotencyKeysTable {
   user_id: number;
   key: string;
@@ -92,6 +98,7 @@ export interface Database {
   events: EventsTable;
   tasks: TasksTable;
   counters: CountersTable;
+  task_ranges: TaskRangesTable;
   idempotency_keys: IdempotencyKeysTable;
   reports: ReportsTable;
   owner_task_counts: OwnerTaskCountsTable;

@@ -1,10 +1,15 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import * as initial from './20261122000100_initial.js';
 import * as reportsReadModel from './20261122000200_reports_read_model.js';
+import * as taskRanges from './20261124000100_task_ranges.js';
 
 /** Every migration, by timestamped name. Listed statically so a bundled build needs no file scan. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations(): Promise<Record<string, Migration>> {
-    return { '20261122000100_initial': initial, '20261122000200_reports_read_model': reportsReadModel };
+    return {
+      '20261122000100_initial': initial,
+      '20261122000200_reports_read_model': reportsReadModel,
+      '20261124000100_task_ranges': taskRanges,
+    };
   },
 };
