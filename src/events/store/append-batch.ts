@@ -21,7 +21,7 @@ export async function appendBatch(db: Kysely<Database>, commands: readonly TaskC
     const { rows } = await sql<{ now: Date }>`select pg_advisory_xact_lock(${APPEND_LOCK}), clock_timestamp() as now`.execute(trx);
     const now = rows[0]!.now;
     const state = await loadBatchState(trx, commands);
-    const writes: BatchWrites = { events: [], tasks: new Map(), idempotency: [], counters: { ...state.counters } };
+    const writes: BatchWrites = { events: [], tasks: new Map(), created: [], idempotency: [], counters: { ...state.counters } };
     const outcomes = commands.map((command) => runCommand(command, state, writes, now));
     await writeBatch(trx as Transaction<Database>, writes, state.counters);
     return outcomes;
@@ -55,6 +55,7 @@ function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites
   state.tasks.set(streamId, task);
   if (command.type === 'CreateTask') {
     writes.counters.lastTaskId = streamId;
+    writes.created.push(streamId);
     writes.counters.taskCount += 1;
   }
   if (task === null) writes.counters.taskCount -= 1;

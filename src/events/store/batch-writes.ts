@@ -3,12 +3,15 @@ import type { Database } from '../../../db/database.js';
 import { storeClaims, type StoredAnswer, type UserClaim } from '../../idempotency/idempotency.js';
 import { COUNTER_NAMES, type Counters } from './batch-state.js';
 import type { StoredEvent, TaskState } from '../domain/task.events.js';
+import { writeRangeDeltas } from './task-ranges.js';
 import { taskToRow } from './task.rows.js';
 
 /** Everything a batch changes, written in a handful of statements whatever its size. */
 export interface BatchWrites {
   events: StoredEvent[];
   tasks: Map<number, TaskState | null>;
+  /** Ids of the tasks this batch created (some may be deleted again within it), for `task_ranges`. */
+  created: number[];
   idempotency: Array<UserClaim & StoredAnswer>;
   counters: Counters;
 }
@@ -51,6 +54,7 @@ export async function writeBatch(trx: Transaction<Database>, writes: BatchWrites
       .execute();
   }
   if (gone.length > 0) await trx.deleteFrom('tasks').where('id', 'in', gone).execute();
+  await writeRangeDeltas(trx, writes.created, gone);
   await storeClaims(trx, writes.idempotency);
   await writeCounters(trx, writes.counters, before);
 }
