@@ -85,6 +85,7 @@ async function snapshot() {
   return {
     tasks: await db.selectFrom('tasks').selectAll().orderBy('id').execute(),
     counters: await db.selectFrom('counters').select(['name', 'value']).orderBy('name').execute(),
+    taskRanges: await db.selectFrom('task_ranges').selectAll().orderBy('range_id').execute(),
     ownerCounts: await db.selectFrom('owner_task_counts').selectAll().orderBy('owner').execute(),
     checkpoint: await db.selectFrom('projection_checkpoints').select(['name', 'position']).orderBy('name').execute(),
   };
@@ -113,6 +114,8 @@ Rebuild('after 10,000 random commands, a rebuild from the log gives tables ident
   await sql`delete from tasks where id % 7 = 0`.execute(app.deps.db);
   await sql`update tasks set title = 'wrong', version = version + 1 where id % 5 = 0`.execute(app.deps.db);
   await sql`update counters set value = 0`.execute(app.deps.db);
+  await sql`update task_ranges set live = live + 2 where range_id % 2 = 0`.execute(app.deps.db);
+  await sql`insert into task_ranges (range_id, live) values (1000000, 5)`.execute(app.deps.db);
   await sql`update owner_task_counts set open = open + 3`.execute(app.deps.db);
   await sql`update projection_checkpoints set position = 17`.execute(app.deps.db);
 

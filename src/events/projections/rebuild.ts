@@ -5,6 +5,7 @@ import { COUNTER_NAMES, type Counters } from '../store/batch-state.js';
 import { evolve } from '../domain/evolve.js';
 import { applyRange, lockCheckpoint, setCheckpoint } from './read-model.js';
 import type { TaskEvent, TaskState } from '../domain/task.events.js';
+import { rebuildTaskRanges } from '../store/task-ranges.js';
 import { rowToTask } from '../store/task.rows.js';
 
 export interface RebuildSummary {
@@ -26,11 +27,12 @@ const BATCH = 10_000;
 
 /**
  * Rebuilds every projection from the event log: `tasks` and its counters (`tasks.count`,
- * `tasks.last_id`, `events.last_position`) with the same `evolve` the live path uses, and the
- * per-owner task counts with their checkpoint. ONE transaction holding the append lock, so
- * writers wait rather than interleave, readers see the old tables until the commit, and a failure
- * leaves everything as it was. The log is read in position order in batches; memory holds one
- * batch. Reports its progress to `onProgress` and returns a summary.
+ * `tasks.last_id`, `events.last_position`) with the same `evolve` the live path uses, the live
+ * tasks per id range (`task_ranges`, counted from the rebuilt `tasks`), and the per-owner task
+ * counts with their checkpoint. ONE transaction holding the append lock, so writers wait rather
+ * than interleave, readers see the old tables until the commit, and a failure leaves everything
+ * as it was. The log is read in position order in batches; memory holds one batch. Reports its
+ * progress to `onProgress` and returns a summary.
  */
 export async function rebuildProjections(db: Kysely<Database>, { batchSize = BATCH, onProgress = () => {} }: RebuildOptions = {}): Promise<RebuildSummary> {
   const began = Date.now();
@@ -56,6 +58,7 @@ export async function rebuildProjections(db: Kysely<Database>, { batchSize = BAT
       onProgress(upTo, total);
     }
     await writeCounters(trx, counters);
+    await rebuildTaskRanges(trx, counters.lastTaskId);
     await setCheckpoint(trx, total);
     const owners = await trx
       .selectFrom('owner_task_counts')

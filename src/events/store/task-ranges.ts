@@ -36,3 +36,17 @@ export async function writeRangeDeltas(trx: Transaction<Database>, created: read
     select * from unnest(${[...deltas.keys()]}::bigint[], ${[...deltas.values()]}::integer[])
     on conflict (range_id) do update set live = task_ranges.live + excluded.live`.execute(trx);
 }
+
+/**
+ * Recomputes `task_ranges` from `tasks`: one row per range from 0 to the last issued id's, zero
+ * where every task of the range is gone, exactly what the live path leaves.
+ */
+export async function rebuildTaskRanges(trx: Transaction<Database>, lastTaskId: number): Promise<void> {
+  await trx.deleteFrom('task_ranges').execute();
+  if (lastTaskId <= 0) return;
+  await sql`
+    insert into task_ranges (range_id, live)
+    select r.range_id, coalesce(n.live, 0)
+    from generate_series(0, ${lastTaskId}::bigint / ${RANGE_SIZE}) as r(range_id)
+    left join (select id / ${RANGE_SIZE} as range_id, count(*)::integer as live from tasks group by 1) n on n.range_id = r.range_id`.execute(trx);
+}
