@@ -58,6 +58,8 @@ const schema = z.object({
   ANON_IPV6_PREFIX: integer(1, 128).default(64),
   TOKEN_TTL: duration.default(24 * 3_600_000),
   BODY_LIMIT_BYTES: integer(1, 100 * 1024 * 1024).default(64 * 1024),
+  // Per web worker; 0 turns the read cache off (and with it the head published by every write).
+  READ_CACHE_BYTES: integer(0, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
   APPEND_BATCH_MAX: integer(1, 10_000).default(256),
   // Jobs (BullMQ): retries with exponential back-off; a job whose lock is not renewed within
   // JOB_LOCK_DURATION_MS (its worker died) is found by the stalled check and run again.

@@ -11,6 +11,7 @@ import type { TaskCommand } from './events/domain/task.events.js';
 import { createLogger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { ReportQueue } from './reports/report-queue.js';
+import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/index.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 
 /** What every request handler may use, built once per process by its entry point. */
@@ -23,6 +24,8 @@ export interface Deps {
   metrics: Metrics;
   commands: CommandBus;
   throttler: Throttler;
+  /** Answers of reads kept while provably current; absent when READ_CACHE_BYTES is 0. */
+  readCache?: ReadCache;
   cursorSecret: string;
   /** Producer side of the reports job queue (connects on first use). */
   reportQueue?: ReportQueue;
@@ -37,8 +40,9 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   // Commands fail fast while disconnected, so a child serving before its first connection would
   // let its first requests through uncounted (or answer 503 in closed mode).
   if (!(await untilReady(redis, REDIS_READY_WAIT_MS))) logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
+  const readCache = config.READ_CACHE_BYTES > 0 ? createReadCache(db, redis, config, logger) : undefined;
   const appendAndCount = async (batch: readonly TaskCommand[]) => {
-    const outcomes = await appendBatch(db, batch);
+    const outcomes = await appendBatch(db, batch, readCache && publishBeforeCommit(readCache));
     for (const outcome of outcomes) for (const event of (outcome.ok && outcome.events) || []) metrics.eventsAppended.inc({ type: event.type });
     return outcomes;
   };
@@ -51,6 +55,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     logger,
     metrics,
     commands,
+    readCache,
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX, timeoutMs: config.THROTTLE_TIMEOUT_MS }),
     // Every process must sign cursors alike; the primary generates one when none is configured.
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),

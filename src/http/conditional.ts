@@ -18,10 +18,9 @@ export function etagOfBody(body: unknown): string | undefined {
   return typeof id === 'number' && typeof version === 'number' ? etagOf({ id, version }) : undefined;
 }
 
-/** Whether an `If-None-Match` header names the task's current version (weak comparison) or is `*`. */
-export function matchesEtag(header: string, task: { id: number; version: number }): boolean {
+/** Whether an `If-None-Match` header names `tag` (weak comparison) or is `*`. */
+export function matchesEtag(header: string, tag: string): boolean {
   if (!header) return false;
-  const tag = etagOf(task);
   return header.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === tag);
 }
 

@@ -7,11 +7,11 @@ import type { PageSource } from '../pagination/types.js';
 import { requestUrl } from './request-url.js';
 
 /**
- * Answers a list request with one page of `source` in the style the query string asks for.
+ * Renders a list request's page of `source` in the style the query string asks for.
  * `orderingKey` names the sort field in `?ordering=` (`id` or `-id` for tasks). The query string
  * is parsed once, here; pagination and its links work from the parsed value.
  */
-export async function respondWithPage<T, V>(ctx: Context, deps: Deps, source: PageSource<T>, view: (item: T) => V, orderingKey = 'id'): Promise<void> {
+export async function renderPage<T, V>(ctx: Context, deps: Deps, source: PageSource<T>, view: (item: T) => V, orderingKey = 'id'): Promise<{ body: unknown }> {
   const query = parseQuery(ctx.querystring);
   const orderingParam = readLastValue(query, 'ordering') ?? orderingKey;
   const ordering = orderingParam === orderingKey ? 'asc' : orderingParam === `-${orderingKey}` ? 'desc' : undefined;
@@ -19,5 +19,5 @@ export async function respondWithPage<T, V>(ctx: Context, deps: Deps, source: Pa
   const settings = { pageSize: deps.config.PAGE_SIZE, maxPageSize: deps.config.MAX_PAGE_SIZE, cursorSecret: deps.cursorSecret };
   const outcome = await paginate(source, { url: requestUrl(ctx, deps.config.TRUST_PROXY_HOPS), query, ordering, orderingParam }, settings);
   if (!outcome.ok) throw new AppError(outcome.status, { detail: outcome.detail });
-  ctx.body = { ...outcome.body, results: outcome.body.results.map(view) };
+  return { body: { ...outcome.body, results: outcome.body.results.map(view) } };
 }

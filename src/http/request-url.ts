@@ -10,6 +10,15 @@ const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-
  * used, so a client cannot make links point at another scheme or at a path.
  */
 export function requestUrl(ctx: Context, trustProxyHops: number): URL {
+  try {
+    return new URL(ctx.originalUrl, requestOrigin(ctx, trustProxyHops));
+  } catch {
+    return new URL(ctx.originalUrl, `http://${ownAddress(ctx)}`);
+  }
+}
+
+/** The scheme and host the client used, `http://host:port`, read as `requestUrl` says. */
+export function requestOrigin(ctx: Context, trustProxyHops: number): string {
   const forwarded = (name: string) => {
     if (trustProxyHops === 0) return '';
     const values = ctx
@@ -20,17 +29,16 @@ export function requestUrl(ctx: Context, trustProxyHops: number): URL {
     // Fewer values than proxies: none of them was written by ours, so none is trusted.
     return values.at(-trustProxyHops) ?? '';
   };
-  const { localAddress, localPort } = ctx.req.socket;
-  const own = `${localAddress?.includes(':') ? `[${localAddress}]` : localAddress}:${localPort}`;
   const encrypted = (ctx.req.socket as { encrypted?: boolean }).encrypted === true;
   const claimedProto = forwarded('X-Forwarded-Proto').toLowerCase();
   const proto = claimedProto === 'http' || claimedProto === 'https' ? claimedProto : encrypted ? 'https' : 'http';
-  const host = [forwarded('X-Forwarded-Host'), ctx.get('Host')].find((h) => HOST.test(h)) ?? own;
-  try {
-    return new URL(ctx.originalUrl, `${proto}://${host}`);
-  } catch {
-    return new URL(ctx.originalUrl, `http://${own}`);
-  }
+  const host = [forwarded('X-Forwarded-Host'), ctx.get('Host')].find((h) => HOST.test(h)) ?? ownAddress(ctx);
+  return `${proto}://${host}`;
+}
+
+function ownAddress(ctx: Context): string {
+  const { localAddress, localPort } = ctx.req.socket;
+  return `${localAddress?.includes(':') ? `[${localAddress}]` : localAddress}:${localPort}`;
 }
 
 /** `path` as an absolute URL on the scheme and host the client used (see `requestUrl`). */

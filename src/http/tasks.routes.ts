@@ -7,7 +7,8 @@ import { findTask, streamExists, taskEventsSource, tasksSource } from '../events
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
-import { respondWithPage } from './paginated.js';
+import { readAnswer, readHeadAhead, sendList, sendNotModified, sendRead, startRead } from './cached-read.js';
+import { renderPage } from './paginated.js';
 import { viewEvent } from './event.view.js';
 import { etagOf, etagOfBody, matchesEtag, readIfMatch, readIfNoneMatch } from './conditional.js';
 import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
@@ -18,22 +19,24 @@ import { requireUser } from './users.js';
 /** The task collection: list, create, retrieve, change, delete, and each task's history. */
 export function taskRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
-  const { db, commands } = deps;
+  const { commands } = deps;
 
-  router.get('/api/tasks/', guard(), (ctx) => respondWithPage(ctx, deps, tasksSource(db), viewTask));
+  const ahead = readHeadAhead(deps);
+  router.get('/api/tasks/', ahead, guard(), (ctx) => sendList(ctx, deps, (db) => renderPage(ctx, deps, tasksSource(db), viewTask)));
   router.post('/api/tasks/', guard(), createTask(deps));
 
-  router.get('/api/tasks/:id/', guard(), async (ctx) => {
-    const task = await findTask(db, parseId(ctx.params.id));
-    if (!task) throw Errors.notFound();
+  router.get('/api/tasks/:id/', ahead, guard(), async (ctx) => {
+    const id = parseId(ctx.params.id);
+    const answer = await readAnswer(deps, await startRead(ctx, deps), async (db) => {
+      const task = await findTask(db, id);
+      if (!task) throw Errors.notFound();
+      return { body: viewTask(task), etag: etagOf(task) };
+    });
     // RFC 9110 §13.2.2: If-Match first, then If-None-Match (304 for a read)
-    if (readIfMatch(ctx)?.includes(task.version) === false) throw Errors.preconditionFailed(etagOf(task), 'If-Match');
-    if (matchesEtag(ctx.get('If-None-Match'), task)) {
-      ctx.status = 304;
-      ctx.set('ETag', etagOf(task));
-      return;
-    }
-    respondWithTask(ctx, viewTask(task));
+    const accepted = readIfMatch(ctx);
+    if (accepted && !accepted.some((version) => etagOf({ id, version }) === answer.etag)) throw Errors.preconditionFailed(answer.etag, 'If-Match');
+    if (matchesEtag(ctx.get('If-None-Match'), answer.etag)) return sendNotModified(ctx, answer.etag);
+    sendRead(ctx, answer);
   });
   router.patch('/api/tasks/:id/', guard(), changeTask(deps, false));
   router.put('/api/tasks/:id/', guard(), changeTask(deps, true));
@@ -51,10 +54,12 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     ctx.status = 204;
   });
 
-  router.get('/api/tasks/:id/events/', guard(), async (ctx) => {
+  router.get('/api/tasks/:id/events/', ahead, guard(), async (ctx) => {
     const taskId = parseId(ctx.params.id);
-    if (!(await streamExists(db, taskId))) throw Errors.notFound();
-    await respondWithPage(ctx, deps, taskEventsSource(db, taskId), viewEvent, 'version');
+    await sendList(ctx, deps, async (db) => {
+      if (!(await streamExists(db, taskId))) throw Errors.notFound();
+      return renderPage(ctx, deps, taskEventsSource(db, taskId), viewEvent, 'version');
+    });
   });
 
   return refuseOtherMethods(router, () => guard(), 'read');

@@ -11,12 +11,19 @@ import type { CommandOutcome, StoredEvent, TaskCommand, TaskState } from '../dom
 export const APPEND_LOCK = 7_310_002;
 
 /**
+ * Told the batch's new head position after its writes and before its commit, still under the
+ * lock; a throw rolls the batch back (docs/architecture.md, "Read cache").
+ */
+export type BeforeCommit = (head: number) => Promise<void>;
+
+/**
  * Runs a batch of commands in ONE transaction that holds the global append lock until commit.
  * Task ids and event positions are drawn from counters under that lock, so commit order = id
  * order = position order, with no gaps. Commands are decided one after another against the
- * state the earlier ones left, so one command's rejection affects only itself.
+ * state the earlier ones left, so one command's rejection affects only itself. A batch that
+ * appended events calls `beforeCommit` with its last position.
  */
-export async function appendBatch(db: Kysely<Database>, commands: readonly TaskCommand[]): Promise<CommandOutcome[]> {
+export async function appendBatch(db: Kysely<Database>, commands: readonly TaskCommand[], beforeCommit?: BeforeCommit): Promise<CommandOutcome[]> {
   return db.transaction().execute(async (trx) => {
     const { rows } = await sql<{ now: Date }>`select pg_advisory_xact_lock(${APPEND_LOCK}), clock_timestamp() as now`.execute(trx);
     const now = rows[0]!.now;
@@ -24,6 +31,7 @@ export async function appendBatch(db: Kysely<Database>, commands: readonly TaskC
     const writes: BatchWrites = { events: [], tasks: new Map(), created: [], idempotency: [], counters: { ...state.counters } };
     const outcomes = commands.map((command) => runCommand(command, state, writes, now));
     await writeBatch(trx as Transaction<Database>, writes, state.counters);
+    if (beforeCommit && writes.counters.lastPosition !== state.counters.lastPosition) await beforeCommit(writes.counters.lastPosition);
     return outcomes;
   });
 }
@@ -70,4 +78,18 @@ function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites
 function metadataOf(command: TaskCommand) {
   const { actor } = command;
   return { actor: actor.username, actor_id: actor.userId, ...(actor.requestId ? { request_id: actor.requestId } : {}) };
+}
+
+/**
+ * The head position, read under the append lock and handed to `publish` before the lock is let
+ * go: no batch can be between its own publication and its commit meanwhile, so the head given is
+ * at or above every position a client was told of.
+ */
+export async function republishHead(db: Kysely<Database>, publish: (head: number) => Promise<void>): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
+    // A statement of its own: its snapshot is taken after the lock is held.
+    const { rows } = await sql<{ head: string | number }>`select value as head from counters where name = 'events.last_position'`.execute(trx);
+    await publish(Number(rows[0]?.head ?? 0));
+  });
 }

@@ -1,0 +1,115 @@
+import { createHash } from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import type { Context, Middleware } from 'koa';
+import type { Database } from '../../db/database.js';
+import type { Deps } from '../deps.js';
+import type { FreshAnswer } from '../read-cache/read-cache.js';
+import { requestOrigin } from './request-url.js';
+
+/** What a cacheable read renders from one snapshot: the body, and its tag when it has its own. */
+export interface Rendered {
+  body: unknown;
+  etag?: string;
+}
+
+/**
+ * Starts reading the published head as the request arrives, so the GET travels with the
+ * throttle's call of the same turn instead of after it. Put it before the route's guard.
+ */
+export function readHeadAhead(deps: Pick<Deps, 'readCache'>): Middleware {
+  return (ctx, next) => {
+    if (deps.readCache) ctx.state.head = deps.readCache.channel.read();
+    return next();
+  };
+}
+
+/** A read under way: its cache key and the head published when it started (null: unknown). */
+export interface ReadStart {
+  key: string;
+  published: number | null;
+}
+
+/** The cache key of this request (the absolute URL its links are built from) and the published head. */
+export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
+  const key = `${requestOrigin(ctx, deps.config.TRUST_PROXY_HOPS)}${ctx.originalUrl}`;
+  const cache = deps.readCache;
+  const published = cache ? await (ctx.state.head ?? cache.channel.read()) : null;
+  return { key, published };
+}
+
+/**
+ * The answer to a read: kept by this process when it is current, else rendered from one
+ * REPEATABLE READ snapshot together with that snapshot's head (docs/architecture.md, "Read
+ * cache"). Errors thrown by `render` (404) propagate and are not kept.
+ */
+export async function readAnswer(deps: Deps, read: ReadStart, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
+  const cache = deps.readCache;
+  const compute = () => renderFromSnapshot(deps.db, read.key, render);
+  if (!cache) return compute();
+  return cache.lookup(read.key, read.published) ?? cache.fill(read.key, read.published, compute);
+}
+
+/**
+ * A list: a strong tag derived from the snapshot's head and the request URL; `If-None-Match`
+ * naming a tag still current is `304` without touching PostgreSQL.
+ */
+export async function sendList(ctx: Context, deps: Deps, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<void> {
+  const read = await startRead(ctx, deps);
+  const asked = ctx.get('If-None-Match');
+  const current = read.published === null ? undefined : currentListTag(asked, read.key, read.published);
+  if (current) return sendNotModified(ctx, current);
+  const answer = await readAnswer(deps, read, render);
+  if (asked.split(',').some((tag) => tag.trim() === answer.etag)) return sendNotModified(ctx, answer.etag);
+  sendRead(ctx, answer);
+}
+
+/** 200 with the answer's bytes, its tag, and `no-cache`: any write may change it, so revalidate. */
+export function sendRead(ctx: Context, answer: FreshAnswer): void {
+  ctx.status = 200;
+  ctx.set('Cache-Control', 'no-cache');
+  ctx.set('ETag', answer.etag);
+  ctx.type = 'application/json; charset=utf-8';
+  ctx.body = answer.body;
+}
+
+export function sendNotModified(ctx: Context, etag: string): void {
+  ctx.status = 304;
+  ctx.set('Cache-Control', 'no-cache');
+  ctx.set('ETag', etag);
+}
+
+async function renderFromSnapshot(db: Kysely<Database>, key: string, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .execute(async (trx) => {
+      const { rows } = await sql<{ head: number }>`select value::bigint as head from counters where name = 'events.last_position'`.execute(trx);
+      const head = Number(rows[0]?.head ?? 0);
+      const rendered = await render(trx);
+      return { head, body: Buffer.from(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, key) };
+    });
+}
+
+/** A list's strong tag: the head of the snapshot it was read from and a digest of the request URL. */
+function listTag(head: number, key: string): string {
+  return `"L${head}.${digest(key)}"`;
+}
+
+function digest(key: string): string {
+  return createHash('sha1').update(key).digest('base64url').slice(0, 16);
+}
+
+const LIST_TAG = /^\s*"L(\d+)\.([A-Za-z0-9_-]{16})"\s*$/;
+
+/**
+ * The tag in `If-None-Match` that is this URL's list tag read at a head at or above the published
+ * one: nothing acknowledged since, so the page the client holds is the page it would get.
+ */
+function currentListTag(header: string, key: string, published: number): string | undefined {
+  if (!header) return undefined;
+  for (const tag of header.split(',')) {
+    const match = LIST_TAG.exec(tag);
+    if (match !== null && Number(match[1]) >= published && match[2] === digest(key)) return tag.trim();
+  }
+  return undefined;
+}

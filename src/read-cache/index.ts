@@ -1,0 +1,49 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Database } from '../../db/database.js';
+import type { Config } from '../config.js';
+import { Errors } from '../errors.js';
+import { republishHead, type BeforeCommit } from '../events/store/append-batch.js';
+import { createHeadChannel } from './head.js';
+import { ReadCache } from './read-cache.js';
+
+export { ReadCache } from './read-cache.js';
+
+/** How often at most a process puts a lost head back (each time under the append lock). */
+const REPUBLISH_INTERVAL_MS = 1_000;
+
+/**
+ * The read cache of one process, with its head channel on `redis`. When the head key is found
+ * lost (a flushed or new Redis), the process puts it back from PostgreSQL under the append lock;
+ * until then every read goes to PostgreSQL.
+ */
+export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, config: Config, logger: Logger): ReadCache {
+  let republishing: Promise<void> | undefined;
+  let lastRepublish = 0;
+  const republish = () => {
+    if (republishing || Date.now() - lastRepublish < REPUBLISH_INTERVAL_MS) return;
+    lastRepublish = Date.now();
+    republishing = republishHead(db, (head) => channel.publish(head))
+      .then(() => logger.info('read cache: head republished after it was found lost'))
+      .catch((error: unknown) => logger.warn({ err: error }, 'read cache: could not republish the head; reads go to PostgreSQL'))
+      .finally(() => (republishing = undefined));
+  };
+  const channel = createHeadChannel(redis, `${config.REDIS_PREFIX}read:head`, config.THROTTLE_TIMEOUT_MS, republish);
+  return new ReadCache(channel, config.READ_CACHE_BYTES);
+}
+
+/**
+ * Publishes a batch's head before it commits. A batch whose head Redis does not confirm is rolled
+ * back and answered 503: acknowledged, it could be missing from answers other processes still
+ * hold as current.
+ */
+export function publishBeforeCommit(cache: ReadCache): BeforeCommit {
+  return async (head) => {
+    try {
+      await cache.channel.publish(head);
+    } catch {
+      throw Errors.unavailable('The change could not be published to the other servers (Redis unreachable), so it was not made. Try again shortly.', 1);
+    }
+  };
+}

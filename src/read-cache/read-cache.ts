@@ -1,0 +1,77 @@
+import { ByteLru } from './lru.js';
+import type { HeadChannel } from './head.js';
+
+/** An answer as kept: the bytes sent, its entity tag, and the head of the snapshot it was read from. */
+export interface CachedAnswer {
+  head: number;
+  body: Buffer;
+  etag: string;
+  bytes: number;
+  generation: number;
+}
+
+/** What a read computes on a miss: the snapshot's head, the body to send and its tag. */
+export interface FreshAnswer {
+  head: number;
+  body: Buffer;
+  etag: string;
+}
+
+/** Per-entry overhead beyond the body and key: the object, the Map slot, the tag. */
+const ENTRY_OVERHEAD_BYTES = 160;
+
+/**
+ * Answers to reads, kept per process in a byte-bounded LRU and served only while they are
+ * provably current (docs/architecture.md, "Read cache"): an answer read from a snapshot whose
+ * head is at or above the published head reflects every acknowledged write, because a write
+ * publishes its position before it commits and is acknowledged only after.
+ */
+export class ReadCache {
+  readonly #lru: ByteLru<CachedAnswer>;
+  readonly #inflight = new Map<string, Promise<FreshAnswer>>();
+
+  constructor(
+    readonly channel: HeadChannel,
+    budgetBytes: number,
+  ) {
+    this.#lru = new ByteLru(budgetBytes);
+  }
+
+  /** The kept answer for `key` if it is current for `published` (null: unknown, never current). */
+  lookup(key: string, published: number | null): CachedAnswer | undefined {
+    if (published === null) return undefined;
+    const entry = this.#lru.get(key);
+    if (!entry) return undefined;
+    if (entry.generation === this.channel.generation() && entry.head >= published) return entry;
+    this.#lru.delete(key);
+    return undefined;
+  }
+
+  /**
+   * Computes the answer for `key`, sharing a computation already under way for it when that one
+   * turns out current for `published`, and keeps it unless the Redis connection changed meanwhile.
+   */
+  async fill(key: string, published: number | null, compute: () => Promise<FreshAnswer>): Promise<FreshAnswer> {
+    const shared = this.#inflight.get(key);
+    if (shared && published !== null) {
+      const answer = await shared.catch(() => undefined);
+      if (answer && answer.head >= published) return answer;
+    }
+    const generation = this.channel.generation();
+    const computing = compute();
+    this.#inflight.set(key, computing);
+    try {
+      const answer = await computing;
+      if (generation === this.channel.generation()) {
+        this.#lru.set(key, { ...answer, generation, bytes: answer.body.length + key.length * 2 + ENTRY_OVERHEAD_BYTES });
+      }
+      return answer;
+    } finally {
+      if (this.#inflight.get(key) === computing) this.#inflight.delete(key);
+    }
+  }
+
+  get stats(): { entries: number; bytes: number } {
+    return { entries: this.#lru.size, bytes: this.#lru.bytes };
+  }
+}
