@@ -209,7 +209,11 @@ test('Redis killed: reads fall back to PostgreSQL, writes are refused and not ma
   const refused = await call(hostA(), 'POST', '/api/tasks/', { title: 'while redis is down' });
   assert.is(refused.status, 503, JSON.stringify(refused.body));
   const db = connectDatabase(databaseUrl, 1);
-  const made = await db.selectFrom('events').select('position').where(sql<boolean>`data->>'title' = 'while redis is down'`).execute();
+  const made = await db
+    .selectFrom('events')
+    .select('position')
+    .where(sql<boolean>`data->>'title' = 'while redis is down'`)
+    .execute();
   await db.destroy();
   assert.is(made.length, 0, 'a refused write is not in the event log');
   redis = await startRedis({ dataDir: redisDir, port: redisPort, persistent: false });
