@@ -8,7 +8,7 @@
  * BENCH_ROUNDS interleaved rounds (default 3), and prints the medians as a Markdown table, also
  * written to ops/bench/results/read-path.md.
  *
- *   npm run bench                                                # defaults: about 8 minutes after seeding
+ *   npm run bench                                                # defaults: about 7 minutes after seeding (about 1 minute)
  *   BENCH_TASKS=20000 BENCH_SECONDS=2 BENCH_ROUNDS=1 npm run bench   # a quick smoke run
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
@@ -31,7 +31,7 @@ const RESULTS = 'ops/bench/results/read-path.md';
 const SECRET = 'read-path-bench-cursor-secret-0123456789';
 const WARMUP_S = 1;
 /** Measured on a shared 2-core host: events, rebuild and VACUUM ANALYZE of 100,000 tasks. */
-const SEED_S_PER_100K = 12;
+const SEED_S_PER_100K = 5;
 
 function setting(name: string, fallback: number, min: number): number {
   const text = process.env[name];
