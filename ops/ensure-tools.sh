@@ -1,5 +1,6 @@
-# Sourced by ops/start.sh and ops/test.sh from the repository root: installs what a fresh
-# machine with only Node lacks. Functions only; the caller decides which tools it needs.
+# Sourced by ops/start.sh, ops/cli.sh, ops/test.sh and ops/bench/read-path.sh from the repository
+# root: installs and builds what a fresh machine with only Node lacks. Functions only; the caller
+# decides which tools it needs.
 
 PACELINE_TOOLS_LOG=".data/install.log"
 paceline_apt_updated=""
@@ -11,6 +12,17 @@ ensure_node_modules() {
   fi
   echo "installing dependencies (npm ci)"
   npm ci --no-audit --no-fund --loglevel=error
+}
+
+# Compiles the service to dist/ (npm run build) when dist/ is missing or any source, build
+# setting or dependency is newer than its last build (dist/.build-stamp, dated when it began).
+ensure_build() {
+  if [ -f dist/.build-stamp ] && [ -z "$(find src workers db ops/build.mjs package.json package-lock.json \
+    tsconfig.json tsconfig.build.json -newer dist/.build-stamp -print -quit 2>/dev/null)" ]; then
+    return 0
+  fi
+  echo "building dist/ (npm run build)"
+  node ops/build.mjs
 }
 
 # Installs Debian packages quietly when running as root with apt-get; returns 1 otherwise.
@@ -62,4 +74,22 @@ ensure_prometheus() {
     echo "installing prometheus failed (see $PACELINE_TOOLS_LOG): its tests will be skipped"
   fi
   return 0
+}
+
+# Makes sure wrk (the HTTP load generator of npm run bench) exists, installing Debian's package
+# when it can.
+ensure_wrk() {
+  if command -v wrk >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "wrk not found: installing Debian's wrk (log: $PACELINE_TOOLS_LOG)"
+    if paceline_apt_install wrk && command -v wrk >/dev/null 2>&1; then
+      return 0
+    fi
+    echo "installing wrk failed: see $PACELINE_TOOLS_LOG" >&2
+    exit 1
+  fi
+  echo "wrk not found: install it (sudo apt-get install wrk) and run npm run bench again" >&2
+  exit 1
 }

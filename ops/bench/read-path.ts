@@ -1,0 +1,220 @@
+/**
+ * `npm run bench`: the read path of the compiled service under wrk, against a bare node:http
+ * server answering the same bytes. Starts a throwaway PostgreSQL and Redis, seeds BENCH_TASKS
+ * tasks (default 1,000,000) as events and derives every projection by the rebuild, starts
+ * `node dist/src/main.js` with two web workers and throttling on (limits that never trigger), a
+ * second instance whose anonymous limit is 1/hour for the 429 flood, and the bare server; then
+ * runs every row with `wrk -t2 -c32 -d<BENCH_SECONDS>s --latency` (default 10 s), in
+ * BENCH_ROUNDS interleaved rounds (default 3), and prints the medians as a Markdown table, also
+ * written to ops/bench/results/read-path.md.
+ *
+ *   npm run bench                                                # defaults: about 7 minutes after seeding (about 1 minute)
+ *   BENCH_TASKS=20000 BENCH_SECONDS=2 BENCH_ROUNDS=1 npm run bench   # a quick smoke run
+ */
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { connectDatabase } from '../../db/connect.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import type { RunningCluster } from './fixtures/cluster.js';
+import { depthCursor } from './read-path/depth-cursor.js';
+import { childPids, rssMiB, startBare, startService, startStores, type Stores } from './read-path/processes.js';
+import { markdownTable, summarise, type Slice } from './read-path/report.js';
+import { buildRows, POST_SCRIPT, ROW_COUNT, type Row } from './read-path/rows.js';
+import { seedTasks } from './read-path/seed.js';
+import { CONNECTIONS, runWrk, THREADS } from './read-path/wrk.js';
+
+const RESULTS = 'ops/bench/results/read-path.md';
+const SECRET = 'read-path-bench-cursor-secret-0123456789';
+const WARMUP_S = 1;
+/** Measured on a shared 2-core host: events, rebuild and VACUUM ANALYZE of 100,000 tasks. */
+const SEED_S_PER_100K = 5;
+
+function setting(name: string, fallback: number, min: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text.replace(/_/g, ''));
+  if (!Number.isInteger(value) || value < min) {
+    process.stderr.write(`${name} must be a whole number of at least ${min}, got "${text}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const tasks = setting('BENCH_TASKS', 1_000_000, 10_000); // page 990 and offset 5000 must exist
+const seconds = setting('BENCH_SECONDS', 10, 1);
+const rounds = setting('BENCH_ROUNDS', 3, 1);
+
+const running: { stores?: Stores; services: RunningCluster[]; bare?: ChildProcess; redis?: Redis; root?: string } = { services: [] };
+
+async function cleanUp(): Promise<void> {
+  running.bare?.kill('SIGTERM');
+  await Promise.allSettled(running.services.map((service) => service.stop('SIGTERM')));
+  running.redis?.disconnect();
+  await running.stores?.stop().catch(() => {});
+  if (running.root) await rm(running.root, { recursive: true, force: true });
+}
+
+async function redisCommands(redis: Redis): Promise<number> {
+  return Number(/^total_commands_processed:(\d+)/m.exec(await redis.info('stats'))?.[1]);
+}
+
+/** Checks each row once, so a row that answers the wrong status stops the run before measuring. */
+async function checkRows(rows: Row[]): Promise<void> {
+  for (const row of rows) {
+    const post = row.load.script !== undefined;
+    const response = await fetch(row.load.url, {
+      method: post ? 'POST' : 'GET',
+      headers: { ...row.load.headers, ...(post ? { 'Content-Type': 'application/json' } : {}) },
+      body: post ? '{"title":"Written by the read-path benchmark"}' : undefined,
+    });
+    await response.arrayBuffer();
+    const expected = row.flood ? [200, 429] : post ? [201] : [200];
+    if (!expected.includes(response.status)) throw new Error(`${row.name}: ${row.load.url} answered ${response.status}`);
+  }
+}
+
+async function measure(rows: Row[], redis: Redis): Promise<Map<Row, Slice[]>> {
+  const slices = new Map<Row, Slice[]>(rows.map((row) => [row, []]));
+  process.stderr.write(`warm-up: ${WARMUP_S} s per row\n`);
+  for (const row of rows) await runWrk(row.load, WARMUP_S);
+  for (let round = 0; round < rounds; round += 1) {
+    const order = [...rows.slice(round % rows.length), ...rows.slice(0, round % rows.length)];
+    for (const row of order) {
+      const before = await redisCommands(redis);
+      const wrk = await runWrk(row.load, seconds);
+      await sleep(300); // what was in flight when wrk stopped belongs to this run
+      const redisCommandsDelta = (await redisCommands(redis)) - before - 1; // less the first INFO
+      slices.get(row)!.push({ wrk, redisCommands: redisCommandsDelta });
+      process.stderr.write(
+        `round ${round + 1}/${rounds}  ${row.name.padEnd(40)} ${Math.round(wrk.reqPerS).toString().padStart(6)} req/s  p99 ${wrk.p99Ms.toFixed(1)} ms  non-2xx ${wrk.non2xx}\n`,
+      );
+    }
+  }
+  return slices;
+}
+
+function describeCommit(): string {
+  try {
+    const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${hash} with local changes` : hash;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function wrkVersion(): string {
+  try {
+    execFileSync('wrk', ['-v'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    const text = String((error as { stdout?: string }).stdout ?? '');
+    return /^wrk (\S+)/m.exec(text)?.[1] ?? 'unknown';
+  }
+  return 'unknown';
+}
+
+async function main(): Promise<void> {
+  const loadSeconds = ROW_COUNT * (rounds * seconds + WARMUP_S);
+  process.stderr.write(
+    `read-path benchmark: ${tasks.toLocaleString('en-US')} tasks (seeding about ${Math.round((tasks / 100_000) * SEED_S_PER_100K)} s), then ` +
+      `${ROW_COUNT} rows × ${rounds} rounds × ${seconds} s + ${WARMUP_S} s warm-up per row = about ${Math.ceil(loadSeconds / 60)} min of load\n`,
+  );
+  running.root = await mkdtemp(join(tmpdir(), 'paceline-read-path-'));
+  await chmod(running.root, 0o755); // as root, PostgreSQL runs as the postgres user
+  const stores = (running.stores = await startStores(running.root));
+
+  const db = connectDatabase(stores.databaseUrl, 2);
+  const seeded = await seedTasks(db, tasks).finally(() => db.destroy());
+  const seedSeconds = seeded.eventsSeconds + seeded.rebuildSeconds + seeded.vacuumSeconds;
+  process.stderr.write(
+    `seeded in ${seedSeconds.toFixed(1)} s: events ${seeded.eventsSeconds.toFixed(1)} s, rebuild ${seeded.rebuildSeconds.toFixed(1)} s, ` +
+      `VACUUM ANALYZE ${seeded.vacuumSeconds.toFixed(1)} s\n`,
+  );
+
+  const storesEnv = { DATABASE_URL: stores.databaseUrl, REDIS_URL: stores.redisUrl, CURSOR_SECRET: SECRET };
+  const service = await startService({ ...storesEnv, REDIS_PREFIX: 'bench:main:', THROTTLE_ANON: '100000/s', THROTTLE_USER: '100000/s' });
+  running.services.push(service);
+  const flood = await startService({ ...storesEnv, REDIS_PREFIX: 'bench:flood:', THROTTLE_ANON: '1/hour' });
+  running.services.push(flood);
+
+  const page1 = await fetch(`${service.base}/api/tasks/`);
+  const bodyFile = join(running.root, 'page-1.json');
+  await writeFile(bodyFile, Buffer.from(await page1.arrayBuffer()));
+  const barePort = await findFreePort();
+  running.bare = await startBare(barePort, 2, bodyFile, page1.headers.get('content-type') ?? 'application/json');
+  const postScript = join(running.root, 'post.lua');
+  await writeFile(postScript, POST_SCRIPT);
+
+  const depth = await depthCursor(service.base, SECRET, tasks);
+  const rows = buildRows({
+    bare: `http://127.0.0.1:${barePort}`,
+    service: service.base,
+    flood: flood.base,
+    readerToken: seeded.reader.token,
+    writerToken: seeded.writer.token,
+    tasks,
+    depthCursor: depth.token,
+    postScript,
+  });
+  await checkRows(rows);
+
+  const redis = (running.redis = new Redis(stores.redisUrl));
+  const web = childPids(service.child.pid!);
+  const rssBefore = web.map(rssMiB);
+  const slices = await measure(rows, redis);
+  const rssAfter = web.map(rssMiB);
+
+  const summaries = summarise(rows, slices);
+  const flooded = summaries.find((s) => s.row.flood)!;
+  const mib = (values: number[]) => values.map((v) => `${v.toFixed(0)} MiB`).join(', ');
+  const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
+  const report = [
+    `# Read-path benchmark (\`npm run bench\`)`,
+    '',
+    `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}; node ${process.version}, PostgreSQL ${stores.postgresVersion} ` +
+      `(fsync on), Redis ${redisVersion}, wrk ${wrkVersion()}; ${cpus().length} CPUs shared by everything, load average ` +
+      `${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} at the end.`,
+    '',
+    `N = ${tasks.toLocaleString('en-US')} tasks, seeded in ${seedSeconds.toFixed(1)} s (events by generate_series ${seeded.eventsSeconds.toFixed(1)} s, ` +
+      `projections by the rebuild ${seeded.rebuildSeconds.toFixed(1)} s, VACUUM ANALYZE ${seeded.vacuumSeconds.toFixed(1)} s). ` +
+      `\`wrk -t${THREADS} -c${CONNECTIONS} -d${seconds}s --latency\` per row, ${rounds} interleaved round${rounds > 1 ? 's' : ''} after ${WARMUP_S} s of warm-up per row; ` +
+      `medians over the rounds; "÷ bare" is the row's median req/s over the bare server's.`,
+    '',
+    `The service: \`node dist/src/main.js\`, 2 web workers (ROLE=web, no job worker), throttling on with anon and user at 100000/s ` +
+      `(never reached); the flood row runs against a second instance whose anonymous limit is 1/hour. The bare server: a node:http ` +
+      `cluster of 2 workers answering page 1's bytes (${(await stat(bodyFile)).size.toLocaleString('en-US')} bytes) from memory. ` +
+      `Cursor at depth N: ${depth.how}.`,
+    '',
+    markdownTable(summaries),
+    '',
+    `The flood: ${flooded.non2xx.toLocaleString('en-US')} refused of ${flooded.requests.toLocaleString('en-US')} requests, ` +
+      `${flooded.redisPerRequest.toFixed(2)} Redis commands per refused request (INFO stats total_commands_processed). ` +
+      `Web worker RSS: ${mib(rssBefore)} before the load, ${mib(rssAfter)} after.`,
+    '',
+  ].join('\n');
+  process.stdout.write(`\n${report}`);
+  await mkdir('ops/bench/results', { recursive: true });
+  await writeFile(RESULTS, report);
+  process.stderr.write(`written to ${RESULTS}\n`);
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`\n${signal}: stopping what the benchmark started\n`);
+    void cleanUp().finally(() => process.exit(130));
+  });
+}
+try {
+  await main();
+} catch (error) {
+  process.stderr.write(`read-path benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exitCode = 1;
+} finally {
+  await cleanUp();
+}

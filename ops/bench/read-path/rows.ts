@@ -1,0 +1,61 @@
+import type { Load } from './wrk.js';
+
+export interface Row {
+  name: string;
+  /** The request as the table shows it. */
+  request: string;
+  load: Load;
+  /** The flood: refusals are expected, and Redis commands are counted per refused request. */
+  flood?: boolean;
+}
+
+export interface RowTargets {
+  bare: string;
+  service: string;
+  /** The service instance whose anonymous limit is tiny. */
+  flood: string;
+  readerToken: string;
+  writerToken: string;
+  tasks: number;
+  depthCursor: string;
+  /** The wrk Lua script that makes each request a POST with a JSON body. */
+  postScript: string;
+}
+
+/** How many rows `buildRows` makes (for the time estimate printed before anything starts). */
+export const ROW_COUNT = 13;
+
+/** Every row of the table, in the order it is printed; the rounds run them rotated. */
+export function buildRows(t: RowTargets): Row[] {
+  const depthPage = Math.floor(t.tasks / 10) - 1;
+  const get = (name: string, path: string, headers?: Record<string, string>, request = `GET ${path}`): Row => ({
+    name,
+    request,
+    load: { url: `${t.service}${path}`, headers },
+  });
+  return [
+    { name: 'bare node:http, page-1 bytes from memory', request: 'GET / (2 workers)', load: { url: `${t.bare}/` } },
+    get('page 1, anonymous', '/api/tasks/'),
+    get('page 1, authenticated', '/api/tasks/', { Authorization: `Bearer ${t.readerToken}` }, 'GET /api/tasks/ + Bearer'),
+    get('cursor, first page', '/api/tasks/?cursor='),
+    get(`cursor at depth ${t.tasks.toLocaleString('en-US')}`, `/api/tasks/?cursor=${t.depthCursor}`, undefined, 'GET /api/tasks/?cursor=<depth N>'),
+    get('one task', '/api/tasks/1/'),
+    get('limit/offset 5000', '/api/tasks/?limit=10&offset=5000'),
+    get('page 990', '/api/tasks/?page=990'),
+    get(`page at depth ${t.tasks.toLocaleString('en-US')}`, `/api/tasks/?page=${depthPage}`),
+    get('rate limits', '/api/rate-limits/'),
+    get('health', '/healthz'),
+    {
+      name: 'writes, authenticated',
+      request: 'POST /api/tasks/ + Bearer, JSON',
+      load: { url: `${t.service}/api/tasks/`, headers: { Authorization: `Bearer ${t.writerToken}` }, script: t.postScript },
+    },
+    { name: '429 flood, one anonymous client', request: 'GET /api/tasks/ (anon 1/hour)', load: { url: `${t.flood}/api/tasks/` }, flood: true },
+  ];
+}
+
+/** The body every write row request carries. */
+export const POST_SCRIPT = `wrk.method = "POST"
+wrk.body = '{"title":"Written by the read-path benchmark","description":"one of many"}'
+wrk.headers["Content-Type"] = "application/json"
+`;

@@ -1,0 +1,75 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../../db/database.js';
+import { issueToken } from '../../../src/auth/tokens.js';
+import { createUser } from '../../../src/auth/users.repository.js';
+import { rebuildProjections } from '../../../src/events/projections/rebuild.js';
+import { progressBar } from './progress.js';
+
+export interface BenchUser {
+  id: number;
+  username: string;
+  token: string;
+}
+
+export interface Seeded {
+  /** Owns the seeded tasks; reads with its token. */
+  reader: BenchUser;
+  /** Writes during the benchmark, under a budget of its own. */
+  writer: BenchUser;
+  eventsSeconds: number;
+  rebuildSeconds: number;
+  vacuumSeconds: number;
+}
+
+/** Events inserted per statement: one step of the progress bar. */
+const CHUNK = 100_000;
+/** Events the rebuild reads and applies at a time. */
+const REBUILD_BATCH = 20_000;
+
+/**
+ * Seeds `tasks` tasks on an empty, migrated database the way the service would have: the events
+ * as the append path writes them (a TaskCreated per task, positions and ids 1..tasks, version 1,
+ * the decided data and the actor's metadata; every third task created completed), inserted by
+ * generate_series, then every projection (tasks, counters, read models, whatever exists) derived
+ * from them by the rebuild of `npm run rebuild`, and VACUUM ANALYZE, as autovacuum would leave a
+ * table that old. Two users with tokens: the reader, who owns the tasks, and the writer.
+ */
+export async function seedTasks(db: Kysely<Database>, tasks: number): Promise<Seeded> {
+  const reader = await benchUser(db, 'bench-reader');
+  const writer = await benchUser(db, 'bench-writer');
+
+  const events = progressBar('events');
+  events.update(0, tasks);
+  for (let from = 1; from <= tasks; from += CHUNK) {
+    const to = Math.min(from + CHUNK - 1, tasks);
+    // recorded_at: one task a millisecond, the last one now.
+    await sql`
+      insert into events (position, stream_id, version, type, data, metadata, recorded_at)
+      select i, i, 1, 'TaskCreated',
+        jsonb_build_object('title', 'Task ' || i, 'description', 'Seeded for the read-path benchmark', 'completed', i % 3 = 0,
+          'owner_id', ${reader.id}::bigint, 'owner', ${reader.username}::text),
+        jsonb_build_object('actor', ${reader.username}::text, 'actor_id', ${reader.id}::bigint),
+        now() - (${tasks}::bigint - i) * interval '1 millisecond'
+      from generate_series(${from}::bigint, ${to}::bigint) i`.execute(db);
+    events.update(to, tasks);
+  }
+  const eventsSeconds = events.finish();
+
+  const rebuild = progressBar('rebuild');
+  const summary = await rebuildProjections(db, { batchSize: REBUILD_BATCH, onProgress: (done, total) => rebuild.update(done, total) });
+  const rebuildSeconds = rebuild.finish();
+  if (summary.tasks !== tasks) throw new Error(`the rebuild made ${summary.tasks} tasks of ${tasks} events`);
+
+  const vacuumStarted = Date.now();
+  await sql`vacuum analyze`.execute(db);
+  return { reader, writer, eventsSeconds, rebuildSeconds, vacuumSeconds: (Date.now() - vacuumStarted) / 1000 };
+}
+
+async function benchUser(db: Kysely<Database>, username: string): Promise<BenchUser> {
+  const password = `${username}-password`;
+  const created = await createUser(db, username, password);
+  if (!created.ok) throw new Error(`could not create the user ${username}`);
+  const issued = await issueToken(db, username, password, 7 * 86_400_000, new Date());
+  if (!issued) throw new Error(`could not issue a token to ${username}`);
+  return { id: created.user.id, username, token: issued.token };
+}
