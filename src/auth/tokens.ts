@@ -33,14 +33,19 @@ export async function issueToken(db: Kysely<Database>, username: string, passwor
 
 /** The user a live token belongs to, or null when it is unknown, revoked or expired. */
 export async function resolveToken(db: Kysely<Database>, token: string, now: Date): Promise<User | null> {
+  return (await findLiveToken(db, token, now))?.user ?? null;
+}
+
+/** A live token's user and expiry, or null when it is unknown, revoked or expired. */
+export async function findLiveToken(db: Kysely<Database>, token: string, now: Date): Promise<{ user: User; expiresAt: Date } | null> {
   const row = await db
     .selectFrom('tokens')
     .innerJoin('users', 'users.id', 'tokens.user_id')
-    .select(['users.id', 'users.username'])
+    .select(['users.id', 'users.username', 'tokens.expires_at'])
     .where('tokens.token_hash', '=', hashToken(token))
     .where('tokens.expires_at', '>', now)
     .executeTakeFirst();
-  return row ?? null;
+  return row ? { user: { id: row.id, username: row.username }, expiresAt: row.expires_at } : null;
 }
 
 /** Revokes one token; expired tokens are swept at the same time. */

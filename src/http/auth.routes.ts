@@ -23,6 +23,9 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
     requireUser(ctx);
     const token = ctx.get('Authorization').trim().split(/\s+/)[1]!;
     await revokeToken(db, token, clock.now());
+    // Every worker that remembers a token looks it up again; should Redis not take the new epoch,
+    // remembered tokens still expire from memory within a minute.
+    await deps.readCache?.channel.rotateTokenEpoch().catch((error: unknown) => deps.logger.warn({ err: error }, 'token epoch not rotated after a logout'));
     ctx.status = 204;
   });
 

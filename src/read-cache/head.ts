@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 
 /**
@@ -20,49 +21,66 @@ export interface HeadChannel {
    * it), or null when Redis cannot say: unreachable, slow, or the key is lost.
    */
   read(): Promise<number | null>;
+  /**
+   * The head and the token epoch together (one MGET): the epoch changes whenever a token is
+   * revoked, so a token remembered under another epoch is looked up again. Null where unknown.
+   */
+  readBoth(): Promise<Published>;
+  /** Gives the token epoch a new random value: every remembered token is looked up again. */
+  rotateTokenEpoch(): Promise<void>;
   /** Changes whenever the connection drops or returns; an answer computed across a change is not kept. */
   generation(): number;
 }
 
+export interface Published {
+  head: number | null;
+  tokens: string | null;
+}
+
+const UNKNOWN: Published = { head: null, tokens: null };
+
 /**
- * A head channel over `redis` at `key`. A read slower than `readTimeoutMs` answers null; `onMissing`
+ * A head channel over `redis` at `keys` (one hash slot, so one MGET reads both). A read slower than `readTimeoutMs` answers null; `onMissing`
  * is told whenever the key is found gone.
  */
-export function createHeadChannel(redis: Redis | Cluster, key: string, readTimeoutMs: number, onMissing: () => void): HeadChannel {
+export function createHeadChannel(redis: Redis | Cluster, keys: { head: string; tokens: string }, readTimeoutMs: number, onMissing: () => void): HeadChannel {
   let generation = 0;
   let highest = -1;
-  let pending: Promise<number | null> | undefined;
+  let pending: Promise<Published> | undefined;
   // A restarted Redis may come back with an older head (persistence) or none: every cached
   // answer validated against the old one is dropped, and nothing started before is kept.
   const bump = () => void (generation += 1);
   redis.on('close', bump);
   redis.on('ready', bump);
 
-  const get = async (): Promise<number | null> => {
+  const get = async (): Promise<Published> => {
     pending = undefined;
     try {
-      const value = await withTimeout(redis.get(key), readTimeoutMs);
-      if (value === null) {
+      const [value, tokens] = await withTimeout(redis.mget(keys.head, keys.tokens), readTimeoutMs);
+      if (tokens === null) void redis.set(keys.tokens, newEpoch(), 'NX').catch(() => {});
+      if (value === null || value === undefined) {
         onMissing();
-        return null;
+        return { head: null, tokens: tokens ?? null };
       }
       const head = Number(value);
       // The head only rises; lower means Redis lost writes (a failover or an old snapshot).
       if (head < highest) bump();
       highest = head;
-      return head;
+      return { head, tokens: tokens ?? null };
     } catch {
-      return null;
+      return UNKNOWN;
     }
   };
+  const readBoth = () => (pending ??= new Promise((resolve) => setImmediate(() => resolve(get()))));
 
   return {
     async publish(position) {
-      await redis.eval(RAISE, 1, key, String(position));
+      await redis.eval(RAISE, 1, keys.head, String(position));
     },
-    read() {
-      pending ??= new Promise((resolve) => setImmediate(() => resolve(get())));
-      return pending;
+    read: () => readBoth().then((published) => published.head),
+    readBoth,
+    async rotateTokenEpoch() {
+      await redis.set(keys.tokens, newEpoch());
     },
     generation: () => generation,
   };
@@ -75,4 +93,9 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error('head read timed out')), ms);
   });
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** Random, so an epoch never comes back after Redis lost its key. */
+function newEpoch(): string {
+  return randomBytes(12).toString('base64url');
 }

@@ -29,7 +29,9 @@ export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, co
       .catch((error: unknown) => logger.warn({ err: error }, 'read cache: could not republish the head; reads go to PostgreSQL'))
       .finally(() => (republishing = undefined));
   };
-  const channel = createHeadChannel(redis, `${config.REDIS_PREFIX}read:head`, config.THROTTLE_TIMEOUT_MS, republish);
+  // One hash tag: both keys live in one slot of a Redis Cluster, so one MGET reads them.
+  const keys = { head: `${config.REDIS_PREFIX}{read}:head`, tokens: `${config.REDIS_PREFIX}{read}:tokens` };
+  const channel = createHeadChannel(redis, keys, config.THROTTLE_TIMEOUT_MS, republish);
   return new ReadCache(channel, config.READ_CACHE_BYTES);
 }
 

@@ -1,5 +1,6 @@
 import { ByteLru } from './lru.js';
 import type { HeadChannel } from './head.js';
+import { TokenCache } from './tokens.js';
 
 /** An answer as kept: the bytes sent, its entity tag, and the head of the snapshot it was read from. */
 export interface CachedAnswer {
@@ -29,12 +30,15 @@ const ENTRY_OVERHEAD_BYTES = 160;
 export class ReadCache {
   readonly #lru: ByteLru<CachedAnswer>;
   readonly #inflight = new Map<string, Promise<FreshAnswer>>();
+  /** Bearer tokens, remembered under the same channel's token epoch. */
+  readonly tokens: TokenCache;
 
   constructor(
     readonly channel: HeadChannel,
     budgetBytes: number,
   ) {
     this.#lru = new ByteLru(budgetBytes);
+    this.tokens = new TokenCache(channel);
   }
 
   /** The kept answer for `key` if it is current for `published` (null: unknown, never current). */

@@ -238,14 +238,14 @@ test('Redis restarted from an older snapshot (the head goes back): old answers a
   await copyFile(join(redisDir, 'dump.rdb'), join(scratch, 'ryw-old.rdb'));
   const changed = await writeOnA(401);
   assert.ok(changed !== undefined, 'A acknowledged a write after the snapshot');
-  const before = Number(await admin.get('ryw:read:head'));
+  const before = Number(await admin.get('ryw:{read}:head'));
   admin.disconnect();
   process.kill(redis!.pid, 'SIGKILL');
   await sleep(200);
   await copyFile(join(scratch, 'ryw-old.rdb'), join(redisDir, 'dump.rdb'));
   redis = await startRedis({ dataDir: redisDir, port: redisPort, persistent: false });
   const restored = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-  const after = Number(await restored.get('ryw:read:head'));
+  const after = Number(await restored.get('ryw:{read}:head'));
   restored.disconnect();
   assert.ok(after < before, `the restored head (${after}) is older than the last published (${before})`);
   // Long enough for every worker to have reconnected (its retries are at most 1 s apart).

@@ -99,6 +99,46 @@ Conditional('a single task: cached, and its new version right after a change', a
   assert.is(changed.headers.get('etag'), `"${id}-2"`);
 });
 
+const Tokens = suite('bearer tokens remembered per worker');
+
+Tokens.before(async () => {
+  app = await startTestApp({}, 'read-cache-tokens');
+  token = await app.login('bob');
+  countDatabaseUse();
+});
+Tokens.after(async () => {
+  app.deps.db = realDb;
+  await app.close();
+});
+
+Tokens('an authenticated read of a kept page needs no PostgreSQL once the token is remembered', async () => {
+  await request(app.base, 'GET', '/api/tasks/', { token });
+  await request(app.base, 'GET', '/api/tasks/', { token });
+  const before = dbCalls;
+  const page = await request(app.base, 'GET', '/api/tasks/', { token });
+  assert.is(page.status, 200);
+  assert.is(dbCalls, before);
+});
+
+Tokens('a logout is seen by the very next request', async () => {
+  const other = await request(app.base, 'POST', '/api/auth/token/', { body: { username: 'bob', password: 'bob-pass-123' } });
+  const second = other.body.token as string;
+  assert.is((await request(app.base, 'GET', '/api/tasks/', { token: second })).status, 200);
+  assert.is((await request(app.base, 'DELETE', '/api/auth/token/', { token: second })).status, 204);
+  const after = await request(app.base, 'GET', '/api/tasks/', { token: second });
+  assert.is(after.status, 401);
+  assert.equal(after.body, { detail: 'Invalid token.' });
+  assert.is((await request(app.base, 'GET', '/api/tasks/', { token })).status, 200, 'the other token still works');
+});
+
+Tokens('a token revoked elsewhere (another host: the row gone, the epoch rotated) is refused at once', async () => {
+  assert.is((await request(app.base, 'GET', '/api/tasks/', { token })).status, 200);
+  await realDb.deleteFrom('tokens').execute();
+  await app.deps.redis.set(`${app.redisPrefix}{read}:tokens`, 'rotated-by-another-host');
+  const after = await request(app.base, 'GET', '/api/tasks/', { token });
+  assert.is(after.status, 401);
+});
+
 const Memory = suite('the read cache is bounded by bytes');
 
 Memory('the least recently used entries go first, and the total stays within the budget', () => {
@@ -132,5 +172,6 @@ Off('with the cache off, lists are read from PostgreSQL every time and still car
 });
 
 Conditional.run();
+Tokens.run();
 Memory.run();
 Off.run();

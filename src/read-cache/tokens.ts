@@ -1,0 +1,60 @@
+import type { User } from '../auth/users.repository.js';
+import type { HeadChannel } from './head.js';
+
+/** A live token's owner and expiry, as PostgreSQL answers it. */
+export type TokenLookup = () => Promise<{ user: User; expiresAt: Date } | null>;
+
+interface Remembered {
+  user: User;
+  expiresAt: number;
+  epoch: string;
+  rememberedAt: number;
+}
+
+/** Tokens remembered per worker at most; the oldest go first. */
+const MAX_TOKENS = 10_000;
+/** A remembered token is looked up again after this, whatever the epoch says. */
+const MAX_AGE_MS = 60_000;
+
+/**
+ * Bearer tokens remembered per worker so an authenticated read needs no PostgreSQL
+ * (docs/architecture.md, "Read cache"). A logout revokes the token in PostgreSQL and then gives
+ * the token epoch in Redis a new random value; a token remembered under another epoch, or with
+ * the epoch unknown, is looked up again before the request goes on.
+ */
+export class TokenCache {
+  readonly #tokens = new Map<string, Remembered>();
+
+  constructor(private readonly channel: HeadChannel) {}
+
+  /**
+   * The user of a token remembered and not expired, to identify the client at once (for the
+   * throttle), with `confirm` to await before anything is served: false when the epoch moved
+   * and PostgreSQL no longer knows the token. Undefined when nothing is remembered.
+   */
+  recall(tokenHash: string, now: Date, lookup: TokenLookup): { user: User; confirm: Promise<boolean> } | undefined {
+    const entry = this.#tokens.get(tokenHash);
+    if (!entry || entry.expiresAt <= now.getTime() || Date.now() - entry.rememberedAt > MAX_AGE_MS) return undefined;
+    const confirm = this.channel.readBoth().then(async ({ tokens }) => {
+      if (tokens !== null && tokens === entry.epoch) return true;
+      const found = await this.resolve(tokenHash, lookup, tokens);
+      return found?.id === entry.user.id;
+    });
+    return { user: entry.user, confirm };
+  }
+
+  /** Looks the token up in PostgreSQL, after reading the epoch, and remembers it under that epoch. */
+  async lookUp(tokenHash: string, lookup: TokenLookup): Promise<User | null> {
+    const { tokens } = await this.channel.readBoth();
+    return this.resolve(tokenHash, lookup, tokens);
+  }
+
+  private async resolve(tokenHash: string, lookup: TokenLookup, epoch: string | null): Promise<User | null> {
+    const found = await lookup();
+    this.#tokens.delete(tokenHash);
+    if (!found || epoch === null) return found?.user ?? null;
+    this.#tokens.set(tokenHash, { user: found.user, expiresAt: found.expiresAt.getTime(), epoch, rememberedAt: Date.now() });
+    if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as string);
+    return found.user;
+  }
+}
