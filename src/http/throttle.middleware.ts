@@ -53,8 +53,12 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
       }
       return next();
     }
-    duration.observe((performance.now() - started) / 1000);
-    storeErrors.recovered();
+    // A refusal answered in process (an earlier refusal by Redis still holds) says nothing of
+    // Redis's health or speed: it neither ends a burst of store errors nor counts as a check's time.
+    if (!decisions[0]?.local) {
+      duration.observe((performance.now() - started) / 1000);
+      storeErrors.recovered();
+    }
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
