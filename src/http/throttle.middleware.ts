@@ -53,12 +53,10 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
       }
       return next();
     }
-    // A refusal answered in process (an earlier refusal by Redis still holds) says nothing of
-    // Redis's health or speed: it neither ends a burst of store errors nor counts as a check's time.
-    if (!decisions[0]?.local) {
-      duration.observe((performance.now() - started) / 1000);
-      storeErrors.recovered();
-    }
+    duration.observe((performance.now() - started) / 1000);
+    // A refusal answered in process (an earlier refusal by Redis still holds) did not reach Redis:
+    // it says nothing of whether Redis is back.
+    if (!decisions[0]?.local) storeErrors.recovered();
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();

@@ -84,7 +84,6 @@ test('a client hammering past its limit over HTTP: 2,000 refusals cost Redis at 
   const first = await get(ip);
   const firstWait = assertThrottled(first, 'refused by Redis');
   const throttledBefore = await metric('paceline_throttle_decisions_total', { scope: 'anon', decision: 'throttled' });
-  const timedBefore = await metric('paceline_throttle_check_duration_seconds_count', { scope: 'anon' });
   const before = await commandsRun();
   const waits: number[] = [];
   // 20 connections' worth at once, as a client at full speed sends.
@@ -98,7 +97,6 @@ test('a client hammering past its limit over HTTP: 2,000 refusals cost Redis at 
     `Retry-After counts down from Redis's ${firstWait}: ${Math.min(...waits)}–${Math.max(...waits)}`,
   );
   assert.is(await metric('paceline_throttle_decisions_total', { scope: 'anon', decision: 'throttled' }), throttledBefore + 2_000, 'each counted throttled');
-  assert.ok((await metric('paceline_throttle_check_duration_seconds_count', { scope: 'anon' })) - timedBefore <= 20, 'not timed as Redis checks');
   assert.is((await get('198.51.100.8')).headers.get('ratelimit'), '"anon";r=4;t=60', 'another client is still asked of Redis');
   assert.is((await readStamps(throttleKey(`${app.redisPrefix}`, { rule: rule('5/min'), ident: `ip:${ip}` }))).length, 5, 'nothing recorded');
 });
