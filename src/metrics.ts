@@ -19,7 +19,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     throttleCheckDuration: new Histogram({
       name: 'paceline_throttle_check_duration_seconds',
-      help: 'Time one throttle check took, including the Redis round trip.',
+      help: 'Time one throttle check took, including the Redis round trip (none for a refusal answered in process from an earlier one).',
       labelNames: ['scope'] as const,
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
       registers,

@@ -54,7 +54,9 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
       return next();
     }
     duration.observe((performance.now() - started) / 1000);
-    storeErrors.recovered();
+    // A refusal answered in process (an earlier refusal by Redis still holds) did not reach Redis:
+    // it says nothing of whether Redis is back.
+    if (!decisions[0]?.local) storeErrors.recovered();
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();

@@ -150,7 +150,7 @@ export class Batcher {
       const readAt = performance.now();
       if (!isExpired(reply)) {
         clock?.sample(sentAt, redisNowMs, readAt);
-        answer(batch, checkCount, reply);
+        answer(batch, checkCount, reply, sentAt);
       } else if (!retried && readAt < giveUpAt - (link?.roundTripMs ?? 0)) {
         // Expired by Redis's clock, yet back with time for another round trip by ours: Redis's
         // clock has stepped forward since the estimate. Learnt afresh, the batch (recorded

@@ -2,6 +2,7 @@ import hashSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { MAX_RULES } from './batches.js';
 import { Batcher, type RingCommand } from './batcher.js';
+import { Refusals } from './refusals.js';
 import { RING_SCRIPT } from './ring-script.js';
 import type { ScopeName, ScopeRule } from './scopes.js';
 
@@ -32,6 +33,11 @@ export interface Decision {
   resetMs: number;
   /** Whole seconds (≥ 1) until a request is admitted again when not allowed; 0 when allowed. */
   retryAfterS: number;
+  /**
+   * Set when this process answered without asking Redis, from an earlier refusal of the same
+   * log under the same rule (see refusals.ts); every decision of such a request has it.
+   */
+  local?: true;
 }
 
 /** One scope to check: the rule and the identity it counts (`ip:1.2.3.4`, `user:42`). */
@@ -40,13 +46,18 @@ export interface Check {
   ident: string;
 }
 
-/** Exact, Redis-shared throttling (docs/architecture.md "Throttling"). Holds no counts in process memory. */
+/**
+ * Exact, Redis-shared throttling (docs/architecture.md "Throttling"). Holds no counts in process
+ * memory, only until when Redis has refused a client on a rule (refusals.ts), which can only refuse.
+ */
 export interface Throttler {
   /**
    * Decides all checks of one request in one atomic step, in one Redis round trip, timed by
    * Redis's clock: the request is recorded in every check if every check admits it, and in none
    * otherwise. Returns one decision per check, in order. Rejection is a value; a Redis failure
-   * rejects the promise.
+   * rejects the promise. A request with a check Redis has already refused until a moment still
+   * ahead is refused in process, with no round trip, records nothing, and is answered even while
+   * Redis is down (see `Decision.local`).
    *
    * Under Redis Cluster all checks of one call must have the same `ident` (one hash slot).
    * @throws Error (rejects) when two checks name the same scope and ident: a wiring mistake.
@@ -74,12 +85,17 @@ const COMMAND = 'pacelineThrottleRing';
  * a few round trips. The call carries, in Redis's clock, the latest moment it may start for its
  * answer to be back in time (see redis-clock.ts): started later (Redis paused, frozen, far
  * behind), it records nothing.
+ *
+ * With `localRefusals` (the default) a client Redis has refused is refused in process until its
+ * window frees (see refusals.ts), so a flood of refused requests costs Redis nothing; turned off
+ * only to measure that.
  */
-export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number }): Throttler {
-  const { redis, keyPrefix, timeoutMs } = deps;
+export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number; localRefusals?: boolean }): Throttler {
+  const { redis, keyPrefix, timeoutMs, localRefusals = true } = deps;
   redis.defineCommand(COMMAND, { lua: RING_SCRIPT });
   const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
   const batcher = new Batcher(redis, run, timeoutMs);
+  const refusals = localRefusals ? new Refusals() : undefined;
 
   return {
     consume(checks) {
@@ -91,7 +107,14 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
         if (redis.isCluster && keys.some((key) => hashSlot(key) !== hashSlot(keys[0] as string))) {
           throw new Error(`on a Redis Cluster the checks of one request must share an ident: ${keys.join(', ')}`);
         }
-        batcher.push({ checks, keys, resolve, reject });
+        if (!refusals) return batcher.push({ checks, keys, resolve, reject });
+        const known = refusals.refuse(checks, keys, performance.now());
+        if (known) return resolve(known);
+        const learn = (decisions: Decision[], sentAt: number) => {
+          refusals.learn(checks, keys, decisions, sentAt);
+          resolve(decisions);
+        };
+        batcher.push({ checks, keys, resolve: learn, reject });
       });
     },
   };

@@ -12,7 +12,8 @@ const EXPIRED = -2;
 /** A request waiting for the script's reply: its checks, and where their decisions go. */
 export interface Awaiting {
   checks: ReadonlyArray<Check>;
-  resolve: (decisions: Decision[]) => void;
+  /** `sentAt`: when the call that decided them was sent (`performance.now()`); the script ran after it. */
+  resolve: (decisions: Decision[], sentAt: number) => void;
   reject: (error: Error) => void;
 }
 
@@ -29,8 +30,8 @@ export function clockOf(reply: Buffer, checkCount: number): number {
   return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
 }
 
-/** Hands each request of a batch its decisions from the script's reply (see ring-script.ts). */
-export function answer(batch: ReadonlyArray<Awaiting>, checkCount: number, reply: Buffer): void {
+/** Hands each request of a batch its decisions from the reply of the script call sent at `sentAt` (see ring-script.ts). */
+export function answer(batch: ReadonlyArray<Awaiting>, checkCount: number, reply: Buffer, sentAt: number): void {
   const end = RESULT_BYTES * checkCount + CLOCK_BYTES;
   const errors = reply.length > end ? reply.subarray(end).toString().split('\n') : [];
   let at = 0;
@@ -53,6 +54,6 @@ export function answer(batch: ReadonlyArray<Awaiting>, checkCount: number, reply
       });
       at += RESULT_BYTES;
     }
-    resolve(decisions);
+    resolve(decisions, sentAt);
   }
 }

@@ -1,0 +1,114 @@
+import type { Check, Decision } from './consume.js';
+import type { ScopeRule } from './scopes.js';
+
+/** Refusals one process remembers at most; past it the one learnt longest ago is forgotten. */
+export const MAX_REFUSALS = 10_000;
+
+/**
+ * The moments, in this process's clock (`performance.now()`), until which Redis has said a
+ * client's window on a rule is full, so that its requests before then are refused without
+ * asking Redis again.
+ *
+ * This refuses nothing Redis would admit: a refusal records nothing, and an admission by any
+ * process only fills a window further, so once Redis has refused a check until its oldest
+ * counted entry leaves at T, every check of that log under the same rule before T is refused too.
+ * The key holds the limit and window, so another rule over the same log never matches. A log
+ * deleted in Redis (by hand, or a Redis restarted empty) is not seen: its refusals stand until T.
+ *
+ * Bounded (MAX_REFUSALS, oldest forgotten first); a passed moment is dropped when next looked up.
+ */
+export class Refusals {
+  /** Entry id → when its window frees, in this process's clock (ms). Map order: oldest learnt first. */
+  private readonly until = new Map<string, number>();
+
+  constructor(private readonly max = MAX_REFUSALS) {}
+
+  /** Refusals held now (expired ones not yet looked up included). */
+  get size(): number {
+    return this.until.size;
+  }
+
+  /**
+   * The decisions for a request some of whose checks are known to be refused at `now`, or
+   * undefined when none is (the request must go to Redis). `keys` are the checks' Redis keys.
+   */
+  refuse(checks: ReadonlyArray<Check>, keys: ReadonlyArray<string>, now: number): Decision[] | undefined {
+    if (this.until.size === 0) return undefined;
+    let waits: Array<number | undefined> | undefined;
+    for (let i = 0; i < checks.length; i++) {
+      const id = entryId(keys[i] as string, (checks[i] as Check).rule);
+      const freeAt = this.until.get(id);
+      if (freeAt === undefined) continue;
+      if (freeAt <= now) {
+        this.until.delete(id);
+        continue;
+      }
+      waits ??= new Array<number | undefined>(checks.length);
+      waits[i] = freeAt - now;
+    }
+    if (!waits) return undefined;
+    const known = waits;
+    return checks.map(({ rule }, i) => {
+      const wait = known[i];
+      return wait === undefined ? notAsked(rule) : refused(rule, wait);
+    });
+  }
+
+  /**
+   * Learns from Redis's decisions for one request, decided by a call sent at `sentAt` (this
+   * process's clock). A refused check's `resetMs` counts from the moment the script ran, which
+   * was after `sentAt`: counted from `sentAt` instead, the window frees here no later than it
+   * frees in Redis. That is the clock offset of this very call (see redis-clock.ts), taken at
+   * the end of its uncertainty that lets requests through to Redis sooner, never later. (The
+   * least offset of earlier calls would be tighter by part of a round trip, but stale if
+   * Redis's clock has since stepped forward.) `resetMs` is rounded up to whole ms, hence the 1
+   * taken off. A check Redis found room for forgets any refusal of its log held here.
+   */
+  learn(checks: ReadonlyArray<Check>, keys: ReadonlyArray<string>, decisions: ReadonlyArray<Decision>, sentAt: number): void {
+    for (let i = 0; i < decisions.length; i++) {
+      const decision = decisions[i] as Decision;
+      if (decision.allowed && this.until.size === 0) continue;
+      const id = entryId(keys[i] as string, (checks[i] as Check).rule);
+      if (decision.allowed) {
+        this.until.delete(id);
+        continue;
+      }
+      const freeAt = sentAt + decision.resetMs - 1;
+      // A later refusal of the same log frees no sooner; keep the later of the two (both are safe).
+      const known = this.until.get(id);
+      if (known !== undefined) this.until.delete(id);
+      else if (this.until.size >= this.max) this.until.delete(this.until.keys().next().value as string);
+      this.until.set(id, Math.max(freeAt, known ?? freeAt));
+    }
+  }
+}
+
+/** A refusal's id: the Redis key (prefix, ident, scope) with the rule's limit and window. */
+function entryId(key: string, rule: ScopeRule): string {
+  return `${rule.rate.limit}/${rule.rate.windowMs} ${key}`;
+}
+
+/** What Redis would answer for a check whose window frees in `waitMs`: see ring.lua's refusal. */
+function refused(rule: ScopeRule, waitMs: number): Decision {
+  const { limit, windowMs } = rule.rate;
+  return {
+    scope: rule.scope,
+    allowed: false,
+    limit,
+    windowMs,
+    remaining: 0,
+    resetMs: Math.ceil(waitMs),
+    retryAfterS: Math.max(1, Math.ceil(waitMs / 1000)),
+    local: true,
+  };
+}
+
+/**
+ * A check of a request refused here by another of its checks. Redis was not asked and nothing
+ * was recorded (all-or-nothing): the check refused nothing, so it reads allowed, and as nothing
+ * is known of its log, with its whole budget.
+ */
+function notAsked(rule: ScopeRule): Decision {
+  const { limit, windowMs } = rule.rate;
+  return { scope: rule.scope, allowed: true, limit, windowMs, remaining: limit, resetMs: 0, retryAfterS: 0, local: true };
+}
