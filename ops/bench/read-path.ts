@@ -165,8 +165,16 @@ async function main(): Promise<void> {
   const redis = (running.redis = new Redis(stores.redisUrl));
   const web = childPids(service.child.pid!);
   const rssBefore = web.map(rssMiB);
+  // Memory after a first ten thousand or so requests, to compare with after every row's millions.
+  const servedByService = (row: Row) => row.load.url.startsWith(service.base);
+  const early = await runWrk(rows.find(servedByService)!.load, 1);
+  const rssEarly = web.map(rssMiB);
   const slices = await measure(rows, redis);
   const rssAfter = web.map(rssMiB);
+  const served = [...slices]
+    .filter(([row]) => servedByService(row))
+    .reduce((sum, [, list]) => sum + list.reduce((n, slice) => n + slice.wrk.requests, 0), early.requests);
+  const total = (values: number[]) => values.reduce((a, b) => a + b, 0);
 
   const summaries = summarise(rows, slices);
   const flooded = summaries.find((s) => s.row.flood)!;
@@ -195,7 +203,9 @@ async function main(): Promise<void> {
     '',
     `The flood: ${flooded.non2xx.toLocaleString('en-US')} refused of ${flooded.requests.toLocaleString('en-US')} requests, ` +
       `${flooded.redisPerRequest.toFixed(2)} Redis commands per refused request (INFO stats total_commands_processed). ` +
-      `Web worker RSS: ${mib(rssBefore)} before the load, ${mib(rssAfter)} after.`,
+      `Web worker RSS: ${mib(rssBefore)} before the load, ${mib(rssEarly)} after the first ${early.requests.toLocaleString('en-US')} requests, ` +
+      `${mib(rssAfter)} after ${served.toLocaleString('en-US')} requests (at least; warm-ups not counted): ` +
+      `${(total(rssAfter) / total(rssEarly)).toFixed(2)}× the sum after the first ones.`,
     '',
   ].join('\n');
   process.stdout.write(`\n${report}`);

@@ -10,6 +10,7 @@ const CLIENT_ID = /^[\w.:-]{1,128}$/;
  * returns it as `X-Request-Id`, and logs and measures the request by its route template.
  */
 export function requestContext(logger: Logger, metrics: Metrics): Middleware {
+  const series = bindSeries(metrics);
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const given = ctx.get('X-Request-Id');
@@ -22,8 +23,9 @@ export function requestContext(logger: Logger, metrics: Metrics): Middleware {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = routeLabel(ctx);
       const method = methodLabel(ctx.method);
-      metrics.httpRequests.inc({ method, route, status: String(ctx.status) });
-      metrics.httpDuration.observe({ method, route }, seconds);
+      const bound = series(method, route, ctx.status);
+      bound.requests.inc();
+      bound.duration.observe(seconds);
       logger.info({ requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     }
   };
@@ -39,4 +41,21 @@ export function routeLabel(ctx: Context): string {
   const layers: ReadonlyArray<{ path: unknown; methods: string[] }> = ctx.matched ?? [];
   const known = layers.findLast((layer) => layer.methods.length > 0 && typeof layer.path === 'string');
   return known ? String(known.path) : 'unmatched';
+}
+
+/**
+ * The request metrics bound per method, route and status: label sets are few (route templates,
+ * never raw paths), and a bound series skips hashing the labels on every request.
+ */
+function bindSeries(metrics: Metrics) {
+  const bound = new Map<string, { requests: ReturnType<Metrics['httpRequests']['labels']>; duration: ReturnType<Metrics['httpDuration']['labels']> }>();
+  return (method: string, route: string, status: number) => {
+    const key = `${method} ${status} ${route}`;
+    let series = bound.get(key);
+    if (!series) {
+      series = { requests: metrics.httpRequests.labels({ method, route, status: String(status) }), duration: metrics.httpDuration.labels({ method, route }) };
+      bound.set(key, series);
+    }
+    return series;
+  };
 }
