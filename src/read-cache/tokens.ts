@@ -40,6 +40,8 @@ export class TokenCache {
       const found = await this.resolve(tokenHash, lookup, tokens);
       return found?.id === entry.user.id;
     });
+    // A request refused before it awaits the confirmation (a 429) must not leave it unhandled.
+    confirm.catch(() => {});
     return { user: entry.user, confirm };
   }
 
