@@ -18,7 +18,7 @@ export interface Rendered {
  */
 export function readHeadAhead(deps: Pick<Deps, 'readCache'>): Middleware {
   return (ctx, next) => {
-    if (deps.readCache) ctx.state.head = deps.readCache.channel.read();
+    if (deps.readCache) ctx.state.head = deps.readCache.channel.read(() => !ctx.res.writableEnded);
     return next();
   };
 }

@@ -20,7 +20,7 @@ export interface HeadChannel {
    * The published head, read by a GET sent after this call (requests of one event-loop turn share
    * it), or null when Redis cannot say: unreachable, slow, or the key is lost.
    */
-  read(): Promise<number | null>;
+  read(stillWanted?: () => boolean): Promise<number | null>;
   /**
    * The head and the token epoch together (one MGET): the epoch changes whenever a token is
    * revoked, so a token remembered under another epoch is looked up again. Null where unknown.
@@ -71,14 +71,29 @@ export function createHeadChannel(redis: Redis | Cluster, keys: { head: string; 
       return UNKNOWN;
     }
   };
-  const readBoth = () => (pending ??= new Promise((resolve) => setImmediate(() => resolve(get()))));
+  // Reads asked for ahead say whether they are still wanted when the GET is due: a request
+  // answered meanwhile (a 429 refused in process) costs Redis nothing.
+  let wanted: Array<() => boolean> = [];
+  const due = (): Promise<Published> => {
+    const askers = wanted;
+    wanted = [];
+    if (askers.length > 0 && !askers.some((stillWanted) => stillWanted())) {
+      pending = undefined;
+      return Promise.resolve(UNKNOWN);
+    }
+    return get();
+  };
+  const readBoth = (stillWanted: () => boolean = always) => {
+    wanted.push(stillWanted);
+    return (pending ??= new Promise((resolve) => setImmediate(() => resolve(due()))));
+  };
 
   return {
     async publish(position) {
       await redis.eval(RAISE, 1, keys.head, String(position));
     },
-    read: () => readBoth().then((published) => published.head),
-    readBoth,
+    read: (stillWanted) => readBoth(stillWanted).then((published) => published.head),
+    readBoth: () => readBoth(),
     async rotateTokenEpoch() {
       await redis.set(keys.tokens, newEpoch());
     },
@@ -99,3 +114,5 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 function newEpoch(): string {
   return randomBytes(12).toString('base64url');
 }
+
+const always = () => true;
