@@ -166,8 +166,8 @@ Errors('an anonymous client is told to authenticate before a missing method is r
       assert.is(anonymous.headers.get('www-authenticate'), 'Bearer realm="api"');
     }
   }
-  const signedIn = await call('GET', '/api/reports/');
-  assert.equal([signedIn.status, signedIn.body, signedIn.headers.get('allow')], [405, { detail: 'Method "GET" not allowed.' }, 'POST, OPTIONS']);
+  const signedIn = await call('PUT', '/api/reports/');
+  assert.equal([signedIn.status, signedIn.body, signedIn.headers.get('allow')], [405, { detail: 'Method "PUT" not allowed.' }, 'GET, POST, HEAD, OPTIONS']);
 });
 
 Errors('every answer of an API path carries its Allow, errors included', async () => {
