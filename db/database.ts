@@ -76,6 +76,8 @@ export interface ReportsTable {
   created_at: Timestamp;
   started_at: NullableTimestamp;
   finished_at: NullableTimestamp;
+  /** Creation order (an identity column): the key of the report list. */
+  seq: Generated<number>;
 }
 
 /** Asynchronous read model: live tasks per owner, open and completed. Rebuildable from `events`. */

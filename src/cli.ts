@@ -11,18 +11,28 @@ import { startEmbeddedPostgres } from './stores/postgres.js';
 import { readPassword, servingPort } from './stores/postgres-data-dir.js';
 
 const USAGE = `usage: npm run cli -- <command>
-  user:create NAME   create a user (password from $PASSWORD, else prompted)
+  user:create NAME   create a user; the password comes from $PASSWORD, else from a prompt
+                     on a terminal, else from the first line of stdin
+                     (echo 'a-long-password' | npm run cli -- user:create alice)
   migrate            apply pending database migrations
-  rebuild            rebuild every projection from the event log`;
+  rebuild            rebuild every projection from the event log
+  help               show this text (also -h, --help)`;
+
+const HELP = new Set(['help', '-h', '--help']);
 
 /** Administrative commands, run against DATABASE_URL or the embedded database under DATA_DIR. */
 async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
+  if (command === undefined || HELP.has(command)) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   const config = loadConfig(process.env);
   if (command === 'user:create') {
     const username = args[0] ?? '';
     if (!isValidUsername(username)) return fail('user:create needs a NAME of 1-150 letters, digits or @.+-_');
-    const password = process.env.PASSWORD ?? (await prompt(`Password for ${username}: `));
+    const password = process.env.PASSWORD ?? (process.stdin.isTTY ? await prompt(`Password for ${username}: `) : await firstLineOfStdin());
+    if (password === null) return fail('no password: set PASSWORD, type it at the prompt, or pipe it on stdin');
     if (password.length < 8) return fail('the password must have at least 8 characters');
     return withDatabase(config, async (db) => {
       await migrateToLatest(db);
@@ -47,8 +57,17 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     });
   }
-  process.stderr.write(`${USAGE}\n`);
-  return command ? 2 : 0;
+  process.stderr.write(`paceline: unknown command "${command}"\n${USAGE}\n`);
+  return 2;
+}
+
+/** The first line of a piped stdin, without its line ending; null when stdin is empty. */
+async function firstLineOfStdin(): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin as AsyncIterable<Buffer>) chunks.push(chunk);
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text === '') return null;
+  return text.split(/\r?\n/)[0] ?? '';
 }
 
 /** Runs `work` on DATABASE_URL; without it, on the embedded database, starting it if it is down. */

@@ -78,6 +78,8 @@ const schema = z.object({
   READ_MODEL_BATCH: integer(1, 100_000).default(1_000),
   READ_MODEL_POLL_MS: integer(10, 60_000).default(500),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Which requests get an access log line: all, errors (4xx and 5xx only) or off.
+  ACCESS_LOG: z.enum(['all', 'errors', 'off']).default('all'),
 });
 
 const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'REDIS_URL', 'CURSOR_SECRET']);

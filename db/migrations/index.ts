@@ -2,6 +2,7 @@ import type { Migration, MigrationProvider } from 'kysely';
 import * as initial from './20261122000100_initial.js';
 import * as reportsReadModel from './20261122000200_reports_read_model.js';
 import * as taskRanges from './20261124000100_task_ranges.js';
+import * as reportSeq from './20261126000100_report_seq.js';
 
 /** Every migration, by timestamped name. Listed statically so a bundled build needs no file scan. */
 export const migrationProvider: MigrationProvider = {
@@ -10,6 +11,7 @@ export const migrationProvider: MigrationProvider = {
       '20261122000100_initial': initial,
       '20261122000200_reports_read_model': reportsReadModel,
       '20261124000100_task_ranges': taskRanges,
+      '20261126000100_report_seq': reportSeq,
     };
   },
 };

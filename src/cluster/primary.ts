@@ -74,7 +74,15 @@ export async function runPrimary(config: Config): Promise<void> {
   const web = config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY;
   logger.info(
     { port: web > 0 ? config.PORT : undefined, metricsPort: config.METRICS_PORT, web, jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY },
-    web > 0 ? `Paceline is up: http://127.0.0.1:${config.PORT}/api/tasks/` : 'Paceline job workers are up (ROLE=jobs: this host serves no API)',
+    web > 0 ? readyBanner(config) : 'Paceline job workers are up (ROLE=jobs: this host serves no API)',
+  );
+}
+
+/** The one line that says the service is ready: where the API and the metrics are, and what to do next. */
+export function readyBanner(config: Pick<Config, 'PORT' | 'METRICS_PORT'>): string {
+  return (
+    `Paceline is up: API http://127.0.0.1:${config.PORT}/api/ , metrics http://127.0.0.1:${config.METRICS_PORT}/metrics ; ` +
+    'next, in another terminal: npm run cli -- user:create NAME'
   );
 }
 

@@ -51,7 +51,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   if (undeclared.length > 0) {
     deps.logger.warn({ undeclared, declared: [...rules.keys()] }, 'THROTTLE_RATES names scopes no route declares; they have no effect');
   }
-  app.use(requestContext(deps.logger, deps.metrics));
+  app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));
   app.use(handleErrors(deps.logger));
   app.use(baseHeaders);
   app.use(redirectToSlash(routers));

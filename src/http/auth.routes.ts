@@ -13,7 +13,7 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
   const { db, clock, config } = deps;
 
   router.post('/api/auth/token/', guard({ scope: 'token-obtain' }), async (ctx) => {
-    const { username, password } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES, true));
+    const { username, password } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES));
     const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now());
     if (!issued) throw Errors.validation({ non_field_errors: ['Unable to log in with provided credentials.'] });
     ctx.body = { token: issued.token, expires_at: issued.expiresAt.toISOString() };

@@ -5,12 +5,14 @@ import { Errors } from '../errors.js';
 const DISCARD_FACTOR = 16;
 
 /**
- * Reads a JSON (or, where `allowForm`, form-encoded) request body as DRF's parsers would: an
- * empty body is `{}`; a wrong Content-Type, a charset other than UTF-8 or a content coding is
- * 415; a body over `limit` bytes is 413, its rest
- * dropped unparsed; malformed JSON is 400 with the parser's reason.
+ * Reads a JSON request body as DRF's JSON parser would: an empty body is `{}`; any media type
+ * other than `application/json` or `*+json` (a form, or no Content-Type at all), a charset other
+ * than UTF-8 or a content coding is 415; a body over `limit` bytes is 413, its rest dropped
+ * unparsed; malformed JSON is 400 with the parser's reason. Forms are refused rather than parsed:
+ * `curl -d '{"title": "x"}'` sends JSON labelled as a form, which would otherwise be read as one
+ * field named after the whole document and answered "This field is required.".
  */
-export async function readBody(ctx: Context, limit: number, allowForm = false): Promise<unknown> {
+export async function readBody(ctx: Context, limit: number): Promise<unknown> {
   const declared = Number(ctx.get('Content-Length') || 0);
   if (declared > limit) {
     discardRest(ctx, limit);
@@ -27,9 +29,11 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
   }
   const type = mediaType.trim().toLowerCase();
   if (type === 'application/json' || type.endsWith('+json')) return parseJson(decodeUtf8(bytes));
-  if (allowForm && type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(decodeUtf8(bytes)));
-  throw Errors.unsupportedMediaType(`Unsupported media type "${type || 'none'}" in request.`);
+  throw Errors.unsupportedMediaType(`Unsupported media type "${type || 'none'}" in request. ${EXPECTED}`);
 }
+
+/** What every 415 for a media type adds to DRF's text. */
+export const EXPECTED = 'Send the body as JSON with Content-Type: application/json.';
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 

@@ -18,7 +18,7 @@ export interface ReportResource {
   error: string | null;
 }
 
-export function viewReport(row: Selectable<ReportsTable>): ReportResource {
+export function viewReport(row: Omit<Selectable<ReportsTable>, 'seq'>): ReportResource {
   return {
     id: row.id,
     status: row.status,

@@ -2,9 +2,10 @@ import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { parseReportInput } from '../reports/report.input.js';
-import { createReport, findReport, type ReportRecord } from '../reports/reports.repository.js';
+import { createReport, findReport, userReportsSource, type ReportRecord } from '../reports/reports.repository.js';
 import { isReportId, reportPath, viewReport } from './report.view.js';
 import { readBody } from './body.js';
+import { renderPage } from './paginated.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
@@ -14,7 +15,8 @@ import { requireUser } from './users.js';
  * Reports (docs/architecture.md "HTTP API"): `POST /api/reports/` records a pending report and enqueues its
  * aggregation, answering 202 with `Location`; it is throttled by the `reports` scope alone and
  * honours `Idempotency-Key`. `GET /api/reports/{id}/` polls it under the general rates; only its
- * creator sees it.
+ * creator sees it. `GET /api/reports/` lists one's own reports in creation order, paginated like
+ * every list (`?ordering=created_at` or `-created_at`).
  */
 export function reportRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
@@ -33,6 +35,11 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
       deps.logger.warn({ err: error, reportId: outcome.report.id }, 'report recorded but not enqueued; the sweeper will retry');
     });
     sendAnswer(ctx, config.TRUST_PROXY_HOPS, acceptReport(outcome.report));
+  });
+
+  router.get('/api/reports/', guard(), async (ctx) => {
+    const user = requireUser(ctx);
+    ctx.body = (await renderPage(ctx, deps, userReportsSource(db, user.id), viewReport, 'created_at')).body;
   });
 
   router.get('/api/reports/:id/', guard(), async (ctx) => {

@@ -5,11 +5,17 @@ import { methodLabel, type Metrics } from '../metrics.js';
 
 const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
+/** Probes polled every few seconds by orchestrators: logged at debug, so they do not drown the rest. */
+const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+
+export type AccessLog = 'all' | 'errors' | 'off';
+
 /**
  * Gives each request an id (the client's `X-Request-Id` when it is sane, else a new UUID),
  * returns it as `X-Request-Id`, and logs and measures the request by its route template.
+ * `accessLog` (ACCESS_LOG) picks the requests logged: all, errors (4xx and 5xx) or none.
  */
-export function requestContext(logger: Logger, metrics: Metrics): Middleware {
+export function requestContext(logger: Logger, metrics: Metrics, accessLog: AccessLog = 'all'): Middleware {
   const series = bindSeries(metrics);
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
@@ -26,7 +32,11 @@ export function requestContext(logger: Logger, metrics: Metrics): Middleware {
       const bound = series(method, route, ctx.status);
       bound.requests.inc();
       bound.duration.observe(seconds);
-      logger.info({ requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+      if (accessLog === 'all' || (accessLog === 'errors' && ctx.status >= 400)) {
+        const line = { requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 };
+        if (PROBES.has(route) && ctx.status < 400) logger.debug(line, 'request');
+        else logger.info(line, 'request');
+      }
     }
   };
 }

@@ -69,7 +69,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
 function createTask(deps: Deps) {
   return async (ctx: Context) => {
     const user = requireUser(ctx);
-    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), false) as Required<ReturnType<typeof parseTaskInput>>;
+    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES), false) as Required<ReturnType<typeof parseTaskInput>>;
     const claim = readIdempotencyClaim(ctx, fields);
     const idempotency = claim && { ...claim, render: answerCreated };
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
@@ -86,7 +86,7 @@ function changeTask(deps: Deps, replace: boolean) {
   return async (ctx: Context) => {
     const user = requireUser(ctx);
     const taskId = parseId(ctx.params.id);
-    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES, true), !replace);
+    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES), !replace);
     const outcome = await deps.commands.execute({
       type: 'ChangeTask',
       actor: actorOf(ctx, user),

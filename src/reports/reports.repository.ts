@@ -4,9 +4,10 @@ import type { Database, ReportsTable } from '../../db/database.js';
 import { decideReplay, takeClaim, type IdempotencyClaim, type RenderAnswer, type StoredAnswer } from '../idempotency/idempotency.js';
 import type { ReportResult } from './aggregate.js';
 import type { ReportParams } from './report.input.js';
+import type { PageSource } from '../pagination/types.js';
 
-/** A report as stored. */
-export type ReportRecord = Selectable<ReportsTable>;
+/** A report as stored (without its list key, `seq`, which PostgreSQL assigns on insert). */
+export type ReportRecord = Omit<Selectable<ReportsTable>, 'seq'>;
 
 export type CreateReportOutcome =
   | { ok: true; report: ReportRecord; replayed?: undefined }
@@ -100,4 +101,29 @@ export async function unfinishedReportIds(db: Kysely<Database>, before: Date, li
     .limit(limit)
     .execute();
   return rows.map((r) => r.id);
+}
+
+/** A report with its list key. */
+export type ListedReport = Selectable<ReportsTable>;
+
+/** One user's reports as a paginated collection in creation order, keyed by `seq`. */
+export function userReportsSource(db: Kysely<Database>, userId: number): PageSource<ListedReport> {
+  const own = () => db.selectFrom('reports').where('user_id', '=', userId);
+  return {
+    keyOf: (report) => report.seq,
+    async page(offset, limit, ordering) {
+      const [rows, total] = await Promise.all([
+        own().selectAll().orderBy('seq', ordering).limit(limit).offset(offset).execute(),
+        own()
+          .select(sql<number>`count(*)::int`.as('n'))
+          .executeTakeFirstOrThrow(),
+      ]);
+      return { count: total.n, items: rows };
+    },
+    async seek(key, limit, ordering) {
+      let query = own().selectAll().orderBy('seq', ordering).limit(limit);
+      if (key !== null) query = query.where('seq', ordering === 'asc' ? '>' : '<', key);
+      return query.execute();
+    },
+  };
 }

@@ -27,13 +27,19 @@ Cli.after(async ({ dataDir, server }) => {
 });
 
 async function runCli(env: Record<string, string>, ...args: string[]) {
+  return runCliWithInput(undefined, env, ...args);
+}
+
+/** Runs the CLI with `input` piped on its stdin (none: stdin is /dev/null). */
+async function runCliWithInput(input: string | undefined, env: Record<string, string>, ...args: string[]) {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
     env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'silent', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
+  if (input !== undefined) child.stdin!.end(input);
   let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
+  child.stdout!.on('data', (chunk) => (stdout += chunk));
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
   const [code] = (await once(child, 'exit')) as [number];
   return { code, stdout, stderr };
 }
@@ -63,6 +69,35 @@ Cli('a second user:create of the same name says so and fails', async ({ dataDir 
   const { code, stderr } = await runCli({ DATA_DIR: dataDir, PASSWORD: 'carol-pass-123' }, 'user:create', 'carol');
   assert.is(code, 1);
   assert.is(stderr, 'paceline: user "carol" already exists\n');
+});
+
+Cli('the password can be piped on stdin; an empty stdin says how to give one', async ({ dataDir, server }) => {
+  const env: Record<string, string> = { DATA_DIR: dataDir };
+  const piped = await runCliWithInput('dave-pass-123\n', env, 'user:create', 'dave');
+  assert.is(piped.code, 0, piped.stderr);
+  assert.match(piped.stdout, /^created user "dave"/);
+  const empty = await runCliWithInput('', env, 'user:create', 'erin');
+  assert.equal([empty.code, empty.stderr], [1, 'paceline: no password: set PASSWORD, type it at the prompt, or pipe it on stdin\n']);
+  const client = new pg.Client({ connectionString: server.url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ password_hash: string }>("select password_hash from users where username = 'dave'");
+    assert.is(rows.length, 1);
+  } finally {
+    await client.end();
+  }
+});
+
+Cli('help, -h and --help print the usage and succeed; an unknown command says so and exits 2', async () => {
+  for (const word of ['help', '-h', '--help']) {
+    const { code, stdout } = await runCli({}, word);
+    assert.is(code, 0, word);
+    assert.match(stdout, /^usage: npm run cli -- <command>/);
+    assert.match(stdout, /user:create NAME/);
+  }
+  const unknown = await runCli({}, 'frobnicate');
+  assert.is(unknown.code, 2);
+  assert.match(unknown.stderr, /^paceline: unknown command "frobnicate"\nusage:/);
 });
 
 Cli.run();

@@ -182,6 +182,14 @@ Input('GET /api/ lists the collections as absolute links', async ({ app }) => {
   assert.is(root.status, 200);
   assert.is(root.body.tasks, `${app.base}/api/tasks/`);
   assert.is(root.body['rate-limits'], `${app.base}/api/rate-limits/`);
+  assert.is(root.body.reports, `${app.base}/api/reports/`);
+});
+
+Input('GET / redirects to the API root', async ({ app }) => {
+  const home = await request(app.base, 'GET', '/');
+  assert.equal([home.status, home.headers.get('location')], [302, '/api/']);
+  const followed = await fetch(new URL('/', app.base));
+  assert.equal([followed.status, followed.url], [200, `${app.base}/api/`]);
 });
 
 Input.run();

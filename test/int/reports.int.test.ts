@@ -251,6 +251,62 @@ Throttle('POST /api/reports/ takes its own budget: 2 per minute, then the exact 
   );
 });
 
+const Listing = suite('GET /api/reports/');
+
+Listing.before(async () => {
+  app = await startTestApp({ PAGE_SIZE: '2', THROTTLE_REPORTS: '100/min' }, 'reports-list');
+  alice = await app.login('alice');
+});
+Listing.after(() => app.close());
+
+Listing("lists only one's own reports, in creation order, paginated in every style", async () => {
+  const bob = await app.login('bob');
+  const ids: string[] = [];
+  for (const day of ['01', '02', '03']) {
+    const accepted = await request(app.base, 'POST', '/api/reports/', { token: alice, body: { from: `2026-11-${day}`, to: `2026-11-${day}` } });
+    assert.is(accepted.status, 202, accepted.text);
+    ids.push(accepted.body.id);
+  }
+  assert.is((await request(app.base, 'POST', '/api/reports/', { token: bob, body: { from: '2026-11-01', to: '2026-11-01' } })).status, 202);
+
+  assert.is((await request(app.base, 'GET', '/api/reports/')).status, 401);
+  const first = await request(app.base, 'GET', '/api/reports/', { token: alice });
+  assert.is(first.status, 200, first.text);
+  assert.is(first.body.count, 3);
+  assert.equal(
+    first.body.results.map((r: { id: string }) => r.id),
+    ids.slice(0, 2),
+  );
+  assert.equal(Object.keys(first.body.results[0]), ['id', 'status', 'params', 'created_at', 'started_at', 'finished_at', 'attempts', 'result', 'error']);
+  assert.is(first.body.next, `${app.base}/api/reports/?page=2`);
+  const second = await request(app.base, 'GET', new URL(first.body.next).pathname + new URL(first.body.next).search, { token: alice });
+  assert.equal(
+    second.body.results.map((r: { id: string }) => r.id),
+    [ids[2]],
+  );
+
+  const newest = await request(app.base, 'GET', '/api/reports/?ordering=-created_at&limit=1', { token: alice });
+  assert.equal(
+    newest.body.results.map((r: { id: string }) => r.id),
+    [ids[2]],
+  );
+  const cursor = await request(app.base, 'GET', '/api/reports/?cursor=&page_size=2', { token: alice });
+  assert.equal(
+    cursor.body.results.map((r: { id: string }) => r.id),
+    ids.slice(0, 2),
+  );
+  const rest = new URL(cursor.body.next);
+  const after = await request(app.base, 'GET', rest.pathname + rest.search, { token: alice });
+  assert.equal(
+    after.body.results.map((r: { id: string }) => r.id),
+    [ids[2]],
+  );
+  assert.is((await request(app.base, 'GET', '/api/reports/?ordering=id', { token: alice })).status, 400);
+  const bobs = await request(app.base, 'GET', '/api/reports/', { token: bob });
+  assert.is(bobs.body.count, 1);
+});
+
 Numbers.run();
 Failures.run();
 Throttle.run();
+Listing.run();

@@ -55,9 +55,12 @@ Errors('malformed JSON is 400 "JSON parse error - <reason>"', async () => {
 Errors('a body in another media type is 415 naming it', async () => {
   const response = await call('POST', '/api/tasks/', { raw: 'title=x', headers: { 'Content-Type': 'text/plain' } });
   assert.is(response.status, 415);
-  assert.equal(response.body, { detail: 'Unsupported media type "text/plain" in request.' });
+  assert.equal(response.body, { detail: 'Unsupported media type "text/plain" in request. Send the body as JSON with Content-Type: application/json.' });
   const xml = await call('PUT', '/api/tasks/1/', { raw: '<t/>', headers: { 'Content-Type': 'application/xml; charset=utf-8' } });
-  assert.equal([xml.status, xml.body], [415, { detail: 'Unsupported media type "application/xml" in request.' }]);
+  assert.equal(
+    [xml.status, xml.body],
+    [415, { detail: 'Unsupported media type "application/xml" in request. Send the body as JSON with Content-Type: application/json.' }],
+  );
 });
 
 Errors('a compressed body or one in another charset is 415 saying which; UTF-8 named in any spelling is read', async () => {
@@ -80,10 +83,29 @@ Errors('a compressed body or one in another charset is 415 saying which; UTF-8 n
   }
 });
 
-Errors('form-encoded bodies are accepted, as DRF parses them', async () => {
-  const response = await call('POST', '/api/tasks/', { raw: 'title=Form+task', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
-  assert.is(response.status, 201, response.text);
-  assert.is(response.body.title, 'Form task');
+Errors('a form, or a body with no Content-Type, is 415 saying that JSON is expected; an empty body is still read as {}', async () => {
+  const expected = 'Send the body as JSON with Content-Type: application/json.';
+  const form = await call('POST', '/api/tasks/', { raw: '{"title":"x"}', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+  assert.equal([form.status, form.body], [415, { detail: `Unsupported media type "application/x-www-form-urlencoded" in request. ${expected}` }]);
+  // A byte body: fetch labels a string body text/plain, and this one must carry no Content-Type.
+  const bare = await fetch(new URL('/api/tasks/', app.base), {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}` },
+    body: Buffer.from('{"title":"x"}'),
+  });
+  assert.equal([bare.status, await bare.json()], [415, { detail: `Unsupported media type "none" in request. ${expected}` }]);
+  for (const method of ['PUT', 'PATCH']) {
+    const write = await call(method, '/api/tasks/1/', { raw: 'title=y', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    assert.is(write.status, 415, `${method}: ${write.text}`);
+  }
+  const login = await call('POST', '/api/auth/token/', {
+    token: undefined,
+    raw: 'username=alice&password=x',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+  });
+  assert.is(login.status, 415, login.text);
+  const empty = await call('POST', '/api/tasks/', { raw: '' });
+  assert.equal([empty.status, empty.body], [400, { title: ['This field is required.'] }]);
 });
 
 Errors('an oversize body is 413 whether announced by Content-Length or streamed chunked', async () => {
@@ -144,8 +166,8 @@ Errors('an anonymous client is told to authenticate before a missing method is r
       assert.is(anonymous.headers.get('www-authenticate'), 'Bearer realm="api"');
     }
   }
-  const signedIn = await call('GET', '/api/reports/');
-  assert.equal([signedIn.status, signedIn.body, signedIn.headers.get('allow')], [405, { detail: 'Method "GET" not allowed.' }, 'POST, OPTIONS']);
+  const signedIn = await call('PUT', '/api/reports/');
+  assert.equal([signedIn.status, signedIn.body, signedIn.headers.get('allow')], [405, { detail: 'Method "PUT" not allowed.' }, 'GET, POST, HEAD, OPTIONS']);
 });
 
 Errors('every answer of an API path carries its Allow, errors included', async () => {
