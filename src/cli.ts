@@ -6,6 +6,7 @@ import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { createUser, isValidUsername } from './auth/users.repository.js';
+import { describeInstance, runningInstance } from './cluster/instance-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { startEmbeddedPostgres } from './stores/postgres.js';
 import { readPassword, servingPort } from './stores/postgres-data-dir.js';
@@ -16,9 +17,13 @@ const USAGE = `usage: npm run cli -- <command>
                      (echo 'a-long-password' | npm run cli -- user:create alice)
   migrate            apply pending database migrations
   rebuild            rebuild every projection from the event log
+  status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
+  stop               stop it (SIGTERM to its primary: a drain, then its stores)
+  reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
   help               show this text (also -h, --help)`;
 
 const HELP = new Set(['help', '-h', '--help']);
+const SIGNALS: Readonly<Record<string, NodeJS.Signals>> = { stop: 'SIGTERM', reload: 'SIGHUP' };
 
 /** Administrative commands, run against DATABASE_URL or the embedded database under DATA_DIR. */
 async function main(argv: string[]): Promise<number> {
@@ -28,6 +33,21 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const config = loadConfig(process.env);
+  const signal = Object.hasOwn(SIGNALS, command) ? SIGNALS[command] : undefined;
+  if (command === 'status' || signal) {
+    const running = runningInstance(config);
+    if (!running) {
+      process.stdout.write(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}\n`);
+      return 3;
+    }
+    if (!signal) {
+      process.stdout.write(`Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ${running.startedAt}\n`);
+      return 0;
+    }
+    process.kill(running.pid, signal);
+    process.stdout.write(`sent ${signal} to Paceline's primary (PID ${running.pid})\n`);
+    return 0;
+  }
   if (command === 'user:create') {
     const username = args[0] ?? '';
     if (!isValidUsername(username)) return fail('user:create needs a NAME of 1-150 letters, digits or @.+-_');

@@ -5,6 +5,7 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { childDrainBudgetMs, type Config } from '../config.js';
 import { createLogger } from '../logger.js';
 import { provideBackends } from '../stores/backends.js';
+import { describeInstance, runningInstance, writeInstanceFile } from './instance-file.js';
 import { startMetricsHub } from './metrics-hub.js';
 import { Supervisor } from './supervisor.js';
 
@@ -39,7 +40,19 @@ export async function runPrimary(config: Config): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 
   // Checked first, so a start that cannot serve ends before anything else has started.
-  if (config.ROLE !== 'jobs') await step(() => ensureServable(config.PORT, config.HOST));
+  const running = runningInstance(config);
+  if (running) {
+    throw new Error(
+      `Paceline is already running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}. ` +
+        'Use that one, stop it with `npm run cli -- stop`, or start this one with another DATA_DIR',
+    );
+  }
+  if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
+  if (config.METRICS_PORT > 0) await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
+  if (!config.DATABASE_URL) await step(() => ensureServable('EMBEDDED_PG_PORT', config.EMBEDDED_PG_PORT, '127.0.0.1'));
+  if (!config.REDIS_URL) await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
+  const removeInstanceFile = writeInstanceFile(config);
+  stops.push(async () => removeInstanceFile());
   const backends = await step(() => provideBackends(config, logger));
   holdStores = backends.hold;
   stops.push(() => backends.stop());
@@ -87,10 +100,11 @@ export function readyBanner(config: Pick<Config, 'PORT' | 'METRICS_PORT'>): stri
 }
 
 /**
- * Fails the start with one line when PORT cannot be listened on (another process holds it),
- * rather than forking web workers that would each fail to bind and be restarted for ever.
+ * Fails the start with one line naming the setting when its port cannot be listened on (another
+ * process holds it), rather than forking web workers that would each fail to bind and be
+ * restarted for ever, or starting stores that would fail later.
  */
-async function ensureServable(port: number, host: string): Promise<void> {
+async function ensureServable(setting: string, port: number, host: string): Promise<void> {
   const probe = createServer();
   try {
     await new Promise<void>((resolve, reject) => {
@@ -99,7 +113,7 @@ async function ensureServable(port: number, host: string): Promise<void> {
     });
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
-    throw new Error(`PORT ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`);
+    throw new Error(`${setting} ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`);
   }
   await new Promise((resolve) => probe.close(resolve));
 }

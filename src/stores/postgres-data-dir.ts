@@ -75,7 +75,10 @@ export function clearStaleLock(dataDir: string, log: (line: string) => void): vo
     return;
   }
   if (isServing(pid, dataDir)) {
-    throw new Error(`PostgreSQL (pid ${pid}) is already running on ${dataDir}, probably left by an earlier run: ` + `stop it (kill ${pid}) and start again`);
+    throw new Error(
+      `PostgreSQL (pid ${pid}) is already serving ${dataDir}: another Paceline on this DATA_DIR is probably running ` +
+        '(`npm run cli -- status` names it; `npm run cli -- stop` stops it with its database). Never kill a running database',
+    );
   }
   rmSync(lockFile);
   log(`removed stale ${lockFile} (pid ${pid} is not a running postgres)`);

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 import { suite } from 'uvu';
@@ -85,6 +85,45 @@ Cli('the password can be piped on stdin; an empty stdin says how to give one', a
     assert.is(rows.length, 1);
   } finally {
     await client.end();
+  }
+});
+
+Cli('status, reload and stop find the primary through DATA_DIR/paceline.pid and signal it', async ({ dataDir }) => {
+  const notRunning = await runCli({ DATA_DIR: dataDir }, 'status');
+  assert.equal([notRunning.code, notRunning.stdout], [3, `Paceline is not running on DATA_DIR ${dataDir}\n`]);
+  // A stand-in primary that reports the signals it gets.
+  const primary = spawn(
+    process.execPath,
+    [
+      '-e',
+      "for (const s of ['SIGHUP', 'SIGTERM']) process.on(s, () => { console.log(s); if (s === 'SIGTERM') process.exit(0); }); setInterval(() => {}, 1000); console.log('up');",
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const exited = once(primary, 'exit');
+  let seen = '';
+  primary.stdout.on('data', (chunk) => (seen += chunk));
+  try {
+    while (!seen.includes('up')) await new Promise((resolve) => setTimeout(resolve, 20));
+    const instance = { pid: primary.pid, dataDir, ports: { PORT: 8000, METRICS_PORT: 9464 }, startedAt: '2026-11-26T12:00:00.000Z' };
+    await writeFile(join(dataDir, 'paceline.pid'), JSON.stringify(instance));
+    const status = await runCli({ DATA_DIR: dataDir }, 'status');
+    assert.is(status.code, 0, status.stderr);
+    assert.is(
+      status.stdout,
+      `Paceline is running on DATA_DIR ${dataDir}: primary PID ${primary.pid} (PORT 8000, METRICS_PORT 9464), since 2026-11-26T12:00:00.000Z\n`,
+    );
+    const reload = await runCli({ DATA_DIR: dataDir }, 'reload');
+    assert.equal([reload.code, reload.stdout], [0, `sent SIGHUP to Paceline's primary (PID ${primary.pid})\n`]);
+    const stop = await runCli({ DATA_DIR: dataDir }, 'stop');
+    assert.is(stop.code, 0, stop.stderr);
+    await exited;
+    assert.equal(seen.trim().split('\n'), ['up', 'SIGHUP', 'SIGTERM']);
+  } finally {
+    primary.kill('SIGKILL');
+    await rm(join(dataDir, 'paceline.pid'), { force: true });
   }
 });
 
