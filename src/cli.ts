@@ -8,6 +8,7 @@ import { migrateToLatest } from '../db/migrate.js';
 import { createUser, isValidUsername } from './auth/users.repository.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { readEnvFile } from './env-file.js';
 import { startEmbeddedPostgres } from './stores/postgres.js';
 import { readPassword, servingPort } from './stores/postgres-data-dir.js';
 
@@ -32,7 +33,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  const config = loadConfig(process.env);
+  const config = loadConfig({ ...process.env, ...readEnvFile(process.env) });
   const signal = Object.hasOwn(SIGNALS, command) ? SIGNALS[command] : undefined;
   if (command === 'status' || signal) {
     const running = runningInstance(config);

@@ -2,12 +2,14 @@ import cluster from 'node:cluster';
 import { ConfigError, loadConfig } from './config.js';
 import { runChild } from './cluster/child.js';
 import { runPrimary } from './cluster/primary.js';
+import { readEnvFile } from './env-file.js';
 
 /** The one entry point: the primary, or a child of the role the primary gave it. */
 async function main(): Promise<void> {
-  const config = loadConfig(process.env);
-  if (cluster.isPrimary) await runPrimary(config);
-  else await runChild(config, process.env.PACELINE_CHILD_ROLE);
+  if (!cluster.isPrimary) return runChild(loadConfig(process.env), process.env.PACELINE_CHILD_ROLE);
+  // The primary reads ENV_FILE; children get its settings in their environment when forked.
+  const fileSettings = readEnvFile(process.env);
+  await runPrimary(loadConfig({ ...process.env, ...fileSettings }), fileSettings);
 }
 
 main().catch((error: unknown) => {

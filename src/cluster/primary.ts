@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { childDrainBudgetMs, type Config } from '../config.js';
+import { rereadEnvFile } from '../env-file.js';
 import { createLogger } from '../logger.js';
 import { provideBackends } from '../stores/backends.js';
 import { describeInstance, runningInstance, writeInstanceFile } from './instance-file.js';
@@ -14,7 +15,7 @@ import { Supervisor } from './supervisor.js';
  * under an advisory lock, forks the children, serves the host's metrics, and drains everything
  * on SIGTERM/SIGINT. SIGHUP replaces the web children one at a time.
  */
-export async function runPrimary(config: Config): Promise<void> {
+export async function runPrimary(config: Config, fileSettings: Record<string, string> = {}): Promise<void> {
   const logger = createLogger(config, 'primary');
   // Signals are handled from the first moment: whatever has started by then is stopped in
   // reverse order, after the step under way finishes, so no embedded store is left running.
@@ -66,17 +67,22 @@ export async function runPrimary(config: Config): Promise<void> {
 
   const metrics = await step(() => startMetricsHub(config, logger));
   stops.push(() => metrics.close());
+  const stores = { DATABASE_URL: backends.databaseUrl, REDIS_URL: backends.redisUrl, CURSOR_SECRET: backends.cursorSecret };
   const supervisor = new Supervisor({
     logger,
     shutdownTimeoutMs: childDrainBudgetMs(config),
-    env: { DATABASE_URL: backends.databaseUrl, REDIS_URL: backends.redisUrl, CURSOR_SECRET: backends.cursorSecret },
+    env: { ...fileSettings, ...stores },
     onRestart: (role) => metrics.countRestart(role),
     onExit: (worker) => metrics.retire(worker),
   });
   metrics.attach(() => supervisor.workers());
   stops.push(() => supervisor.stop());
   process.on('SIGHUP', () => {
-    logger.info('SIGHUP: replacing web workers one at a time');
+    // Settings are read again and checked like a start; bad ones leave the workers as they are.
+    const reread = rereadEnvFile(process.env, config);
+    if (!reread.ok) return logger.error(`reload refused, the workers keep their settings: ${reread.reason}`);
+    supervisor.setEnv({ ...reread.settings, ...stores });
+    logger.info('SIGHUP: settings read again; replacing web workers one at a time');
     void supervisor.reload('web').then(() => logger.info('web workers replaced'));
   });
 

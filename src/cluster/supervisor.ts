@@ -28,6 +28,7 @@ export class Supervisor {
   #timers = new Set<NodeJS.Timeout>();
   #generation = 0;
   #reloading: Promise<void> | null = null;
+  #env: Record<string, string>;
 
   constructor(
     private readonly options: {
@@ -37,7 +38,14 @@ export class Supervisor {
       onRestart?: (role: ChildRole) => void;
       onExit?: (worker: Worker) => void;
     },
-  ) {}
+  ) {
+    this.#env = options.env;
+  }
+
+  /** The environment children forked from now on get, on top of the primary's own (a reload's settings). */
+  setEnv(env: Record<string, string>): void {
+    this.#env = env;
+  }
 
   async start(role: ChildRole, count: number): Promise<void> {
     await Promise.all(Array.from({ length: count }, () => this.#spawn(role, [])));
@@ -79,7 +87,7 @@ export class Supervisor {
 
   /** Forks a child; resolves true once it is ready, false if it exits first. */
   #spawn(role: ChildRole, crashes: number[]): Promise<boolean> {
-    const worker = cluster.fork({ ...this.options.env, PACELINE_CHILD_ROLE: role });
+    const worker = cluster.fork({ ...this.#env, PACELINE_CHILD_ROLE: role });
     const slot: Slot = { role, worker, crashes, retiring: false, generation: this.#generation };
     this.#slots.add(slot);
     worker.on('exit', (code, signal) => this.#onExit(slot, code, signal));
