@@ -24,6 +24,11 @@ export interface ReportResult extends ReportParams {
   totals: Tally;
   /** The log was read up to this position, the last one appended when the job started. */
   as_of_position: number;
+  /**
+   * When the job started (RFC 3339). Days after its UTC date are not listed: they have not
+   * happened yet, and figures for them would only repeat the last known day.
+   */
+  as_of: string;
 }
 
 export interface AggregateOptions {
@@ -44,7 +49,13 @@ const DAY_MS = 86_400_000;
  * at the start; events after `to` are skipped. With `owner`, only that owner's tasks count.
  */
 export async function aggregateReport(db: Kysely<Database>, params: ReportParams, options: AggregateOptions): Promise<ReportResult> {
-  const upTo = (await db.selectFrom('counters').select('value').where('name', '=', COUNTER_NAMES.lastPosition).executeTakeFirst())?.value ?? 0;
+  const head = await db
+    .selectFrom('counters')
+    .select(['value', sql<Date>`now()`.as('now')])
+    .where('name', '=', COUNTER_NAMES.lastPosition)
+    .executeTakeFirst();
+  const upTo = head?.value ?? 0;
+  const asOf = head?.now ?? new Date();
   const end = new Date(Date.parse(`${params.to}T00:00:00Z`) + DAY_MS);
   const byDay = new Map<string, Tally & { open_delta: number }>();
   let openAtStart = 0;
@@ -57,7 +68,7 @@ export async function aggregateReport(db: Kysely<Database>, params: ReportParams
     await options.onBatch?.(batchEnd, upTo);
     if (options.pauseMs && batchEnd < upTo) await sleep(options.pauseMs);
   }
-  return summarise(params, openAtStart, byDay, upTo);
+  return summarise(params, openAtStart, byDay, upTo, asOf);
 }
 
 async function tallyBatch(db: Kysely<Database>, after: number, upTo: number, end: Date, owner: string | null) {
@@ -86,16 +97,17 @@ function addTallies(sum: (Tally & { open_delta: number }) | undefined, row: Tall
   };
 }
 
-function summarise(params: ReportParams, openAtStart: number, tallies: Map<string, Tally & { open_delta: number }>, upTo: number): ReportResult {
+function summarise(params: ReportParams, openAtStart: number, tallies: Map<string, Tally & { open_delta: number }>, upTo: number, asOf: Date): ReportResult {
   const days: ReportDay[] = [];
   const totals: Tally = { created: 0, completed: 0, reopened: 0, deleted: 0 };
   let open = openAtStart;
-  for (let t = Date.parse(`${params.from}T00:00:00Z`); t <= Date.parse(`${params.to}T00:00:00Z`); t += DAY_MS) {
+  const last = Math.min(Date.parse(`${params.to}T00:00:00Z`), Date.parse(`${asOf.toISOString().slice(0, 10)}T00:00:00Z`));
+  for (let t = Date.parse(`${params.from}T00:00:00Z`); t <= last; t += DAY_MS) {
     const date = new Date(t).toISOString().slice(0, 10);
     const tally = tallies.get(date) ?? { created: 0, completed: 0, reopened: 0, deleted: 0, open_delta: 0 };
     open += tally.open_delta;
     days.push({ date, created: tally.created, completed: tally.completed, reopened: tally.reopened, deleted: tally.deleted, open_at_end: open });
     for (const key of ['created', 'completed', 'reopened', 'deleted'] as const) totals[key] += tally[key];
   }
-  return { ...params, open_at_start: openAtStart, days, totals, as_of_position: upTo };
+  return { ...params, open_at_start: openAtStart, days, totals, as_of_position: upTo, as_of: asOf.toISOString() };
 }

@@ -94,7 +94,9 @@ Numbers.after(async () => {
 Numbers('every owner: counts per UTC day and open tasks at the end of each day', async () => {
   const report = await runReport({ from: '2026-11-01', to: '2026-11-04' });
   assert.is(report.body.status, 'done', report.text);
-  assert.equal(report.body.result, {
+  const { as_of, ...result } = report.body.result;
+  assert.ok(Date.parse(as_of) <= Date.parse(report.body.finished_at), `as_of ${as_of} is when the job read the log`);
+  assert.equal(result, {
     from: '2026-11-01',
     to: '2026-11-04',
     owner: null,
@@ -144,6 +146,18 @@ Numbers("a report over today's live writes matches the tasks table", async () =>
   assert.is(rows[0]!.open, 4);
   const { open_at_start, days } = report.body.result;
   assert.equal(days, [day(today, 6, 2, 1, 1, open_at_start + rows[0]!.open)]);
+});
+
+Numbers('a range that ends in the future stops at the day the report was made', async () => {
+  const day0 = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+  const report = await runReport({ from: day0(-1), to: day0(10) });
+  assert.is(report.body.status, 'done', report.text);
+  const { days, as_of } = report.body.result;
+  const today = as_of.slice(0, 10);
+  assert.equal(
+    days.map((d: { date: string }) => d.date),
+    [day0(-1), today],
+  );
 });
 
 Numbers('only the creator can read a report', async () => {
