@@ -75,9 +75,17 @@ export function clearStaleLock(dataDir: string, log: (line: string) => void): vo
     return;
   }
   if (isServing(pid, dataDir)) {
+    const owner = pacelineParent(pid);
+    if (owner !== undefined) {
+      throw new Error(
+        `PostgreSQL (pid ${pid}) is serving ${dataDir} for the Paceline whose primary is pid ${owner}: ` +
+          '`npm run cli -- status` names it and its ports, `npm run cli -- stop` stops it with its database. Never kill a running database',
+      );
+    }
+    // No Paceline started it any more (its primary was killed): the only case where stopping it is the advice.
     throw new Error(
-      `PostgreSQL (pid ${pid}) is already serving ${dataDir}: another Paceline on this DATA_DIR is probably running ` +
-        '(`npm run cli -- status` names it; `npm run cli -- stop` stops it with its database). Never kill a running database',
+      `PostgreSQL (pid ${pid}) still serves ${dataDir}, left behind by a Paceline that did not stop (no Paceline runs it now): ` +
+        `stop it cleanly with \`kill -TERM ${pid}\` and start again`,
     );
   }
   rmSync(lockFile);
@@ -97,6 +105,17 @@ export function servingPort(dataDir: string): number | undefined {
   }
   const [pid, port] = [Number.parseInt(lines[0] ?? '', 10), Number.parseInt(lines[3] ?? '', 10)];
   return isServing(pid, dataDir) && port > 0 ? port : undefined;
+}
+
+/** The PID of the Paceline primary whose child `pid` is, or undefined when its parent is no Paceline (an orphan). */
+function pacelineParent(pid: number): number | undefined {
+  try {
+    const parent = Number(/^PPid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+    const argv = readFileSync(`/proc/${parent}/cmdline`, 'utf8').split('\0');
+    return parent > 1 && argv.some((arg) => /(^|\/)(src\/main\.ts|dist\/src\/main\.js)$/.test(arg)) ? parent : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function isServing(pid: number, dataDir: string): boolean {
