@@ -40,8 +40,10 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 
-  // Checked first, so a start that cannot serve ends before anything else has started.
-  const running = runningInstance(config);
+  // Checked first, so a start that cannot serve ends before anything else has started. Only a
+  // primary that runs embedded stores owns its DATA_DIR; with both URLs given, several may share it.
+  const ownsDataDir = !config.DATABASE_URL || !config.REDIS_URL;
+  const running = ownsDataDir ? runningInstance(config) : undefined;
   if (running) {
     throw new Error(
       `Paceline is already running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}. ` +
@@ -52,8 +54,10 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (config.METRICS_PORT > 0) await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
   if (!config.DATABASE_URL) await step(() => ensureServable('EMBEDDED_PG_PORT', config.EMBEDDED_PG_PORT, '127.0.0.1'));
   if (!config.REDIS_URL) await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
-  const removeInstanceFile = writeInstanceFile(config);
-  stops.push(async () => removeInstanceFile());
+  if (ownsDataDir) {
+    const removeInstanceFile = writeInstanceFile(config);
+    stops.push(async () => removeInstanceFile());
+  }
   const backends = await step(() => provideBackends(config, logger));
   holdStores = backends.hold;
   stops.push(() => backends.stop());
