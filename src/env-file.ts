@@ -38,6 +38,8 @@ const SET_AT_START = [
   'EMBEDDED_REDIS_PORT',
   'CURSOR_SECRET',
   'SHUTDOWN_TIMEOUT_MS',
+  // Every worker must publish and validate the same head (docs/architecture.md, "Read cache").
+  'REDIS_PREFIX',
 ] as const satisfies ReadonlyArray<keyof Config>;
 
 export type Reread = { ok: true; settings: Record<string, string>; config: Config } | { ok: false; reason: string };
@@ -50,7 +52,9 @@ export function rereadEnvFile(env: NodeJS.ProcessEnv, current: Config): Reread {
   try {
     const settings = readEnvFile(env);
     const config = loadConfig({ ...env, ...settings });
-    const changed = SET_AT_START.filter((key) => config[key] !== current[key]);
+    const changed: string[] = SET_AT_START.filter((key) => config[key] !== current[key]);
+    // A worker without the read cache would write without publishing the head beside workers with it.
+    if (config.READ_CACHE_BYTES > 0 !== current.READ_CACHE_BYTES > 0) changed.push('READ_CACHE_BYTES (on or off)');
     if (changed.length > 0) return { ok: false, reason: `${changed.join(', ')} changed: only a restart applies ${changed.length > 1 ? 'them' : 'it'}` };
     return { ok: true, settings, config };
   } catch (error) {

@@ -23,9 +23,13 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
     requireUser(ctx);
     const token = ctx.get('Authorization').trim().split(/\s+/)[1]!;
     await revokeToken(db, token, clock.now());
-    // Every worker that remembers a token looks it up again; should Redis not take the new epoch,
-    // remembered tokens still expire from memory within a minute.
-    await deps.readCache?.channel.rotateTokenEpoch().catch((error: unknown) => deps.logger.warn({ err: error }, 'token epoch not rotated after a logout'));
+    // Every worker that remembers a token looks it up again. Should Redis not take the new epoch,
+    // other workers could still accept the token: the client is told to repeat the logout (the
+    // token is already revoked here, so repeating is safe).
+    await deps.readCache?.channel.rotateTokenEpoch().catch((error: unknown) => {
+      deps.logger.warn({ err: error }, 'token epoch not rotated after a logout');
+      throw Errors.unavailable('The token was revoked, but not every server could be told yet. Repeat the logout shortly.', 1);
+    });
     ctx.status = 204;
   });
 

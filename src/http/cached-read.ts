@@ -31,7 +31,8 @@ export interface ReadStart {
 
 /** The cache key of this request (the absolute URL its links are built from) and the published head. */
 export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
-  const key = `${requestOrigin(ctx, deps.config.TRUST_PROXY_HOPS)}${ctx.originalUrl}`;
+  // The page sizes are part of the answer (a reload may change them), so they are part of the key.
+  const key = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config.TRUST_PROXY_HOPS)}${ctx.originalUrl}`;
   const cache = deps.readCache;
   const published = cache ? await (ctx.state.head ?? cache.channel.read()) : null;
   return { key, published };
@@ -59,7 +60,8 @@ export async function sendList(ctx: Context, deps: Deps, render: (db: Kysely<Dat
   const current = read.published === null ? undefined : currentListTag(asked, read.key, read.published);
   if (current) return sendNotModified(ctx, current);
   const answer = await readAnswer(deps, read, render);
-  if (asked.split(',').some((tag) => tag.trim() === answer.etag)) return sendNotModified(ctx, answer.etag);
+  // RFC 9110 §13.1.2: If-None-Match compares weakly, and `*` matches any current answer.
+  if (asked.split(',').some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === answer.etag)) return sendNotModified(ctx, answer.etag);
   sendRead(ctx, answer);
 }
 
@@ -86,8 +88,18 @@ async function renderFromSnapshot(db: Kysely<Database>, key: string, render: (db
       const { rows } = await sql<{ head: number }>`select value::bigint as head from counters where name = 'events.last_position'`.execute(trx);
       const head = Number(rows[0]?.head ?? 0);
       const rendered = await render(trx);
-      return { head, body: Buffer.from(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, key) };
+      return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, key) };
     });
+}
+
+/**
+ * The bytes of `text` in memory of their own: a small Buffer.from() is a slice of a shared 8 KiB
+ * pool, which a kept answer would hold whole, beyond what the cache's budget counts.
+ */
+function ownBuffer(text: string): Buffer {
+  const bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+  bytes.write(text);
+  return bytes;
 }
 
 /** A list's strong tag: the head of the snapshot it was read from and a digest of the request URL. */
@@ -99,7 +111,7 @@ function digest(key: string): string {
   return createHash('sha1').update(key).digest('base64url').slice(0, 16);
 }
 
-const LIST_TAG = /^\s*"L(\d+)\.([A-Za-z0-9_-]{16})"\s*$/;
+const LIST_TAG = /^\s*(?:W\/)?"L(\d+)\.([A-Za-z0-9_-]{16})"\s*$/;
 
 /**
  * The tag in `If-None-Match` that is this URL's list tag read at a head at or above the published
@@ -109,7 +121,7 @@ function currentListTag(header: string, key: string, published: number): string 
   if (!header) return undefined;
   for (const tag of header.split(',')) {
     const match = LIST_TAG.exec(tag);
-    if (match !== null && Number(match[1]) >= published && match[2] === digest(key)) return tag.trim();
+    if (match !== null && Number(match[1]) >= published && match[2] === digest(key)) return tag.trim().replace(/^W\//, '');
   }
   return undefined;
 }

@@ -39,23 +39,50 @@ export interface Published {
 
 const UNKNOWN: Published = { head: null, tokens: null };
 
+/** How long after a failed attempt to put the head back the next one starts. */
+const RETRUST_DELAY_MS = 1_000;
+
 /**
  * A head channel over `redis` at `keys` (one hash slot, so one MGET reads both). A read slower than `readTimeoutMs` answers null; `onMissing`
  * is told whenever the key is found gone.
  */
-export function createHeadChannel(redis: Redis | Cluster, keys: { head: string; tokens: string }, readTimeoutMs: number, onMissing: () => void): HeadChannel {
+export function createHeadChannel(
+  redis: Redis | Cluster,
+  keys: { head: string; tokens: string },
+  readTimeoutMs: number,
+  onMissing: () => void,
+  onReturn: () => Promise<void>,
+): HeadChannel {
   let generation = 0;
   let highest = -1;
+  // Until this process has put the head back after a (re)connection, Redis may hold an older one.
+  let trusted = false;
   let pending: Promise<Published> | undefined;
   // A restarted Redis may come back with an older head (persistence) or none: every cached
   // answer validated against the old one is dropped, and nothing started before is kept.
   const bump = () => void (generation += 1);
-  redis.on('close', bump);
-  redis.on('ready', bump);
+  redis.on('close', () => {
+    trusted = false;
+    bump();
+  });
+  const regainTrust = () => {
+    const at = generation;
+    onReturn().then(
+      () => void (trusted = at === generation),
+      // PostgreSQL or Redis not there yet: try again while the connection is the same one.
+      () => void setTimeout(() => at === generation && regainTrust(), RETRUST_DELAY_MS).unref(),
+    );
+  };
+  redis.on('ready', () => {
+    bump();
+    regainTrust();
+  });
+  if (redis.status === 'ready') regainTrust();
 
   const get = async (): Promise<Published> => {
     pending = undefined;
     try {
+      if (!trusted) return UNKNOWN;
       const [value, tokens] = await withTimeout(redis.mget(keys.head, keys.tokens), readTimeoutMs);
       if (tokens === null) void redis.set(keys.tokens, newEpoch(), 'NX').catch(() => {});
       if (value === null || value === undefined) {

@@ -31,7 +31,13 @@ export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, co
   };
   // One hash tag: both keys live in one slot of a Redis Cluster, so one MGET reads them.
   const keys = { head: `${config.REDIS_PREFIX}{read}:head`, tokens: `${config.REDIS_PREFIX}{read}:tokens` };
-  const channel = createHeadChannel(redis, keys, config.THROTTLE_TIMEOUT_MS, republish);
+  // After every (re)connection the head is put back from PostgreSQL and the token epoch renewed
+  // before this process trusts either: a Redis restored from an older snapshot holds older ones.
+  const onReturn = async () => {
+    await republishHead(db, (head) => channel.publish(head));
+    await channel.rotateTokenEpoch();
+  };
+  const channel = createHeadChannel(redis, keys, config.THROTTLE_TIMEOUT_MS, republish, onReturn);
   return new ReadCache(channel, config.READ_CACHE_BYTES);
 }
 

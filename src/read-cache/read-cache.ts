@@ -29,7 +29,7 @@ const ENTRY_OVERHEAD_BYTES = 160;
  */
 export class ReadCache {
   readonly #lru: ByteLru<CachedAnswer>;
-  readonly #inflight = new Map<string, Promise<FreshAnswer>>();
+  readonly #inflight = new Map<string, { generation: number; answer: Promise<FreshAnswer> }>();
   /** Bearer tokens, remembered under the same channel's token epoch. */
   readonly tokens: TokenCache;
 
@@ -56,16 +56,18 @@ export class ReadCache {
    * turns out current for `published`, and keeps it unless the Redis connection changed meanwhile.
    */
   async fill(key: string, published: number | null, compute: () => Promise<FreshAnswer>): Promise<FreshAnswer> {
+    const generation = this.channel.generation();
     const shared = this.#inflight.get(key);
-    if (shared && published !== null) {
-      const answer = await shared.catch(() => undefined);
+    // Only a computation started on this same Redis connection: one from before may predate a
+    // head that Redis has since lost.
+    if (shared && shared.generation === generation && published !== null) {
+      const answer = await shared.answer.catch(() => undefined);
       if (answer && answer.head >= published) return answer;
     }
-    const generation = this.channel.generation();
-    const computing = compute();
+    const computing = { generation, answer: compute() };
     this.#inflight.set(key, computing);
     try {
-      const answer = await computing;
+      const answer = await computing.answer;
       if (generation === this.channel.generation()) {
         this.#lru.set(key, { ...answer, generation, bytes: answer.body.length + key.length * 2 + ENTRY_OVERHEAD_BYTES });
       }

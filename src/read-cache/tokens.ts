@@ -9,6 +9,8 @@ interface Remembered {
   expiresAt: number;
   epoch: string;
   rememberedAt: number;
+  /** The Redis connection it was remembered on: a Redis restored from a snapshot brings old epochs back. */
+  generation: number;
 }
 
 /** Tokens remembered per worker at most; the oldest go first. */
@@ -34,7 +36,9 @@ export class TokenCache {
    */
   recall(tokenHash: string, now: Date, lookup: TokenLookup): { user: User; confirm: Promise<boolean> } | undefined {
     const entry = this.#tokens.get(tokenHash);
-    if (!entry || entry.expiresAt <= now.getTime() || Date.now() - entry.rememberedAt > MAX_AGE_MS) return undefined;
+    if (!entry || entry.generation !== this.channel.generation() || entry.expiresAt <= now.getTime() || Date.now() - entry.rememberedAt > MAX_AGE_MS) {
+      return undefined;
+    }
     const confirm = this.channel.readBoth().then(async ({ tokens }) => {
       if (tokens !== null && tokens === entry.epoch) return true;
       const found = await this.resolve(tokenHash, lookup, tokens);
@@ -52,10 +56,12 @@ export class TokenCache {
   }
 
   private async resolve(tokenHash: string, lookup: TokenLookup, epoch: string | null): Promise<User | null> {
+    const generation = this.channel.generation();
     const found = await lookup();
     this.#tokens.delete(tokenHash);
     if (!found || epoch === null) return found?.user ?? null;
-    this.#tokens.set(tokenHash, { user: found.user, expiresAt: found.expiresAt.getTime(), epoch, rememberedAt: Date.now() });
+    if (generation !== this.channel.generation()) return found.user;
+    this.#tokens.set(tokenHash, { user: found.user, expiresAt: found.expiresAt.getTime(), epoch, rememberedAt: Date.now(), generation });
     if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as string);
     return found.user;
   }

@@ -96,6 +96,8 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
   const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
   const batcher = new Batcher(redis, run, timeoutMs);
   const refusals = localRefusals ? new Refusals() : undefined;
+  // A Redis that comes back may have lost its logs (restarted empty): only it can say again.
+  if (refusals) redis.on('ready', () => refusals.clear());
 
   return {
     consume(checks) {

@@ -12,20 +12,31 @@ export const MAX_REFUSALS = 10_000;
  * This refuses nothing Redis would admit: a refusal records nothing, and an admission by any
  * process only fills a window further, so once Redis has refused a check until its oldest
  * counted entry leaves at T, every check of that log under the same rule before T is refused too.
- * The key holds the limit and window, so another rule over the same log never matches. A log
- * deleted in Redis (by hand, or a Redis restarted empty) is not seen: its refusals stand until T.
+ * A refusal remembers its rule's limit and window, so another rule over the same log never
+ * matches, and any admission of the log forgets it. A Redis connection that comes back (a Redis
+ * restarted, perhaps empty) forgets them all; a log deleted by hand is not seen: its refusal
+ * stands until T.
  *
  * Bounded (MAX_REFUSALS, oldest forgotten first); a passed moment is dropped when next looked up.
  */
 export class Refusals {
-  /** Entry id → when its window frees, in this process's clock (ms). Map order: oldest learnt first. */
-  private readonly until = new Map<string, number>();
+  /**
+   * Redis key → the rule it was refused under and when that window frees, in this process's
+   * clock (ms). One entry per key: an admission of the key under any rule (a reload may change
+   * the rule, and the script may shorten the log) forgets it. Map order: oldest learnt first.
+   */
+  private readonly until = new Map<string, { rule: string; freeAt: number }>();
 
   constructor(private readonly max = MAX_REFUSALS) {}
 
   /** Refusals held now (expired ones not yet looked up included). */
   get size(): number {
     return this.until.size;
+  }
+
+  /** Forgets every refusal: Redis came back (perhaps empty), so only it can say. */
+  clear(): void {
+    this.until.clear();
   }
 
   /**
@@ -36,15 +47,15 @@ export class Refusals {
     if (this.until.size === 0) return undefined;
     let waits: Array<number | undefined> | undefined;
     for (let i = 0; i < checks.length; i++) {
-      const id = entryId(keys[i] as string, (checks[i] as Check).rule);
-      const freeAt = this.until.get(id);
-      if (freeAt === undefined) continue;
-      if (freeAt <= now) {
-        this.until.delete(id);
+      const key = keys[i] as string;
+      const held = this.until.get(key);
+      if (held === undefined || held.rule !== ruleId((checks[i] as Check).rule)) continue;
+      if (held.freeAt <= now) {
+        this.until.delete(key);
         continue;
       }
       waits ??= new Array<number | undefined>(checks.length);
-      waits[i] = freeAt - now;
+      waits[i] = held.freeAt - now;
     }
     if (!waits) return undefined;
     const known = waits;
@@ -68,24 +79,25 @@ export class Refusals {
     for (let i = 0; i < decisions.length; i++) {
       const decision = decisions[i] as Decision;
       if (decision.allowed && this.until.size === 0) continue;
-      const id = entryId(keys[i] as string, (checks[i] as Check).rule);
+      const key = keys[i] as string;
       if (decision.allowed) {
-        this.until.delete(id);
+        this.until.delete(key);
         continue;
       }
+      const rule = ruleId((checks[i] as Check).rule);
       const freeAt = sentAt + decision.resetMs - 1;
-      // A later refusal of the same log frees no sooner; keep the later of the two (both are safe).
-      const known = this.until.get(id);
-      if (known !== undefined) this.until.delete(id);
+      // A later refusal under the same rule frees no sooner; keep the later of the two (both are safe).
+      const known = this.until.get(key);
+      if (known !== undefined) this.until.delete(key);
       else if (this.until.size >= this.max) this.until.delete(this.until.keys().next().value as string);
-      this.until.set(id, Math.max(freeAt, known ?? freeAt));
+      this.until.set(key, { rule, freeAt: known?.rule === rule ? Math.max(freeAt, known.freeAt) : freeAt });
     }
   }
 }
 
-/** A refusal's id: the Redis key (prefix, ident, scope) with the rule's limit and window. */
-function entryId(key: string, rule: ScopeRule): string {
-  return `${rule.rate.limit}/${rule.rate.windowMs} ${key}`;
+/** A rule as a refusal remembers it: its limit and window. */
+function ruleId(rule: ScopeRule): string {
+  return `${rule.rate.limit}/${rule.rate.windowMs}`;
 }
 
 /** What Redis would answer for a check whose window frees in `waitMs`: see ring.lua's refusal. */

@@ -233,6 +233,9 @@ test('Redis restarted from an older snapshot (the head goes back): old answers a
   await sleep(200);
   const lastId = [...live.keys()].at(-1)!;
   for (let i = 0; i < 4; i += 1) await checkOnB(lastId, 'at snapshot');
+  const tagged = await fetch(`${hostB()}/api/tasks/?ordering=-id`);
+  const heldTag = tagged.headers.get('etag')!;
+  await tagged.arrayBuffer();
   const admin = new Redis(redis!.url, { maxRetriesPerRequest: 1 });
   await admin.save();
   await copyFile(join(redisDir, 'dump.rdb'), join(scratch, 'ryw-old.rdb'));
@@ -251,6 +254,12 @@ test('Redis restarted from an older snapshot (the head goes back): old answers a
   // Long enough for every worker to have reconnected (its retries are at most 1 s apart).
   await sleep(2_500);
   for (let i = 0; i < 4; i += 1) await checkOnB(changed!, 'old snapshot');
+  // A client holding the page from before the write asks whether it changed: it did.
+  for (let i = 0; i < 4; i += 1) {
+    const revalidated = await fetch(`${hostB()}/api/tasks/?ordering=-id`, { headers: { 'If-None-Match': heldTag } });
+    await revalidated.arrayBuffer();
+    if (revalidated.status !== 200) stale.push(`old snapshot: If-None-Match ${heldTag} answered ${revalidated.status}`);
+  }
   pauseHot = false;
   await trials(500, 30, 'after old snapshot');
   assert.equal(stale, [], `${stale.length} stale answers of ${checks} checks`);
