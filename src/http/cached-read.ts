@@ -31,7 +31,7 @@ export interface ReadStart {
 
 /** The cache key of this request (the absolute URL its links are built from) and the published head. */
 export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
-  const key = `${requestOrigin(ctx, deps.config.TRUST_PROXY_HOPS)}${ctx.originalUrl}`;
+  const key = `${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
   const cache = deps.readCache;
   const published = cache ? await (ctx.state.head ?? cache.channel.read()) : null;
   return { key, published };
