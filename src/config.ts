@@ -77,6 +77,10 @@ const schema = z.object({
   REPORT_BATCH_SIZE: integer(1, 1_000_000).default(10_000),
   REPORT_BATCH_DELAY_MS: integer(0, 60_000).default(0),
   REPORT_SWEEP_INTERVAL_MS: integer(100, 3_600_000).default(30_000),
+  // The job child's retention sweep: how often it deletes expired tokens and idempotency records
+  // past their TTL, and the rows per delete (it repeats until a batch comes back short).
+  RETENTION_SWEEP_INTERVAL_MS: integer(100, 86_400_000).default(60_000),
+  RETENTION_BATCH_SIZE: integer(1, 100_000).default(1_000),
   // The per-owner task counts read model: events applied per transaction, idle poll interval.
   READ_MODEL_BATCH: integer(1, 100_000).default(1_000),
   READ_MODEL_POLL_MS: integer(10, 60_000).default(500),
