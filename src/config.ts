@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { parseProxyList } from './throttle/proxies.js';
 import { parseRate } from './throttle/rate.js';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -55,6 +56,8 @@ const schema = z.object({
   THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
   THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
   TRUST_PROXY_HOPS: integer(0, 16).default(0),
+  // The peers whose X-Forwarded-* headers count (addresses and CIDRs); unset: any peer's do.
+  TRUSTED_PROXIES: z.string().trim().superRefine(checkProxyList).transform(parseProxyList).optional(),
   ANON_IPV6_PREFIX: integer(1, 128).default(64),
   TOKEN_TTL: duration.default(24 * 3_600_000),
   BODY_LIMIT_BYTES: integer(1, 100 * 1024 * 1024).default(64 * 1024),
@@ -74,6 +77,10 @@ const schema = z.object({
   REPORT_BATCH_SIZE: integer(1, 1_000_000).default(10_000),
   REPORT_BATCH_DELAY_MS: integer(0, 60_000).default(0),
   REPORT_SWEEP_INTERVAL_MS: integer(100, 3_600_000).default(30_000),
+  // The job child's retention sweep: how often it deletes expired tokens and idempotency records
+  // past their TTL, and the rows per delete (it repeats until a batch comes back short).
+  RETENTION_SWEEP_INTERVAL_MS: integer(100, 86_400_000).default(60_000),
+  RETENTION_BATCH_SIZE: integer(1, 100_000).default(1_000),
   // The per-owner task counts read model: events applied per transaction, idle poll interval.
   READ_MODEL_BATCH: integer(1, 100_000).default(1_000),
   READ_MODEL_POLL_MS: integer(10, 60_000).default(500),
@@ -153,6 +160,26 @@ function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
       ctx.addIssue({ code: 'custom', message: (error as Error).message });
     }
   }
+}
+
+function checkProxyList(text: string, ctx: z.RefinementCtx): void {
+  try {
+    if (parseProxyList(text).length === 0) ctx.addIssue({ code: 'custom', message: 'expected addresses or CIDRs separated by commas' });
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+}
+
+/**
+ * The warning a start logs when forwarded headers are believed from any peer: proxies are
+ * trusted (TRUST_PROXY_HOPS > 0) but TRUSTED_PROXIES does not say which.
+ */
+export function proxyTrustWarning(config: Pick<Config, 'ROLE' | 'TRUST_PROXY_HOPS' | 'TRUSTED_PROXIES'>): string | undefined {
+  if (config.ROLE === 'jobs' || config.TRUST_PROXY_HOPS === 0 || config.TRUSTED_PROXIES !== undefined) return undefined;
+  return (
+    `TRUST_PROXY_HOPS=${config.TRUST_PROXY_HOPS} without TRUSTED_PROXIES: X-Forwarded-For, -Proto and -Host are believed from any peer, ` +
+    'so a client that reaches the port directly chooses its own address; set TRUSTED_PROXIES to your proxies'
+  );
 }
 
 /** Parses `30s`, `15m`, `24h`, `7d`, `500ms` to milliseconds. */

@@ -49,6 +49,12 @@ export function createMetrics(registry = new Registry()) {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
       registers,
     }),
+    retentionSwept: new Counter({
+      name: 'paceline_retention_swept_total',
+      help: 'Rows the retention sweep of the job child deleted, by table: expired tokens and idempotency records past their TTL.',
+      labelNames: ['table'] as const,
+      registers,
+    }),
     jobs: new Gauge({
       name: 'paceline_jobs',
       help: 'Jobs in each BullMQ queue by state (waiting, active, delayed, failed, completed), as read from Redis.',
@@ -61,6 +67,14 @@ export function createMetrics(registry = new Registry()) {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The tables `paceline_retention_swept_total` counts. */
+export const RETENTION_TABLES = ['tokens', 'idempotency_keys'] as const;
+
+/** Creates every table's `paceline_retention_swept_total` series at zero, so it reads 0 before the first sweep deletes anything. */
+export function primeRetentionSeries(metrics: Metrics): void {
+  for (const table of RETENTION_TABLES) metrics.retentionSwept.inc({ table }, 0);
+}
 
 /** The outcomes `paceline_throttle_decisions_total` counts. */
 export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error'] as const;

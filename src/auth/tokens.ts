@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { DECOY_HASH, verifyPassword } from './passwords.js';
 import { findUserByName, type User } from './users.repository.js';
@@ -54,4 +54,18 @@ export async function revokeToken(db: Kysely<Database>, token: string, now: Date
     .deleteFrom('tokens')
     .where((eb) => eb.or([eb('token_hash', '=', hashToken(token)), eb('expires_at', '<=', now)]))
     .execute();
+}
+
+/**
+ * Deletes up to `batchSize` tokens that expired by `now`; returns how many went. Small batches
+ * keep locks short (the retention sweep of the job child calls it until a batch comes back short).
+ */
+export async function sweepExpiredTokens(db: Kysely<Database>, now: Date, batchSize: number): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    with gone as (
+      delete from tokens where ctid in (
+        select ctid from tokens where expires_at <= ${now} limit ${batchSize}
+      ) returning 1
+    ) select count(*)::int as n from gone`.execute(db);
+  return rows[0]?.n ?? 0;
 }

@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
-import { childDrainBudgetMs, type Config } from '../config.js';
+import { childDrainBudgetMs, proxyTrustWarning, type Config } from '../config.js';
 import { rereadEnvFile } from '../env-file.js';
 import { createLogger } from '../logger.js';
 import { provideBackends } from '../stores/backends.js';
@@ -17,6 +17,8 @@ import { Supervisor } from './supervisor.js';
  */
 export async function runPrimary(config: Config, fileSettings: Record<string, string> = {}): Promise<void> {
   const logger = createLogger(config, 'primary');
+  const proxyWarning = proxyTrustWarning(config);
+  if (proxyWarning) logger.warn(proxyWarning);
   // Signals are handled from the first moment: whatever has started by then is stopped in
   // reverse order, after the step under way finishes, so no embedded store is left running.
   const stops: Array<() => Promise<void>> = [];

@@ -32,7 +32,7 @@ export interface ReadStart {
 /** The cache key of this request (the absolute URL its links are built from) and the published head. */
 export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
   // The page sizes are part of the answer (a reload may change them), so they are part of the key.
-  const key = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config.TRUST_PROXY_HOPS)}${ctx.originalUrl}`;
+  const key = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
   const cache = deps.readCache;
   const published = cache ? await (ctx.state.head ?? cache.channel.read()) : null;
   return { key, published };

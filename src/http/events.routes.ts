@@ -27,7 +27,7 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
     const request = readFeedRequest(query, { pageSize: config.PAGE_SIZE, maxPageSize: config.MAX_PAGE_SIZE });
     const results = await readFeed(deps.db, request);
     const last = results.at(-1)?.position ?? request.after;
-    const next = buildLink({ url: requestUrl(ctx, config.TRUST_PROXY_HOPS), query }, { after: last, limit: request.limit });
+    const next = buildLink({ url: requestUrl(ctx, config), query }, { after: last, limit: request.limit });
     ctx.body = { next, results: results.map(viewEvent) };
   });
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import { Errors } from '../errors.js';
 import type { IdempotencyClaim, StoredAnswer } from '../idempotency/idempotency.js';
+import type { ProxySettings } from '../throttle/proxies.js';
 import { absoluteUrl } from './request-url.js';
 
 const KEY_MAX = 255;
@@ -28,14 +29,14 @@ export function readIdempotencyClaim(ctx: Context, request: unknown): Idempotenc
  * Sends a replayed answer as first given: its status, body and `Location`, marked
  * `Idempotent-Replayed: true`.
  */
-export function sendReplay(ctx: Context, trustProxyHops: number, answer: StoredAnswer): void {
+export function sendReplay(ctx: Context, proxies: ProxySettings, answer: StoredAnswer): void {
   ctx.set('Idempotent-Replayed', 'true');
-  sendAnswer(ctx, trustProxyHops, answer);
+  sendAnswer(ctx, proxies, answer);
 }
 
 /** Sends an answer: status, body, and `Location` (absolute) when it names a resource. */
-export function sendAnswer(ctx: Context, trustProxyHops: number, answer: StoredAnswer): void {
+export function sendAnswer(ctx: Context, proxies: ProxySettings, answer: StoredAnswer): void {
   ctx.status = answer.status;
-  if (answer.resourcePath) ctx.set('Location', absoluteUrl(ctx, trustProxyHops, answer.resourcePath));
+  if (answer.resourcePath) ctx.set('Location', absoluteUrl(ctx, proxies, answer.resourcePath));
   ctx.body = answer.body;
 }

@@ -17,7 +17,7 @@ export async function renderPage<T, V>(ctx: Context, deps: Deps, source: PageSou
   const ordering = orderingParam === orderingKey ? 'asc' : orderingParam === `-${orderingKey}` ? 'desc' : undefined;
   if (!ordering) throw new AppError(400, { detail: `Invalid ordering "${orderingParam}": use ${orderingKey} or -${orderingKey}.` });
   const settings = { pageSize: deps.config.PAGE_SIZE, maxPageSize: deps.config.MAX_PAGE_SIZE, cursorSecret: deps.cursorSecret };
-  const outcome = await paginate(source, { url: requestUrl(ctx, deps.config.TRUST_PROXY_HOPS), query, ordering, orderingParam }, settings);
+  const outcome = await paginate(source, { url: requestUrl(ctx, deps.config), query, ordering, orderingParam }, settings);
   if (!outcome.ok) throw new AppError(outcome.status, { detail: outcome.detail });
   return { body: { ...outcome.body, results: outcome.body.results.map(view) } };
 }

@@ -29,12 +29,12 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     const idempotency = claim && { ...claim, render: acceptReport };
     const outcome = await createReport(db, { userId: user.id, params, idempotency, now: deps.clock.now() });
     if (!outcome.ok) throw Errors.idempotencyMismatch();
-    if (outcome.replayed) return sendReplay(ctx, config.TRUST_PROXY_HOPS, outcome.replayed);
+    if (outcome.replayed) return sendReplay(ctx, config, outcome.replayed);
     // The report is recorded; should Redis be down, the jobs child's sweeper enqueues it later.
     await deps.reportQueue?.enqueue(outcome.report.id).catch((error: unknown) => {
       deps.logger.warn({ err: error, reportId: outcome.report.id }, 'report recorded but not enqueued; the sweeper will retry');
     });
-    sendAnswer(ctx, config.TRUST_PROXY_HOPS, acceptReport(outcome.report));
+    sendAnswer(ctx, config, acceptReport(outcome.report));
   });
 
   router.get('/api/reports/', guard(), async (ctx) => {

@@ -1,24 +1,27 @@
 import type { Context } from 'koa';
+import { forwardedHops, type ProxySettings } from '../throttle/proxies.js';
 
 const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 
 /**
  * The absolute URL the client used. Scheme and host come from `X-Forwarded-Proto` /
- * `X-Forwarded-Host` only when proxies are trusted (`TRUST_PROXY_HOPS` = N > 0), read like
- * `X-Forwarded-For`: the N-th value from the right, the one our own proxies wrote. Otherwise they
- * come from the connection and the Host header. Only `http`/`https` and well-formed hosts are
- * used, so a client cannot make links point at another scheme or at a path.
+ * `X-Forwarded-Host` only when proxies are trusted (`TRUST_PROXY_HOPS` = N > 0) and the
+ * connection comes from one of them (`TRUSTED_PROXIES`, when set), read like `X-Forwarded-For`:
+ * the N-th value from the right, the one our own proxies wrote. Otherwise they come from the
+ * connection and the Host header. Only `http`/`https` and well-formed hosts are used, so a client
+ * cannot make links point at another scheme or at a path.
  */
-export function requestUrl(ctx: Context, trustProxyHops: number): URL {
+export function requestUrl(ctx: Context, proxies: ProxySettings): URL {
   try {
-    return new URL(ctx.originalUrl, requestOrigin(ctx, trustProxyHops));
+    return new URL(ctx.originalUrl, requestOrigin(ctx, proxies));
   } catch {
     return new URL(ctx.originalUrl, `http://${ownAddress(ctx)}`);
   }
 }
 
 /** The scheme and host the client used, `http://host:port`, read as `requestUrl` says. */
-export function requestOrigin(ctx: Context, trustProxyHops: number): string {
+export function requestOrigin(ctx: Context, proxies: ProxySettings): string {
+  const trustProxyHops = forwardedHops(proxies, ctx.req.socket.remoteAddress);
   const forwarded = (name: string) => {
     if (trustProxyHops === 0) return '';
     const values = ctx
@@ -42,6 +45,6 @@ function ownAddress(ctx: Context): string {
 }
 
 /** `path` as an absolute URL on the scheme and host the client used (see `requestUrl`). */
-export function absoluteUrl(ctx: Context, trustProxyHops: number, path: string): string {
-  return new URL(path, requestUrl(ctx, trustProxyHops)).href;
+export function absoluteUrl(ctx: Context, proxies: ProxySettings, path: string): string {
+  return new URL(path, requestUrl(ctx, proxies)).href;
 }

@@ -25,7 +25,7 @@ export function rootRoutes(deps: Deps, guard: Guard): Router {
     ctx.body = { detail: 'Moved to /api/' };
   });
   router.get('/api/', guard(), (ctx) => {
-    const link = (path: string) => absoluteUrl(ctx, deps.config.TRUST_PROXY_HOPS, path);
+    const link = (path: string) => absoluteUrl(ctx, deps.config, path);
     ctx.body = Object.fromEntries(Object.entries(COLLECTIONS).map(([name, path]) => [name, link(path)]));
   });
   return refuseOtherMethods(router, () => guard());

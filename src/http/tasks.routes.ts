@@ -74,8 +74,8 @@ function createTask(deps: Deps) {
     const idempotency = claim && { ...claim, render: answerCreated };
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
     const answer = outcome.ok && outcome.replayed;
-    if (answer) sendReplay(ctx, deps.config.TRUST_PROXY_HOPS, answer);
-    else sendAnswer(ctx, deps.config.TRUST_PROXY_HOPS, answerCreated(expectTask(outcome)));
+    if (answer) sendReplay(ctx, deps.config, answer);
+    else sendAnswer(ctx, deps.config, answerCreated(expectTask(outcome)));
     const etag = etagOfBody(ctx.body);
     if (etag) ctx.set('ETag', etag);
   };

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
 import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { clientIp, forwardedHops, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
 const STORE_DOWN_RETRY_S = 5;
@@ -85,7 +85,9 @@ function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
 
 function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   if (rule.keyedBy === 'user' && ctx.state.user) return `user:${ctx.state.user.id}`;
-  const ip = clientIp(ctx.req.socket.remoteAddress, ctx.get('X-Forwarded-For') || undefined, deps.config.TRUST_PROXY_HOPS);
+  const peer = ctx.req.socket.remoteAddress;
+  // X-Forwarded-For counts only from a trusted proxy (TRUSTED_PROXIES): anyone else is their socket address.
+  const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(deps.config, peer));
   return `ip:${ipKey(ip, deps.config.ANON_IPV6_PREFIX)}`;
 }
 

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, proxyTrustWarning } from '../../src/config.js';
 
 interface Run {
   code: number | null;
@@ -40,6 +40,10 @@ const BAD: Array<[string, string]> = [
   ['THROTTLE_RATES', 'exports'],
   ['THROTTLE_RATES', 'exports=often'],
   ['THROTTLE_RATES', 'anon=1/s'],
+  ['TRUSTED_PROXIES', '10.0.0.0/33'],
+  ['TRUSTED_PROXIES', '10.0.0.0/8,proxy.internal'],
+  ['TRUSTED_PROXIES', '::1/129'],
+  ['TRUSTED_PROXIES', ' , '],
 ];
 
 Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line naming the variable and its value', async () => {
@@ -55,7 +59,26 @@ Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line na
   });
 });
 
+Startup('a bad TRUSTED_PROXIES entry: exit ≠ 0 and one stderr line naming the setting and the entry', async () => {
+  const run = await runMain({ TRUSTED_PROXIES: '10.0.0.0/8, 192.168.0.0/33' });
+  const lines = run.stderr.split('\n').filter((line) => line !== '');
+  assert.ok(run.code !== 0 && run.code !== null, `exit ${run.code}`);
+  assert.equal(lines, [
+    'paceline: invalid TRUSTED_PROXIES="10.0.0.0/8, 192.168.0.0/33": "192.168.0.0/33" is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or fd00::/8)',
+  ]);
+  assert.is(run.stdout, '');
+});
+
 const Load = suite('loadConfig: defaults, parsing, refusals');
+
+Load('TRUSTED_PROXIES reads addresses and CIDRs; without it, trusted hops are warned about', () => {
+  assert.is(loadConfig({}).TRUSTED_PROXIES, undefined);
+  assert.is(loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, 127.0.0.1,::1,fd00::/8' }).TRUSTED_PROXIES?.length, 4);
+  assert.is(proxyTrustWarning(loadConfig({})), undefined, 'no hops: nothing forwarded is believed');
+  assert.is(proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8' })), undefined);
+  assert.is(proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '1', ROLE: 'jobs' })), undefined, 'a jobs-only host serves no requests');
+  assert.match(proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '2' })) ?? '', /^TRUST_PROXY_HOPS=2 without TRUSTED_PROXIES: .* any peer/);
+});
 
 Load('THROTTLE_RATES reads scope=rate pairs', () => {
   assert.equal(loadConfig({ THROTTLE_RATES: 'exports=5/min, search = 30/5m' }).THROTTLE_RATES, { exports: '5/min', search: '30/5m' });

@@ -270,6 +270,40 @@ Direct('an invented X-Forwarded-For is ignored: rotating it does not dodge the a
   assertThrottled(refused, 'anon', '"anon";q=3;w=60', wait, 'fourth address');
 });
 
+const Listed = suite('TRUSTED_PROXIES: forwarded headers count only when the connection comes from a listed proxy');
+
+Listed('a peer not in the list is keyed by its socket address, and its links use the Host header', async () => {
+  // The test client connects from 127.0.0.1, which this list leaves out.
+  const listed = await startTestApp({ TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8, ::1', THROTTLE_ANON: '3/min' }, 'throttle-untrusted-peer');
+  try {
+    const forged = { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'evil.example' };
+    const root = await send(listed, 'GET', '/api/', { ip: '198.51.100.41', headers: forged });
+    assert.is(root.status, 200, root.text);
+    assert.is(root.body.tasks, `${listed.base}/api/tasks/`, 'scheme and host from the connection and Host');
+    const rotating = await statuses(3, (i) => send(listed, 'GET', '/api/tasks/', { ip: `198.51.100.${42 + i}` }));
+    assert.equal(rotating, [200, 200, 429], 'every forged address drew on one budget');
+    const plain = await send(listed, 'GET', '/api/tasks/');
+    assert.is(plain.status, 429, 'the budget is the socket address its own requests spend');
+  } finally {
+    await listed.close();
+  }
+});
+
+Listed("a listed peer's X-Forwarded-For, -Proto and -Host are used", async () => {
+  const listed = await startTestApp({ TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8,127.0.0.0/8', THROTTLE_ANON: '2/min' }, 'throttle-trusted-peer');
+  try {
+    const root = await send(listed, 'GET', '/api/', { headers: { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'api.example.com' } });
+    assert.is(root.body.tasks, 'https://api.example.com/api/tasks/');
+    const a = { ip: '198.51.100.51' };
+    assert.equal(await statuses(3, () => send(listed, 'GET', '/api/tasks/', a)), [200, 200, 429], 'the forwarded address has its own budget');
+    const b = await send(listed, 'GET', '/api/tasks/', { ip: '198.51.100.52' });
+    assert.equal([b.status, b.headers.get('ratelimit')], [200, '"anon";r=1;t=60'], 'another forwarded address has another');
+  } finally {
+    await listed.close();
+  }
+});
+
 Proxied.run();
 Declared.run();
 Direct.run();
+Listed.run();
