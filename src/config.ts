@@ -33,6 +33,11 @@ const schema = z.object({
   SHUTDOWN_TIMEOUT_MS: integer(100).default(10_000),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_SIZE: integer(1, 500).default(10),
+  // Bounded work per request: the longest one statement of a serving process may run (pg's
+  // statement_timeout; migrations and the CLI have none), and the longest a request waits for a
+  // pool connection or for its command's turn at the append lock before it is answered 503.
+  DATABASE_STATEMENT_TIMEOUT_MS: integer(1, 3_600_000).default(5_000),
+  DATABASE_WAIT_MS: integer(1, 3_600_000).default(5_000),
   REDIS_URL: z.string().url().optional(),
   REDIS_PREFIX: z.string().default('paceline:'),
   DATA_DIR: z.string().default('.data'),
