@@ -83,13 +83,10 @@ Commit('a batch failing with its lock wait over re-queues a command still within
 
 Commit('without waitMs nothing changes: no lock wait is asked for', async () => {
   const seen: (number | undefined)[] = [];
-  const committer = new GroupCommitter(
-    async (batch, lockWaitMs) => {
-      seen.push(lockWaitMs);
-      return batch.map(() => ({ ok: true }) as unknown as CommandOutcome);
-    },
-    10,
-  );
+  const committer = new GroupCommitter(async (batch, lockWaitMs) => {
+    seen.push(lockWaitMs);
+    return batch.map(() => ({ ok: true }) as unknown as CommandOutcome);
+  }, 10);
   await committer.execute(command('plain'));
   await committer.close();
   assert.equal(seen, [undefined]);
