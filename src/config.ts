@@ -34,6 +34,11 @@ const schema = z.object({
   SHUTDOWN_TIMEOUT_MS: integer(100).default(10_000),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_SIZE: integer(1, 500).default(10),
+  // Bounded work per request: the longest one statement of a serving process may run (pg's
+  // statement_timeout; migrations and the CLI have none), and the longest a request waits for a
+  // pool connection or for its command's turn at the append lock before it is answered 503.
+  DATABASE_STATEMENT_TIMEOUT_MS: integer(1, 3_600_000).default(5_000),
+  DATABASE_WAIT_MS: integer(1, 3_600_000).default(5_000),
   REDIS_URL: z.string().url().optional(),
   REDIS_PREFIX: z.string().default('paceline:'),
   DATA_DIR: z.string().default('.data'),
@@ -60,6 +65,11 @@ const schema = z.object({
   TRUSTED_PROXIES: z.string().trim().superRefine(checkProxyList).transform(parseProxyList).optional(),
   ANON_IPV6_PREFIX: integer(1, 128).default(64),
   TOKEN_TTL: duration.default(24 * 3_600_000),
+  // HTTP server limits per web worker: time to receive a request's headers, time to receive the
+  // whole request, and open connections (more are refused at accept).
+  HTTP_HEADERS_TIMEOUT_MS: integer(1, 3_600_000).default(10_000),
+  HTTP_REQUEST_TIMEOUT_MS: integer(1, 3_600_000).default(30_000),
+  HTTP_MAX_CONNECTIONS: integer(1, 1_000_000).default(10_000),
   BODY_LIMIT_BYTES: integer(1, 100 * 1024 * 1024).default(64 * 1024),
   // Per web worker; 0 turns the read cache off (and with it the head published by every write).
   READ_CACHE_BYTES: integer(0, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
@@ -119,7 +129,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const shown = SECRET_KEYS.has(key) ? ' (value not shown)' : `=${JSON.stringify(env[key] ?? '')}`;
     throw new ConfigError(`invalid ${key}${shown}: ${issue.message}`);
   }
-  return Object.freeze(result.data);
+  const config = result.data;
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      `invalid HTTP_HEADERS_TIMEOUT_MS=${JSON.stringify(String(config.HTTP_HEADERS_TIMEOUT_MS))}: must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
+    );
+  }
+  return Object.freeze(config);
 }
 
 /** The scopes of docs/architecture.md "Throttling" are set by their own variables, never through THROTTLE_RATES. */

@@ -5,7 +5,7 @@ import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config.js';
-import { appendBatch } from './events/store/append-batch.js';
+import { appendBatch, isLockWaitOver } from './events/store/append-batch.js';
 import { GroupCommitter, type CommandBus } from './events/store/group-commit.js';
 import type { TaskCommand } from './events/domain/task.events.js';
 import { createLogger } from './logger.js';
@@ -35,18 +35,24 @@ export interface Deps {
 export async function buildDeps(config: Config, role: string): Promise<{ deps: Deps; close(): Promise<void> }> {
   const logger = createLogger(config, role);
   const metrics = createMetrics();
-  const db = connectDatabase(requireSetting(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE);
+  const db = connectDatabase(requireSetting(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE, 'paceline', {
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+    connectionTimeoutMs: config.DATABASE_WAIT_MS,
+  });
   const redis = connectRedis(requireSetting(config.REDIS_URL, 'REDIS_URL'), config);
   // Commands fail fast while disconnected, so a child serving before its first connection would
   // let its first requests through uncounted (or answer 503 in closed mode).
   if (!(await untilReady(redis, REDIS_READY_WAIT_MS))) logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
   const readCache = config.READ_CACHE_BYTES > 0 ? createReadCache(db, redis, config, logger) : undefined;
-  const appendAndCount = async (batch: readonly TaskCommand[]) => {
-    const outcomes = await appendBatch(db, batch, readCache && publishBeforeCommit(readCache));
+  const appendAndCount = async (batch: readonly TaskCommand[], lockWaitMs?: number) => {
+    const outcomes = await appendBatch(db, batch, readCache && publishBeforeCommit(readCache), lockWaitMs);
     for (const outcome of outcomes) for (const event of (outcome.ok && outcome.events) || []) metrics.eventsAppended.inc({ type: event.type });
     return outcomes;
   };
-  const commands = new GroupCommitter(appendAndCount, config.APPEND_BATCH_MAX, (size) => metrics.appendBatchSize.observe(size));
+  const commands = new GroupCommitter(appendAndCount, config.APPEND_BATCH_MAX, (size) => metrics.appendBatchSize.observe(size), {
+    waitMs: config.DATABASE_WAIT_MS,
+    isLockWaitOver,
+  });
   const deps: Deps = {
     config,
     db,

@@ -1,24 +1,45 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
-import { AppError } from '../errors.js';
+import { isDatabaseTimeout } from '../../db/connect.js';
+import { AppError, Errors } from '../errors.js';
+import { CommandTimeoutError } from '../events/store/group-commit.js';
 
 /**
  * The one place errors become responses: every error is JSON; an AppError answers with its own
- * status, body and headers; anything else is logged with its stack and answered with a bare 500.
+ * status, body and headers; a request that waited past its deadline for the database is 503 with
+ * `Retry-After`; anything else is logged with its stack and answered with a bare 500.
  */
 export function handleErrors(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
     } catch (error) {
+      const waited = waitedTooLong(error);
       const known = error instanceof AppError && error.expose;
-      if (!known) logger.error({ err: error, requestId: ctx.state.requestId }, 'request failed');
-      const appError = known ? error : fromUnknown(error);
+      if (waited)
+        logger.warn({ requestId: ctx.state.requestId, reason: (error as Error).message }, 'request answered 503: the database did not answer in time');
+      else if (!known) logger.error({ err: error, requestId: ctx.state.requestId }, 'request failed');
+      const appError = waited ?? (known ? error : fromUnknown(error));
       ctx.status = appError.status;
       ctx.set(appError.headers);
       ctx.body = appError.body;
     }
   };
+}
+
+/** Seconds a client is asked to wait before retrying a request the database had no time for. */
+const RETRY_AFTER_S = 1;
+
+/**
+ * The 503 for a request whose database work did not start in time (no pool connection within
+ * DATABASE_WAIT_MS, its command's turn at the append lock not within it) or was cancelled by
+ * DATABASE_STATEMENT_TIMEOUT_MS: in each case nothing of it was written.
+ */
+function waitedTooLong(error: unknown): AppError | undefined {
+  if (error instanceof CommandTimeoutError || isDatabaseTimeout(error)) {
+    return Errors.unavailable('The database is busy and could not answer in time. Try again later.', RETRY_AFTER_S);
+  }
+  return undefined;
 }
 
 function fromUnknown(error: unknown): AppError {

@@ -1,12 +1,38 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
-import { childDrainBudgetMs } from '../config.js';
+import { childDrainBudgetMs, type Config } from '../config.js';
 import type { Deps } from '../deps.js';
 import { createApp } from './app.js';
 import { answerClientErrors } from './client-errors.js';
 
 /** Advertised to clients as `Keep-Alive: timeout=5`; an idle connection is closed after it. */
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/**
+ * The API's HTTP server, unstarted, with its limits: a request's headers must arrive within
+ * HTTP_HEADERS_TIMEOUT_MS and the whole request within HTTP_REQUEST_TIMEOUT_MS (else 408 and the
+ * connection is closed), at most HTTP_MAX_CONNECTIONS connections are open at once (more are
+ * closed as they are accepted), and an idle keep-alive connection is closed after 5 s. Errors of
+ * requests the parser refuses are answered in JSON.
+ */
+export function createApiServer(
+  config: Pick<Config, 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS'>,
+  listener: RequestListener,
+): Server {
+  const server = createServer(
+    {
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      // Node checks both timeouts on this period (30 s by default), so a short limit needs a short one.
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(config.HTTP_HEADERS_TIMEOUT_MS / 4))),
+    },
+    listener,
+  );
+  server.maxConnections = config.HTTP_MAX_CONNECTIONS;
+  answerClientErrors(server);
+  return server;
+}
 
 /**
  * Serves the API on PORT (the primary shares the listening socket among its web children).
@@ -18,11 +44,10 @@ export async function serve(deps: Deps): Promise<{ close(): Promise<void> }> {
   const { config } = deps;
   const handle = createApp(deps).callback();
   let draining = false;
-  const http = createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS }, (req, res) => {
+  const http = createApiServer(config, (req, res) => {
     if (draining) res.setHeader('Connection', 'close');
     void handle(req, res);
   });
-  answerClientErrors(http);
   // A listen error (the port taken meanwhile) ends the start with one line, not an unhandled event.
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:http';
 import type { Logger } from 'pino';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
-import { answerClientErrors } from '../../src/http/client-errors.js';
+import { createApiServer } from '../../src/http/server.js';
 import { createTestDatabase } from './database.js';
 import { request } from './http.js';
 
@@ -53,8 +52,8 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
   });
   const { deps, close } = await buildDeps(config, 'test');
   if (options.logger) deps.logger = options.logger;
-  const server = createServer(createApp(deps, options.routes).callback());
-  answerClientErrors(server);
+  // The production server with its limits (timeouts, connection cap), on a free port.
+  const server = createApiServer(config, createApp(deps, options.routes).callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let closed = false;

@@ -16,6 +16,11 @@ export const APPEND_LOCK = 7_310_002;
  */
 export type BeforeCommit = (head: number) => Promise<void>;
 
+/** Whether `appendBatch` failed because the append lock was not granted within its `lockWaitMs`. */
+export function isLockWaitOver(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '55P03';
+}
+
 /**
  * Runs a batch of commands in ONE transaction that holds the global append lock until commit.
  * Task ids and event positions are drawn from counters under that lock, so commit order = id
@@ -23,8 +28,15 @@ export type BeforeCommit = (head: number) => Promise<void>;
  * state the earlier ones left, so one command's rejection affects only itself. A batch that
  * appended events calls `beforeCommit` with its last position.
  */
-export async function appendBatch(db: Kysely<Database>, commands: readonly TaskCommand[], beforeCommit?: BeforeCommit): Promise<CommandOutcome[]> {
+export async function appendBatch(
+  db: Kysely<Database>,
+  commands: readonly TaskCommand[],
+  beforeCommit?: BeforeCommit,
+  lockWaitMs?: number,
+): Promise<CommandOutcome[]> {
   return db.transaction().execute(async (trx) => {
+    // Not granted within lockWaitMs: PostgreSQL fails the statement with 55P03 and nothing is written.
+    if (lockWaitMs !== undefined) await sql`select set_config('lock_timeout', ${`${Math.max(1, Math.ceil(lockWaitMs))}ms`}, true)`.execute(trx);
     const { rows } = await sql<{ now: Date }>`select pg_advisory_xact_lock(${APPEND_LOCK}), clock_timestamp() as now`.execute(trx);
     const now = rows[0]!.now;
     const state = await loadBatchState(trx, commands);
