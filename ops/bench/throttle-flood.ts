@@ -19,12 +19,10 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
-import { Redis } from 'ioredis';
+import { type Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
@@ -33,8 +31,7 @@ import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { startBenchStores } from './fixtures/stores.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -162,19 +159,7 @@ function summarise(variant: Variant, slices: Slice[]) {
 }
 
 async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
-  const root = await mkdtemp(join(tmpdir(), 'paceline-bench-'));
-  await chmod(root, 0o755);
-  const postgres = await startEmbeddedPostgres({ dataDir: join(root, 'pg'), port: await findFreePort(), persistent: false, database: 'postgres' });
-  const redis = await startRedis({ dataDir: join(root, 'redis'), port: await findFreePort(), persistent: false, log: () => {} });
-  const admin = new Redis(redis.url);
-  const cleanUp = async () => {
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
-    admin.disconnect();
-    await redis.stop();
-    await postgres.stop();
-    await rm(root, { recursive: true, force: true });
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  const { postgres, redis, admin, cleanUp } = await startBenchStores();
   try {
     const databaseUrl = await prepareDatabase(postgres.url);
     const targets: Target[] = [];

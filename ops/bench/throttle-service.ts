@@ -21,12 +21,10 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
-import { Redis } from 'ioredis';
+import { type Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
@@ -37,8 +35,7 @@ import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { startBenchStores } from './fixtures/stores.js';
 
 const VARIANTS = {
   off: { THROTTLE_ENABLED: 'false' },
@@ -215,19 +212,7 @@ async function keyMemory(admin: Redis, pattern: string): Promise<{ keys: number;
 }
 
 async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
-  const root = await mkdtemp(join(tmpdir(), 'paceline-bench-'));
-  await chmod(root, 0o755);
-  const postgres = await startEmbeddedPostgres({ dataDir: join(root, 'pg'), port: await findFreePort(), persistent: false, database: 'postgres' });
-  const redis = await startRedis({ dataDir: join(root, 'redis'), port: await findFreePort(), persistent: false, log: () => {} });
-  const admin = new Redis(redis.url);
-  const cleanUp = async () => {
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
-    admin.disconnect();
-    await redis.stop();
-    await postgres.stop();
-    await rm(root, { recursive: true, force: true });
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  const { postgres, redis, admin, cleanUp } = await startBenchStores();
   try {
     const databaseUrl = await prepareDatabase(postgres.url);
     const targets: Target[] = [];

@@ -1,9 +1,9 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
@@ -15,17 +15,6 @@ import { request } from '../helpers/http.js';
 let cluster: RunningCluster;
 let databaseUrl = '';
 let dropDatabase: () => Promise<void> = async () => {};
-
-function childPids(parent: number): number[] {
-  try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(parent)], { encoding: 'utf8' })
-      .split('\n')
-      .map(Number)
-      .filter((n) => n > 0);
-  } catch {
-    return []; // ps exits 1 when there are none
-  }
-}
 
 /** `pid` and every process below it. */
 function tree(pid: number): number[] {

@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createServer, Socket, type AddressInfo } from 'node:net';
@@ -9,7 +9,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../src/auth/users.repository.js';
 import { connectDatabase } from '../../db/connect.js';
-import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
@@ -26,17 +26,6 @@ type Outcome = number | string; // a status, or the error code of a connection t
 let cluster: RunningCluster;
 let dropDatabase: () => Promise<void> = async () => {};
 let token = '';
-
-function childPids(parent: number): number[] {
-  try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(parent)], { encoding: 'utf8' })
-      .split('\n')
-      .map(Number)
-      .filter((n) => n > 0);
-  } catch {
-    return []; // ps exits 1 when there are none
-  }
-}
 
 /** The primary's children by role, read from the environment the primary gave each of them. */
 function children(role: 'web' | 'jobs'): number[] {

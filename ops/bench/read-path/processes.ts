@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,7 +9,8 @@ import { migrateToLatest } from '../../../db/migrate.js';
 import { findFreePort } from '../../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../../src/stores/postgres.js';
 import { startRedis } from '../../../src/stores/redis.js';
-import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
+export { childPids };
 
 export interface Stores {
   databaseUrl: string;
@@ -59,17 +60,6 @@ export async function startService(env: Record<string, string>): Promise<Running
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return service;
-}
-
-export function childPids(parent: number): number[] {
-  try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(parent)], { encoding: 'utf8' })
-      .split('\n')
-      .map(Number)
-      .filter((n) => n > 0);
-  } catch {
-    return []; // ps exits 1 when there are none
-  }
 }
 
 /** Resident memory of a process in MiB, from /proc (NaN once it has exited). */
