@@ -23,15 +23,12 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { type Redis } from 'ioredis';
-import { sql } from 'kysely';
-import { connectDatabase } from '../../db/connect.js';
-import { migrateToLatest } from '../../db/migrate.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startBenchStores } from './fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -63,12 +60,7 @@ async function serve(setup: Setup): Promise<void> {
 }
 
 async function prepareDatabase(adminUrl: string): Promise<string> {
-  const admin = connectDatabase(adminUrl, 1);
-  await sql`create database bench_flood`.execute(admin);
-  await admin.destroy();
-  const url = adminUrl.replace(/\/[^/]*$/, '/bench_flood');
-  const db = connectDatabase(url, 1);
-  await migrateToLatest(db);
+  const { url, db } = await createBenchDatabase(adminUrl, 'bench_flood');
   await db.destroy();
   return url;
 }

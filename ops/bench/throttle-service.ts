@@ -25,9 +25,6 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { type Redis } from 'ioredis';
-import { sql } from 'kysely';
-import { connectDatabase } from '../../db/connect.js';
-import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
@@ -35,7 +32,7 @@ import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startBenchStores } from './fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
 
 const VARIANTS = {
   off: { THROTTLE_ENABLED: 'false' },
@@ -71,12 +68,7 @@ async function serve(setup: Setup): Promise<void> {
 }
 
 async function prepareDatabase(adminUrl: string): Promise<string> {
-  const admin = connectDatabase(adminUrl, 1);
-  await sql`create database bench_throttle`.execute(admin);
-  await admin.destroy();
-  const url = adminUrl.replace(/\/[^/]*$/, '/bench_throttle');
-  const db = connectDatabase(url, 1);
-  await migrateToLatest(db);
+  const { url, db } = await createBenchDatabase(adminUrl, 'bench_throttle');
   const created = await createUser(db, 'bench', 'bench-password');
   if (!created.ok) throw new Error('could not create the bench user');
   const actor = { userId: created.user.id, username: 'bench' };

@@ -13,21 +13,11 @@ import type { Actor, TaskCommand } from '../../src/events/domain/task.events.js'
 import type { Ordering } from '../../src/pagination/types.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
+import { random } from '../helpers/random.js';
 
 // Page-number and limit/offset pages read from the id range that holds their offset
 // (`task_ranges`) instead of skipping every row before it: same rows as OFFSET, exact count, with
 // deletes anywhere, and at most one range of skipped rows at any depth.
-
-/** A small deterministic generator, so a failure can be replayed with the same seed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t ^= t + Math.imul(t ^ (t >>> 7), 61 | t);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const actor: Actor = { userId: 1, username: 'pager' };
 const createTask = (title: string): TaskCommand => ({ type: 'CreateTask', actor, fields: { title, description: '', completed: false } });

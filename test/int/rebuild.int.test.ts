@@ -9,19 +9,9 @@ import { rebuildWithProgress } from '../../src/cli/progress.js';
 import { rebuildProjections } from '../../src/events/projections/rebuild.js';
 import type { Actor, CommandOutcome } from '../../src/events/domain/task.events.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
+import { random } from '../helpers/random.js';
 
 let app: TestApp;
-
-/** A small deterministic generator, so a failure can be replayed with the same seed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t ^= t + Math.imul(t ^ (t >>> 7), 61 | t);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 /**
  * `count` random commands through the live command bus (group commit, one transaction per
