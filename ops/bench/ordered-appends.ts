@@ -26,7 +26,6 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
-import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/config.js';
@@ -37,6 +36,7 @@ import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { checkEventOrder } from './fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from './fixtures/unordered-append.js';
+import { createBenchDatabase } from './fixtures/stores.js';
 
 type Variant = 'ordered' | 'unordered';
 interface Setup {
@@ -81,12 +81,7 @@ async function serve(setup: Setup): Promise<void> {
 }
 
 async function prepareDatabase(adminUrl: string, name: string, variant: Variant): Promise<{ url: string; token: string }> {
-  const admin = connectDatabase(adminUrl, 1);
-  await sql`create database ${sql.id(name)}`.execute(admin);
-  await admin.destroy();
-  const url = adminUrl.replace(/\/[^/]*$/, `/${name}`);
-  const db = connectDatabase(url, 1);
-  await migrateToLatest(db);
+  const { url, db } = await createBenchDatabase(adminUrl, name);
   if (variant === 'unordered') await createUnorderedSequences(db);
   await createUser(db, 'bench', 'bench-password');
   const issued = await issueToken(db, 'bench', 'bench-password', 3_600_000, new Date());

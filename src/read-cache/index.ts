@@ -19,12 +19,13 @@ const REPUBLISH_INTERVAL_MS = 1_000;
  * until then every read goes to PostgreSQL.
  */
 export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, config: Config, logger: Logger): ReadCache {
+  const putHeadBack = () => republishHead(db, (head) => channel.publish(head));
   let republishing: Promise<void> | undefined;
   let lastRepublish = 0;
   const republish = () => {
     if (republishing || Date.now() - lastRepublish < REPUBLISH_INTERVAL_MS) return;
     lastRepublish = Date.now();
-    republishing = republishHead(db, (head) => channel.publish(head))
+    republishing = putHeadBack()
       .then(() => logger.info('read cache: head republished after it was found lost'))
       .catch((error: unknown) => logger.warn({ err: error }, 'read cache: could not republish the head; reads go to PostgreSQL'))
       .finally(() => (republishing = undefined));
@@ -34,7 +35,7 @@ export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, co
   // After every (re)connection the head is put back from PostgreSQL and the token epoch renewed
   // before this process trusts either: a Redis restored from an older snapshot holds older ones.
   const onReturn = async () => {
-    await republishHead(db, (head) => channel.publish(head));
+    await putHeadBack();
     await channel.rotateTokenEpoch();
   };
   const channel = createHeadChannel(redis, keys, config.THROTTLE_TIMEOUT_MS, republish, onReturn);
