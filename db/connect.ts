@@ -14,6 +14,11 @@ export interface ConnectOptions {
   statementTimeoutMs?: number;
   /** The longest a query waits for a connection of the pool before it fails (default 10 s). */
   connectionTimeoutMs?: number;
+  /**
+   * pg's client-side `query_timeout`: the longest the client waits for any query's answer, even
+   * from a server that stopped answering (which no `statement_timeout` ends). Unset: none.
+   */
+  queryTimeoutMs?: number;
 }
 
 /** Opens a pooled kysely handle. `destroy()` on it closes the pool. */
@@ -24,6 +29,7 @@ export function connectDatabase(url: string, poolSize: number, applicationName =
     application_name: applicationName,
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
     ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),
+    ...(options.queryTimeoutMs !== undefined ? { query_timeout: options.queryTimeoutMs } : {}),
   });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on next use.

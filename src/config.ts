@@ -39,6 +39,11 @@ const schema = z.object({
   // pool connection or for its command's turn at the append lock before it is answered 503.
   DATABASE_STATEMENT_TIMEOUT_MS: integer(1, 3_600_000).default(5_000),
   DATABASE_WAIT_MS: integer(1, 3_600_000).default(5_000),
+  // Streaming replicas that answer reads once they have replayed what the reader must see
+  // (docs/architecture.md "Read replicas"), and the longest a read waits for one of their
+  // connections before the primary answers it.
+  DATABASE_REPLICA_URLS: z.string().trim().superRefine(checkUrlList).transform(parseUrlList).default([]),
+  DATABASE_REPLICA_WAIT_MS: integer(1, 3_600_000).default(500),
   REDIS_URL: z.string().url().optional(),
   REDIS_PREFIX: z.string().default('paceline:'),
   DATA_DIR: z.string().default('.data'),
@@ -99,7 +104,7 @@ const schema = z.object({
   ACCESS_LOG: z.enum(['all', 'errors', 'off']).default('all'),
 });
 
-const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'REDIS_URL', 'CURSOR_SECRET']);
+const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'DATABASE_REPLICA_URLS', 'REDIS_URL', 'CURSOR_SECRET']);
 
 type Parsed = z.output<typeof schema>;
 
@@ -135,6 +140,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `invalid HTTP_HEADERS_TIMEOUT_MS=${JSON.stringify(String(config.HTTP_HEADERS_TIMEOUT_MS))}: must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
     );
+  }
+  // A replica may answer only what the published head proves current, and only the read cache publishes it.
+  if (config.DATABASE_REPLICA_URLS.length > 0 && config.READ_CACHE_BYTES === 0) {
+    throw new ConfigError('invalid DATABASE_REPLICA_URLS (value not shown): replicas need the head the read cache publishes; set READ_CACHE_BYTES above 0');
   }
   return Object.freeze(config);
 }
@@ -177,6 +186,23 @@ function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
       ctx.addIssue({ code: 'custom', message: (error as Error).message });
     }
   }
+}
+
+/** Reads `postgres://…,postgres://…` (DATABASE_REPLICA_URLS) into its URLs. */
+export function parseUrlList(text: string): string[] {
+  return text
+    .split(',')
+    .map((url) => url.trim())
+    .filter(Boolean);
+}
+
+// Names an entry by its place only: the URLs carry passwords.
+function checkUrlList(text: string, ctx: z.RefinementCtx): void {
+  parseUrlList(text).forEach((url, index) => {
+    if (!URL.canParse(url) || !['postgres:', 'postgresql:'].includes(new URL(url).protocol)) {
+      ctx.addIssue({ code: 'custom', message: `entry ${index + 1} is not a postgres:// URL (expected URLs separated by commas)` });
+    }
+  });
 }
 
 function checkProxyList(text: string, ctx: z.RefinementCtx): void {

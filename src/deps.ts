@@ -12,6 +12,7 @@ import { createLogger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { ReportQueue } from './reports/report-queue.js';
 import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/index.js';
+import { ReplicaSet } from './read-cache/replicas.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 
 /** What every request handler may use, built once per process by its entry point. */
@@ -26,6 +27,8 @@ export interface Deps {
   throttler: Throttler;
   /** Answers of reads kept while provably current; absent when READ_CACHE_BYTES is 0. */
   readCache?: ReadCache;
+  /** Streaming replicas for reads (DATABASE_REPLICA_URLS); absent when none are configured. */
+  replicas?: ReplicaSet;
   cursorSecret: string;
   /** Producer side of the reports job queue (connects on first use). */
   reportQueue?: ReportQueue;
@@ -62,6 +65,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     metrics,
     commands,
     readCache,
+    replicas: config.DATABASE_REPLICA_URLS.length > 0 ? new ReplicaSet(config.DATABASE_REPLICA_URLS, config, metrics, logger) : undefined,
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX, timeoutMs: config.THROTTLE_TIMEOUT_MS }),
     // Every process must sign cursors alike; the primary generates one when none is configured.
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
@@ -72,7 +76,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     (closing ??= (async () => {
       await commands.close();
       // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
-      await Promise.allSettled([db.destroy(), redis.quit().catch(() => redis.disconnect()), deps.reportQueue?.close()]);
+      await Promise.allSettled([db.destroy(), deps.replicas?.close(), redis.quit().catch(() => redis.disconnect()), deps.reportQueue?.close()]);
     })());
   return { deps, close };
 }

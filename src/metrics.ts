@@ -49,6 +49,14 @@ export function createMetrics(registry = new Registry()) {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
       registers,
     }),
+    dbReads: new Counter({
+      name: 'paceline_db_reads_total',
+      help:
+        'Reads answered from PostgreSQL (read-cache misses, the feed), by target (replica or primary) and reason: current (a replica had replayed ' +
+        'the published head), no_replica, head_unknown (Redis could not say), lagging, unhealthy (every replica recently failed) or error.',
+      labelNames: ['target', 'reason'] as const,
+      registers,
+    }),
     retentionSwept: new Counter({
       name: 'paceline_retention_swept_total',
       help: 'Rows the retention sweep of the job child deleted, by table: expired tokens and idempotency records past their TTL.',

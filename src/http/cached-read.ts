@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Context, Middleware } from 'koa';
 import type { Database } from '../../db/database.js';
 import type { Deps } from '../deps.js';
 import type { FreshAnswer } from '../read-cache/read-cache.js';
+import { readSnapshot } from '../read-cache/replicas.js';
 import { requestOrigin } from './request-url.js';
 
 /** What a cacheable read renders from one snapshot: the body, and its tag when it has its own. */
@@ -33,9 +34,13 @@ export interface ReadStart {
 export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
   // The page sizes are part of the answer (a reload may change them), so they are part of the key.
   const key = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
+  return { key, published: await publishedHead(ctx, deps) };
+}
+
+/** The head published when this request arrived (null: unknown, or no read cache). */
+export async function publishedHead(ctx: Context, deps: Pick<Deps, 'readCache'>): Promise<number | null> {
   const cache = deps.readCache;
-  const published = cache ? await (ctx.state.head ?? cache.channel.read()) : null;
-  return { key, published };
+  return cache ? await ((ctx.state.head as Promise<number | null> | undefined) ?? cache.channel.read()) : null;
 }
 
 /**
@@ -45,7 +50,7 @@ export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
  */
 export async function readAnswer(deps: Deps, read: ReadStart, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
   const cache = deps.readCache;
-  const compute = () => renderFromSnapshot(deps.db, read.key, render);
+  const compute = () => renderFromSnapshot(deps, read, render);
   if (!cache) return compute();
   return cache.lookup(read.key, read.published) ?? cache.fill(read.key, read.published, compute);
 }
@@ -80,16 +85,15 @@ export function sendNotModified(ctx: Context, etag: string): void {
   ctx.set('ETag', etag);
 }
 
-async function renderFromSnapshot(db: Kysely<Database>, key: string, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
-  return db
-    .transaction()
-    .setIsolationLevel('repeatable read')
-    .execute(async (trx) => {
-      const { rows } = await sql<{ head: number }>`select value::bigint as head from counters where name = 'events.last_position'`.execute(trx);
-      const head = Number(rows[0]?.head ?? 0);
-      const rendered = await render(trx);
-      return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, key) };
-    });
+/**
+ * The answer rendered from one REPEATABLE READ snapshot with that snapshot's head: a replica's
+ * when one has replayed the published head (docs/architecture.md, "Read replicas"), else the primary's.
+ */
+async function renderFromSnapshot(deps: Deps, read: ReadStart, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
+  return readSnapshot(deps, read.published, async (trx, head) => {
+    const rendered = await render(trx);
+    return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, read.key) };
+  });
 }
 
 /**

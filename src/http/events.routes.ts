@@ -6,6 +6,8 @@ import { buildLink } from '../pagination/links.js';
 import { readLimit } from '../pagination/params.js';
 import { parsePythonInt } from '../pagination/python-int.js';
 import { parseQuery, readLastValue, type QueryParams } from '../pagination/query-string.js';
+import { readLatest } from '../read-cache/replicas.js';
+import { publishedHead, readHeadAhead } from './cached-read.js';
 import { viewEvent } from './event.view.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
@@ -21,11 +23,14 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   const { config } = deps;
 
-  router.get('/api/events/', guard(), async (ctx) => {
+  // The published head is asked for only when a replica might answer.
+  const ahead = deps.replicas ? [readHeadAhead(deps)] : [];
+  router.get('/api/events/', ...ahead, guard(), async (ctx) => {
     requireUser(ctx);
     const query = parseQuery(ctx.querystring);
     const request = readFeedRequest(query, { pageSize: config.PAGE_SIZE, maxPageSize: config.MAX_PAGE_SIZE });
-    const results = await readFeed(deps.db, request);
+    // On a replica only when it has replayed the published head (docs/architecture.md, "Read replicas").
+    const results = await readLatest(deps, () => publishedHead(ctx, deps), (db) => readFeed(db, request));
     const last = results.at(-1)?.position ?? request.after;
     const next = buildLink({ url: requestUrl(ctx, config), query }, { after: last, limit: request.limit });
     ctx.body = { next, results: results.map(viewEvent) };
