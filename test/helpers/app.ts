@@ -25,6 +25,8 @@ export interface TestAppOptions {
   logger?: Logger;
   /** Extra routers mounted as `createApp`'s `extraRoutes`. */
   routes?: Parameters<typeof createApp>[1];
+  /** Settings that depend on the fresh database's URL (a replica of that database). */
+  databaseEnv?: (databaseUrl: string) => Record<string, string>;
 }
 
 /**
@@ -49,6 +51,7 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
     THROTTLE_REPORTS: '100000/min',
     DATABASE_POOL_SIZE: '5',
     ...env,
+    ...options.databaseEnv?.(database.url),
   });
   const { deps, close } = await buildDeps(config, 'test');
   if (options.logger) deps.logger = options.logger;
