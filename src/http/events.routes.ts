@@ -30,7 +30,11 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
     const query = parseQuery(ctx.querystring);
     const request = readFeedRequest(query, { pageSize: config.PAGE_SIZE, maxPageSize: config.MAX_PAGE_SIZE });
     // On a replica only when it has replayed the published head (docs/architecture.md, "Read replicas").
-    const results = await readLatest(deps, () => publishedHead(ctx, deps), (db) => readFeed(db, request));
+    const results = await readLatest(
+      deps,
+      () => publishedHead(ctx, deps),
+      (db) => readFeed(db, request),
+    );
     const last = results.at(-1)?.position ?? request.after;
     const next = buildLink({ url: requestUrl(ctx, config), query }, { after: last, limit: request.limit });
     ctx.body = { next, results: results.map(viewEvent) };

@@ -44,6 +44,7 @@ const DOWN_MOST_MS = 30_000;
 export class ReplicaSet {
   readonly #replicas: Replica[];
   #next = 0;
+  #highest = -1;
 
   constructor(
     urls: readonly string[],
@@ -69,12 +70,14 @@ export class ReplicaSet {
   }
 
   /**
-   * `work` on a replica's snapshot whose head is at or above `published`, when one is up and has
-   * replayed that far; else on the primary's. Errors of the answer itself (an AppError, a 404)
+   * `work` on a replica's snapshot whose head is at or above `head` (the published head), when one
+   * is up and has replayed that far; else on the primary's. Errors of the answer itself (an AppError, a 404)
    * propagate; a replica's own failure sends the read to the primary.
    */
-  async read<T>(primary: Kysely<Database>, published: number | null, work: SnapshotWork<T>): Promise<T> {
-    if (published === null) return this.#onPrimary(primary, 'head_unknown', work);
+  async read<T>(primary: Kysely<Database>, head: number | null, work: SnapshotWork<T>): Promise<T> {
+    if (head === null) return this.#onPrimary(primary, 'head_unknown', work);
+    // The head only rises; one seen lower than before means Redis lost writes, so the higher one stays required.
+    const published = (this.#highest = Math.max(this.#highest, head));
     const now = Date.now();
     const up = this.#replicas.filter((replica) => replica.downUntil <= now);
     if (up.length === 0) return this.#onPrimary(primary, 'unhealthy', work);
@@ -86,10 +89,14 @@ export class ReplicaSet {
     }
     const replica = current[this.#next++ % current.length]!;
     try {
-      const result = await snapshot(replica.db, (head) => {
-        replica.applied = Math.max(replica.applied, head);
-        return head >= published;
-      }, work);
+      const result = await snapshot(
+        replica.db,
+        (applied) => {
+          replica.applied = Math.max(replica.applied, applied);
+          return applied >= published;
+        },
+        work,
+      );
       this.#recovered(replica);
       if (result.ok) this.metrics.dbReads.inc({ target: 'replica', reason: 'current' });
       return result.ok ? result.value : this.#onPrimary(primary, 'lagging', work);

@@ -105,6 +105,7 @@ Load('a bad credential-bearing setting is named but its value is not echoed', ()
     ['CURSOR_SECRET', 'tooshort-s3cr3t'],
     ['DATABASE_URL', 'postgres//app:s3cr3t@db'],
     ['REDIS_URL', 'redis//:s3cr3t@cache'],
+    ['DATABASE_REPLICA_URLS', 'postgres://app:s3cr3t@replica-1/app,mysql://app:s3cr3t@replica-2/app'],
   ]) {
     try {
       loadConfig({ [key!]: value });
@@ -115,6 +116,19 @@ Load('a bad credential-bearing setting is named but its value is not echoed', ()
       assert.not.match((error as Error).message, 's3cr3t');
     }
   }
+});
+
+Load('DATABASE_REPLICA_URLS: a list of postgres URLs, each named by its place when wrong, and only with the read cache on', () => {
+  const urls = ['postgres://app:pw@10.0.0.2:5432/app', 'postgresql://app:pw@10.0.0.3/app'];
+  assert.equal(loadConfig({ DATABASE_REPLICA_URLS: ` ${urls.join(' , ')} ` }).DATABASE_REPLICA_URLS, urls);
+  assert.equal(loadConfig({}).DATABASE_REPLICA_URLS, []);
+  assert.is(loadConfig({}).DATABASE_REPLICA_WAIT_MS, 500);
+  assert.throws(
+    () => loadConfig({ DATABASE_REPLICA_URLS: `${urls[0]},not a url` }),
+    /^invalid DATABASE_REPLICA_URLS \(value not shown\): entry 2 is not a postgres:\/\/ URL/,
+  );
+  assert.throws(() => loadConfig({ DATABASE_REPLICA_URLS: urls[0], READ_CACHE_BYTES: '0' }), /DATABASE_REPLICA_URLS .*READ_CACHE_BYTES above 0/);
+  assert.throws(() => loadConfig({ DATABASE_REPLICA_WAIT_MS: '0' }), /^invalid DATABASE_REPLICA_WAIT_MS="0"/);
 });
 
 Load('values are parsed: numbers, durations, rates with a multiplier', () => {

@@ -76,9 +76,15 @@ Replicas('a replica that has replayed the published head answers every kind of r
   const task = await get(`/api/tasks/${ids[1]}/`);
   assert.is(task.body.title, 'two');
   const history = await get(`/api/tasks/${ids[1]}/events/`);
-  assert.equal(history.body.results.map((event: { type: string }) => event.type), ['TaskCreated']);
+  assert.equal(
+    history.body.results.map((event: { type: string }) => event.type),
+    ['TaskCreated'],
+  );
   const feed = await get('/api/events/?after=0');
-  assert.equal(feed.body.results.map((event: { task_id: number }) => event.task_id), ids);
+  assert.equal(
+    feed.body.results.map((event: { task_id: number }) => event.task_id),
+    ids,
+  );
   const missing = await get('/api/tasks/999999/');
   assert.is(missing.status, 404);
   const counted = added(before, await reads());
