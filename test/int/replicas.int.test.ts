@@ -181,6 +181,7 @@ Replicas('a replica that dies does not fail reads: the primary answers them', as
     assert.is((await get('/api/events/?after=0&limit=1000')).status, 200);
   }
   const counted = added(before, await reads());
+  console.log(`after the crash: ${JSON.stringify(counted)} in ${Date.now() - began} ms`);
   assert.is(counted['replica/current'], 0);
   assert.ok(counted['primary/error']! >= 1, JSON.stringify(counted));
   assert.is(counted['primary/error']! + counted['primary/unhealthy']!, 10, JSON.stringify(counted));
