@@ -106,7 +106,8 @@ Schema('is cacheable: an ETag, and 304 for a current If-None-Match', async () =>
 });
 
 Schema('names every route every router registers, and nothing else', () => {
-  const routers = createApp(app.deps).middleware.flatMap((m) => ((m as { router?: Router }).router ? [(m as { router: Router }).router] : []));
+  // @koa/router marks the middleware of router.routes() with its router
+  const routers = createApp(app.deps).middleware.flatMap((m) => (m as unknown as { router?: Router }).router ?? []);
   assert.ok(routers.length >= 8, 'the app mounts its routers');
   const served = new Set<string>();
   for (const layer of routers.flatMap((router) => router.stack)) {
