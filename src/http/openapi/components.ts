@@ -21,7 +21,7 @@ const parameters: Record<string, Json> = {
     name: 'page',
     in: 'query',
     description: 'Page-number style: 1-based page, or `last`. Beyond the last page: 404 `Invalid page.`',
-    schema: { anyOf: [integerAtLeast(1), { const: 'last' }] },
+    schema: { anyOf: [integerAtLeast(1), { type: 'string', const: 'last' }] },
   },
   page_size: {
     name: 'page_size',
