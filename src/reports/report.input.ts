@@ -16,7 +16,7 @@ const OWNER_MAX = 150;
 export const reportInputSchema = z.object({
   from: z.iso.date().describe('First UTC day (YYYY-MM-DD).'),
   to: z.iso.date().describe('Last UTC day, inclusive; not before `from`, at most REPORT_MAX_DAYS days in all.'),
-  owner: z.string().min(1).max(OWNER_MAX).nullable().optional().describe('One owner\'s tasks; null or absent: every owner.'),
+  owner: z.string().min(1).max(OWNER_MAX).nullable().optional().describe("One owner's tasks; null or absent: every owner."),
 });
 
 /**

@@ -60,7 +60,10 @@ function describe(op: Operation): Json {
   const answers: Record<string, Json> = {};
   for (const [status, spec] of Object.entries(op.responses)) answers[status] = response(spec, op.access !== 'public');
   if (op.list) {
-    answers[200] = response({ description: 'A page, in the style the query asks for.', body: op.list.envelopes, headers: op.list.cached ? ['ETag', 'Cache-Control'] : [] }, true);
+    answers[200] = response(
+      { description: 'A page, in the style the query asks for.', body: op.list.envelopes, headers: op.list.cached ? ['ETag', 'Cache-Control'] : [] },
+      true,
+    );
     answers[400] ??= { $ref: REF.response('BadRequest') };
     answers[404] ??= { $ref: REF.response('NotFound') };
   }
