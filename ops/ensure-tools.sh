@@ -93,3 +93,16 @@ ensure_wrk() {
   echo "wrk not found: install it (sudo apt-get install wrk) and run npm run bench again" >&2
   exit 1
 }
+
+# Installs Debian's chromium when it can, for the test that drives the docs page (GET /api/docs/)
+# in a headless browser with playwright-core. Never fails the caller; that test fails without it.
+ensure_chromium() {
+  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "chromium not found: installing Debian's chromium (log: $PACELINE_TOOLS_LOG)"
+  if ! paceline_apt_install chromium || ! command -v chromium >/dev/null 2>&1; then
+    echo "chromium could not be installed (see $PACELINE_TOOLS_LOG): install it (sudo apt-get install chromium) for the docs page test" >&2
+  fi
+  return 0
+}

@@ -6,6 +6,7 @@ import { buildScopes, type ScopeName, type ScopeRule } from '../throttle/index.j
 import { authRoutes } from './auth.routes.js';
 import { handleErrors } from './errors.middleware.js';
 import { eventRoutes } from './events.routes.js';
+import { docsRoutes } from './docs.routes.js';
 import { createGuard } from './guard.js';
 import { healthRoutes } from './health.routes.js';
 import { rateLimitRoutes } from './rate-limits.routes.js';
@@ -39,6 +40,7 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   const routers = [
     healthRoutes(deps),
     rootRoutes(deps, guard),
+    docsRoutes(deps, guard),
     statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),

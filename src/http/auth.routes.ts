@@ -6,20 +6,45 @@ import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { requireUser } from './users.js';
+import { defineOperation, route } from './openapi/operation.js';
+import { credentialsSchema, tokenSchema } from './openapi/schemas.js';
+
+export const authOperations = {
+  login: defineOperation({
+    method: 'post',
+    path: '/api/auth/token/',
+    operationId: 'obtainToken',
+    summary: 'Log in: a bearer token for a username and password',
+    description: 'Throttled by the `token-obtain` scope. Wrong credentials: 400 `{"non_field_errors": [...]}`.',
+    tag: 'auth',
+    access: 'optional',
+    body: credentialsSchema,
+    responses: { 200: { description: 'A token valid for TOKEN_TTL.', body: tokenSchema } },
+  }),
+  logout: defineOperation({
+    method: 'delete',
+    path: '/api/auth/token/',
+    operationId: 'revokeToken',
+    summary: 'Log out: revoke the token sent',
+    tag: 'auth',
+    access: 'required',
+    responses: { 204: { description: 'Revoked.' } },
+  }),
+};
 
 /** Login (`POST`) and logout (`DELETE`) of bearer tokens. Login has its own `token-obtain` budget. */
 export function authRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   const { db, clock, config } = deps;
 
-  router.post('/api/auth/token/', guard({ scope: 'token-obtain' }), async (ctx) => {
+  route(router, authOperations.login, guard({ scope: 'token-obtain' }), async (ctx) => {
     const { username, password } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES));
     const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now());
     if (!issued) throw Errors.validation({ non_field_errors: ['Unable to log in with provided credentials.'] });
     ctx.body = { token: issued.token, expires_at: issued.expiresAt.toISOString() };
   });
 
-  router.delete('/api/auth/token/', guard(), async (ctx) => {
+  route(router, authOperations.logout, guard(), async (ctx) => {
     requireUser(ctx);
     const token = ctx.get('Authorization').trim().split(/\s+/)[1]!;
     await revokeToken(db, token, clock.now());

@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { readFeed, type FeedRequest } from '../events/store/feed.js';
@@ -13,6 +14,27 @@ import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { requestUrl } from './request-url.js';
 import { requireUser } from './users.js';
+import { defineOperation, route } from './openapi/operation.js';
+import { errorSchema, feedSchema } from './openapi/schemas.js';
+
+export const eventOperations = {
+  feed: defineOperation({
+    method: 'get',
+    path: '/api/events/',
+    operationId: 'eventFeed',
+    summary: 'Every event after a position, in commit order',
+    tag: 'events',
+    access: 'required',
+    query: {
+      after: z.int().min(0).describe('Position to read after (default 0).'),
+      limit: z.int().min(1).describe('Events per answer (default PAGE_SIZE, clamped to MAX_PAGE_SIZE).'),
+    },
+    responses: {
+      200: { description: 'The events, and the link to poll next.', body: feedSchema },
+      400: { description: 'A malformed `after` or `limit`.', body: errorSchema },
+    },
+  }),
+};
 
 /**
  * The global event feed (docs/architecture.md, "Events"): `GET /api/events/?after=P&limit=N`, for
@@ -25,7 +47,7 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
 
   // The published head is asked for only when a replica might answer.
   const ahead = deps.replicas ? [readHeadAhead(deps)] : [];
-  router.get('/api/events/', ...ahead, guard(), async (ctx) => {
+  route(router, eventOperations.feed, ...ahead, guard(), async (ctx) => {
     requireUser(ctx);
     const query = parseQuery(ctx.querystring);
     const request = readFeedRequest(query, { pageSize: config.PAGE_SIZE, maxPageSize: config.MAX_PAGE_SIZE });

@@ -2,14 +2,36 @@ import type Router from '@koa/router';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { createRouter, refuseOtherMethods } from './router.js';
+import { defineOperation, route } from './openapi/operation.js';
+import { healthSchema, readinessSchema } from './openapi/schemas.js';
+
+const healthProbe = { tag: 'health', access: 'public' } as const;
+export const healthOperations = {
+  live: defineOperation({
+    ...healthProbe,
+    method: 'get',
+    path: '/healthz',
+    operationId: 'liveness',
+    summary: 'Liveness',
+    responses: { 200: { description: 'The process answers.', body: healthSchema } },
+  }),
+  ready: defineOperation({
+    ...healthProbe,
+    method: 'get',
+    path: '/readyz',
+    operationId: 'readiness',
+    summary: 'Readiness: PostgreSQL and Redis answer within 2 s',
+    responses: { 200: { description: 'Ready.', body: readinessSchema }, 503: { description: 'A store is failing.', body: readinessSchema } },
+  }),
+};
 
 /** Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s. */
 export function healthRoutes(deps: Deps): Router {
   const router = createRouter();
-  router.get('/healthz', (ctx) => {
+  route(router, healthOperations.live, (ctx) => {
     ctx.body = { status: 'ok' };
   });
-  router.get('/readyz', async (ctx) => {
+  route(router, healthOperations.ready, async (ctx) => {
     const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => deps.redis.ping())]);
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;

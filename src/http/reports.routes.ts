@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { parseReportInput } from '../reports/report.input.js';
@@ -10,6 +11,44 @@ import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
 import { requireUser } from './users.js';
+import { defineOperation, route } from './openapi/operation.js';
+import { errorSchema, reportInput, reportPages, reportSchema } from './openapi/schemas.js';
+
+const reports = { tag: 'reports', access: 'required' } as const;
+export const reportOperations = {
+  create: defineOperation({
+    ...reports,
+    method: 'post',
+    path: '/api/reports/',
+    operationId: 'createReport',
+    summary: 'Request a report',
+    description: 'Throttled by the `reports` scope. Poll the `Location` until `status` is `done` or `failed`.',
+    headers: ['Idempotency-Key'],
+    body: reportInput,
+    responses: {
+      202: { description: 'Recorded and queued.', body: reportSchema, headers: ['Location', 'Idempotent-Replayed'] },
+      422: { description: 'The `Idempotency-Key` was used with another body or endpoint.', body: errorSchema },
+    },
+  }),
+  list: defineOperation({
+    ...reports,
+    method: 'get',
+    path: '/api/reports/',
+    operationId: 'listReports',
+    summary: 'My reports',
+    list: { envelopes: reportPages, ordering: 'created_at' },
+    responses: {},
+  }),
+  retrieve: defineOperation({
+    ...reports,
+    method: 'get',
+    path: '/api/reports/:id/',
+    operationId: 'getReport',
+    summary: 'A report of mine',
+    params: { id: z.uuid() },
+    responses: { 200: { description: 'The report.', body: reportSchema } },
+  }),
+};
 
 /**
  * Reports (docs/architecture.md "HTTP API"): `POST /api/reports/` records a pending report and enqueues its
@@ -22,7 +61,7 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   const { config, db } = deps;
 
-  router.post('/api/reports/', guard({ scope: 'reports' }), async (ctx) => {
+  route(router, reportOperations.create, guard({ scope: 'reports' }), async (ctx) => {
     const user = requireUser(ctx);
     const params = parseReportInput(await readBody(ctx, config.BODY_LIMIT_BYTES), config.REPORT_MAX_DAYS);
     const claim = readIdempotencyClaim(ctx, params);
@@ -37,12 +76,12 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     sendAnswer(ctx, config, acceptReport(outcome.report));
   });
 
-  router.get('/api/reports/', guard(), async (ctx) => {
+  route(router, reportOperations.list, guard(), async (ctx) => {
     const user = requireUser(ctx);
     ctx.body = (await renderPage(ctx, deps, userReportsSource(db, user.id), viewReport, 'created_at')).body;
   });
 
-  router.get('/api/reports/:id/', guard(), async (ctx) => {
+  route(router, reportOperations.retrieve, guard(), async (ctx) => {
     const user = requireUser(ctx);
     const id = ctx.params.id;
     const report = isReportId(id) ? await findReport(db, id, user.id) : undefined;

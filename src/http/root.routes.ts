@@ -3,6 +3,29 @@ import type { Guard } from './guard.js';
 import { absoluteUrl } from './request-url.js';
 import type { Deps } from '../deps.js';
 import { createRouter, refuseOtherMethods } from './router.js';
+import { defineOperation, route } from './openapi/operation.js';
+import { errorSchema, rootSchema } from './openapi/schemas.js';
+
+export const rootOperations = {
+  home: defineOperation({
+    method: 'get',
+    path: '/',
+    operationId: 'home',
+    summary: 'Redirect to the API root',
+    tag: 'meta',
+    access: 'public',
+    responses: { 302: { description: 'To `/api/`.', body: errorSchema, headers: ['Location'] } },
+  }),
+  root: defineOperation({
+    method: 'get',
+    path: '/api/',
+    operationId: 'apiRoot',
+    summary: 'Links to every collection',
+    tag: 'meta',
+    access: 'optional',
+    responses: { 200: { description: 'Each collection by name.', body: rootSchema } },
+  }),
+};
 
 const COLLECTIONS = {
   tasks: '/api/tasks/',
@@ -19,12 +42,12 @@ const COLLECTIONS = {
  */
 export function rootRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
-  router.get('/', (ctx) => {
+  route(router, rootOperations.home, (ctx) => {
     ctx.status = 302;
     ctx.set('Location', '/api/');
     ctx.body = { detail: 'Moved to /api/' };
   });
-  router.get('/api/', guard(), (ctx) => {
+  route(router, rootOperations.root, guard(), (ctx) => {
     const link = (path: string) => absoluteUrl(ctx, deps.config, path);
     ctx.body = Object.fromEntries(Object.entries(COLLECTIONS).map(([name, path]) => [name, link(path)]));
   });

@@ -1,9 +1,26 @@
 import type Router from '@koa/router';
+import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { readOwnerCounts } from '../events/projections/read-model.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
+import { defineOperation, route } from './openapi/operation.js';
+import { statsSchema, validationErrorSchema } from './openapi/schemas.js';
+
+export const statsOperations = {
+  stats: defineOperation({
+    method: 'get',
+    path: '/api/tasks/stats/',
+    operationId: 'taskStats',
+    summary: 'Live tasks per owner',
+    description: 'From the asynchronous read model: `as_of_position` trails `last_position` while it catches up.',
+    tag: 'tasks',
+    access: 'optional',
+    query: { owner: z.string().describe('Only this owner.') },
+    responses: { 200: { description: 'Counts per owner.', body: statsSchema }, 400: { description: 'A malformed `owner`.', body: validationErrorSchema } },
+  }),
+};
 
 /**
  * `GET /api/tasks/stats/`: live tasks per owner, open and completed, from the asynchronous read
@@ -12,7 +29,7 @@ import { createRouter, refuseOtherMethods } from './router.js';
  */
 export function statsRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
-  router.get('/api/tasks/stats/', guard(), async (ctx) => {
+  route(router, statsOperations.stats, guard(), async (ctx) => {
     const query = ctx.query.owner;
     const owner = Array.isArray(query) ? query.at(-1) : query;
     if (owner?.includes('\u0000')) throw Errors.validation({ owner: ['Null characters are not allowed.'] });

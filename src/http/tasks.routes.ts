@@ -15,6 +15,8 @@ import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
 import { taskPath, viewTask, type TaskResource } from './task.view.js';
 import { parseTaskInput } from './task.input.js';
 import { requireUser } from './users.js';
+import { route } from './openapi/operation.js';
+import { taskOperations } from './tasks.operations.js';
 
 /** The task collection: list, create, retrieve, change, delete, and each task's history. */
 export function taskRoutes(deps: Deps, guard: Guard): Router {
@@ -22,10 +24,11 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
   const { commands } = deps;
 
   const ahead = readHeadAhead(deps);
-  router.get('/api/tasks/', ahead, guard(), (ctx) => sendList(ctx, deps, (db) => renderPage(ctx, deps, tasksSource(db), viewTask)));
-  router.post('/api/tasks/', guard(), createTask(deps));
+  const ops = taskOperations;
+  route(router, ops.list, ahead, guard(), (ctx) => sendList(ctx, deps, (db) => renderPage(ctx, deps, tasksSource(db), viewTask)));
+  route(router, ops.create, guard(), createTask(deps));
 
-  router.get('/api/tasks/:id/', ahead, guard(), async (ctx) => {
+  route(router, ops.retrieve, ahead, guard(), async (ctx) => {
     const id = parseId(ctx.params.id);
     const answer = await readAnswer(deps, await startRead(ctx, deps), async (db) => {
       const task = await findTask(db, id);
@@ -38,10 +41,10 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     if (matchesEtag(ctx.get('If-None-Match'), answer.etag)) return sendNotModified(ctx, answer.etag);
     sendRead(ctx, answer);
   });
-  router.patch('/api/tasks/:id/', guard(), changeTask(deps, false));
-  router.put('/api/tasks/:id/', guard(), changeTask(deps, true));
+  route(router, ops.update, guard(), changeTask(deps, false));
+  route(router, ops.replace, guard(), changeTask(deps, true));
 
-  router.delete('/api/tasks/:id/', guard(), async (ctx) => {
+  route(router, ops.destroy, guard(), async (ctx) => {
     const user = requireUser(ctx);
     const outcome = await commands.execute({
       type: 'DeleteTask',
@@ -54,7 +57,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     ctx.status = 204;
   });
 
-  router.get('/api/tasks/:id/events/', ahead, guard(), async (ctx) => {
+  route(router, ops.history, ahead, guard(), async (ctx) => {
     const taskId = parseId(ctx.params.id);
     await sendList(ctx, deps, async (db) => {
       if (!(await streamExists(db, taskId))) throw Errors.notFound();

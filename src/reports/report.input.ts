@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { Errors, requireObject } from '../errors.js';
 
 /** What a report covers: whole UTC days from `from` to `to` inclusive, optionally one owner's tasks. */
@@ -10,6 +11,13 @@ export interface ReportParams {
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_FORMAT = 'Date has wrong format. Use one of these formats instead: YYYY-MM-DD.';
 const OWNER_MAX = 150;
+
+/** The body `parseReportInput` accepts, for the API document: the same formats and limits. */
+export const reportInputSchema = z.object({
+  from: z.iso.date().describe('First UTC day (YYYY-MM-DD).'),
+  to: z.iso.date().describe('Last UTC day, inclusive; not before `from`, at most REPORT_MAX_DAYS days in all.'),
+  owner: z.string().min(1).max(OWNER_MAX).nullable().optional().describe("One owner's tasks; null or absent: every owner."),
+});
 
 /**
  * Validates `{"from": "2026-11-01", "to": "2026-11-30", "owner": "alice"}` with DRF's texts:

@@ -57,6 +57,21 @@ Compiled('it is ready and serves the task list, throttled as deployed (the ring 
   assert.ok(list.headers.get('ratelimit'), 'the anon scope answered with its RateLimit field');
 });
 
+Compiled('it serves the API document and the docs page with its Swagger UI files from the installed package', async () => {
+  const schema = await request(cluster.base, 'GET', '/api/schema/');
+  assert.is(schema.status, 200, schema.text);
+  assert.is(schema.body.openapi, '3.1.0');
+  assert.equal(schema.body.servers, [{ url: cluster.base }]);
+  const page = await request(cluster.base, 'GET', '/api/docs/');
+  assert.is(page.status, 200);
+  assert.match(page.text, /swagger-ui-bundle\.js/);
+  for (const file of ['swagger-ui-bundle.js', 'swagger-ui.css', 'init.js']) {
+    const asset = await request(cluster.base, 'GET', `/api/docs/${file}`);
+    assert.is(asset.status, 200, file);
+    assert.ok(asset.text.length > (file === 'init.js' ? 50 : 10_000), file);
+  }
+});
+
 Compiled('no process of the service runs tsx or esbuild: the primary runs dist/src/main.js and forks its children without a loader', async () => {
   const primary = cluster.child.pid!;
   // The job worker is forked once the web workers are ready.

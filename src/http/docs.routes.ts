@@ -1,0 +1,110 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import { buildDocument } from './openapi/document.js';
+import { route } from './openapi/operation.js';
+import { apiOperations, docsOperations } from './openapi/operations.js';
+import type { Guard } from './guard.js';
+import { requestOrigin } from './request-url.js';
+import { createRouter, refuseOtherMethods } from './router.js';
+
+/** Only this origin: no inline script or style, no other host (Swagger UI's icons are data: images). */
+const CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/** Swagger UI's files, from the installed package (found from src/ and from dist/ alike). */
+const SWAGGER_UI = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+const ASSETS: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+  'favicon-32x32.png': 'image/png',
+  'favicon-16x16.png': 'image/png',
+};
+
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Paceline API</title>
+<link rel="stylesheet" href="swagger-ui.css">
+<link rel="icon" type="image/png" href="favicon-32x32.png">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="swagger-ui-bundle.js"></script>
+<script src="init.js"></script>
+</body>
+</html>
+`;
+
+// The document is read from this server; no online validator badge (it would call another host).
+const INIT = `window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null, displayRequestDuration: true });\n`;
+
+interface Asset {
+  body: Buffer;
+  type: string;
+  etag: string;
+}
+
+/**
+ * `GET /api/schema/`: the API document (docs/architecture.md "API document"), with the request's
+ * origin as its server. `GET /api/docs/`: Swagger UI rendering it, every file served from here.
+ */
+export function docsRoutes(deps: Deps, guard: Guard): Router {
+  const router = createRouter();
+  // Built once: the document depends on the code alone; the origin is put in per request.
+  const document = buildDocument(apiOperations);
+  const assets = new Map<string, Asset>();
+  const asset = (name: string): Asset | undefined => {
+    if (!assets.has(name)) {
+      const body =
+        name === 'index.html'
+          ? Buffer.from(PAGE)
+          : name === 'init.js'
+            ? Buffer.from(INIT)
+            : Object.hasOwn(ASSETS, name)
+              ? readFileSync(join(SWAGGER_UI, name))
+              : undefined;
+      if (!body) return undefined;
+      const type = name === 'index.html' ? 'text/html; charset=utf-8' : name === 'init.js' ? 'text/javascript; charset=utf-8' : ASSETS[name]!;
+      assets.set(name, { body, type, etag: tagOf(body) });
+    }
+    return assets.get(name);
+  };
+
+  route(router, docsOperations.schema, guard(), (ctx) => {
+    const body = Buffer.from(JSON.stringify({ ...document, servers: [{ url: requestOrigin(ctx, deps.config) }] }));
+    send(ctx, { body, type: 'application/json; charset=utf-8', etag: tagOf(body) }, 'public, max-age=60');
+  });
+  route(router, docsOperations.page, (ctx) => send(ctx, asset('index.html')!, 'no-cache'));
+  route(router, docsOperations.asset, (ctx) => {
+    const found = asset(ctx.params.file ?? '');
+    if (!found || ctx.params.file === 'index.html') throw Errors.notFound();
+    send(ctx, found, 'public, max-age=3600');
+  });
+  // As the health routes: the page and its files are not throttled, other methods refused uncounted.
+  return refuseOtherMethods(router, (path) => (path === docsOperations.schema.path ? guard() : (_ctx, next) => next()));
+}
+
+function send(ctx: Context, asset: Asset, cacheControl: string): void {
+  ctx.set('Cache-Control', cacheControl);
+  ctx.set('ETag', asset.etag);
+  ctx.set('Content-Security-Policy', CSP);
+  const asked = ctx.get('If-None-Match');
+  if (asked && asked.split(',').some((tag) => tag.trim().replace(/^W\//, '') === asset.etag)) {
+    ctx.status = 304;
+    return;
+  }
+  ctx.status = 200;
+  ctx.type = asset.type;
+  ctx.body = asset.body;
+}
+
+function tagOf(body: Buffer): string {
+  return `"${createHash('sha1').update(body).digest('base64url').slice(0, 22)}"`;
+}

@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { authOperations } from '../auth.routes.js';
+import { eventOperations } from '../events.routes.js';
+import { healthOperations } from '../health.routes.js';
+import { rateLimitOperations } from '../rate-limits.routes.js';
+import { reportOperations } from '../reports.routes.js';
+import { rootOperations } from '../root.routes.js';
+import { statsOperations } from '../stats.routes.js';
+import { taskOperations } from '../tasks.operations.js';
+import { defineOperation, type Operation } from './operation.js';
+
+/** The document and its viewer (`docs.routes.ts`), documented like every route. */
+export const docsOperations = {
+  schema: defineOperation({
+    method: 'get',
+    path: '/api/schema/',
+    operationId: 'apiSchema',
+    summary: 'This OpenAPI 3.1 document',
+    tag: 'meta',
+    access: 'optional',
+    responses: {
+      200: {
+        description: 'The document; `servers` names the origin the request came to.',
+        body: z.looseObject({ openapi: z.string() }),
+        headers: ['ETag', 'Cache-Control'],
+      },
+      304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] },
+    },
+  }),
+  page: defineOperation({
+    method: 'get',
+    path: '/api/docs/',
+    operationId: 'apiDocs',
+    summary: 'The document, rendered (Swagger UI)',
+    tag: 'meta',
+    access: 'public',
+    responses: { 200: { description: 'An HTML page; its scripts and styles are served below `/api/docs/`.', media: 'text/html' } },
+  }),
+  asset: defineOperation({
+    method: 'get',
+    path: '/api/docs/:file',
+    operationId: 'apiDocsAsset',
+    summary: 'A script, style sheet or icon of the docs page',
+    tag: 'meta',
+    access: 'public',
+    params: { file: z.string() },
+    responses: { 200: { description: 'The file.', media: '*/*' }, 304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] } },
+  }),
+};
+
+/**
+ * Every operation the API serves, in the order of the document: what `GET /api/schema/` and
+ * `npm run client` describe. A route registered without being listed here fails
+ * test/int/openapi.int.test.ts.
+ */
+export const apiOperations: readonly Operation[] = [
+  ...Object.values(rootOperations),
+  ...Object.values(healthOperations),
+  ...Object.values(docsOperations),
+  ...Object.values(statsOperations),
+  ...Object.values(taskOperations),
+  ...Object.values(authOperations),
+  ...Object.values(rateLimitOperations),
+  ...Object.values(eventOperations),
+  ...Object.values(reportOperations),
+];
