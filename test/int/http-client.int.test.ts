@@ -155,9 +155,9 @@ test('a burst over the limit completes in the time Retry-After predicted, never 
   assert.is(burst.length - admitted.length, burst.filter((a) => a.status === 429).length, 'every other answer was a 429');
   // Three windows' worth: the last third cannot be admitted before two windows have passed.
   assert.ok(elapsed >= 2 * WINDOW_MS - 50, `not faster than the limit allows: ${elapsed.toFixed(0)} ms`);
-  assert.ok(predicted <= 2 * WINDOW_MS + 2_000, `Retry-After never overstated the wait much: the longest chain was ${predicted} ms`);
+  assert.ok(predicted <= 2 * WINDOW_MS + 3_000, `Retry-After never overstated the wait much: the longest chain was ${predicted} ms`);
   assert.ok(elapsed >= predicted, `not before the predicted ${predicted} ms: ${elapsed.toFixed(0)} ms`);
-  assert.ok(elapsed <= predicted + 4_000, `within 4 s of the predicted ${predicted} ms: ${elapsed.toFixed(0)} ms`);
+  assert.ok(elapsed <= predicted + 5_000, `within 5 s of the predicted ${predicted} ms: ${elapsed.toFixed(0)} ms`);
   console.log(
     `burst of ${BURST} at ${LIMIT}/${WINDOW_MS / 1000}s: ${elapsed.toFixed(0)} ms (Retry-After chain ${predicted} ms), ` +
       `${burst.length - admitted.length} 429s, any ${LIMIT + 1} admissions spanned at least ${tightestSpan(admitted, LIMIT + 1).toFixed(0)} ms`,
