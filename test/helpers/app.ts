@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createUser } from '../../src/auth/users.repository.js';
@@ -15,6 +16,8 @@ export interface TestApp {
   deps: Deps;
   databaseUrl: string;
   redisPrefix: string;
+  /** The listening HTTP server (a test may watch its requests). */
+  server: Server;
   /** Creates a user and returns a live token for it. */
   login(username: string, password?: string): Promise<string>;
   close(): Promise<void>;
@@ -65,6 +68,7 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
     deps,
     databaseUrl: database.url,
     redisPrefix,
+    server,
     async login(username, password = `${username}-pass-123`) {
       await createUser(deps.db, username, password);
       const response = await request(base, 'POST', '/api/auth/token/', { body: { username, password } });

