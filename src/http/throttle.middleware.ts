@@ -21,7 +21,8 @@ export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRu
   primeThrottleSeries(deps.metrics, rules.keys());
   return (scope) => {
     if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
-    if (scope !== undefined && rules.get(scope)?.keyedBy === 'username') throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
+    if (scope !== undefined && rules.get(scope)?.keyedBy === 'username')
+      throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
     if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
     return throttle(deps, rules, storeErrors, scope);
   };

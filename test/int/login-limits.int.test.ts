@@ -75,7 +75,10 @@ Account('one account guessed from many addresses is stopped after 4; the right p
   const right = await attempt(app, 'alice', PASSWORD);
   assert.is(right.status, 429, 'a refused attempt is not checked: the right password gets no token');
   assert.is(right.body.token, undefined);
-  const count = await app.deps.db.selectFrom('tokens').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const count = await app.deps.db
+    .selectFrom('tokens')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
   assert.is(Number(count.n), 0, 'no token was issued');
 
   const other = await attempt(app, 'bob', PASSWORD);
@@ -215,7 +218,10 @@ Settings('a bad value stops the start with one line naming it', () => {
   for (const bad of ['lots', '0/15min', '10/0min', '10/15', '10/400d', '-1/min', '100001/min']) {
     assert.throws(
       () => loadConfig({ THROTTLE_LOGIN: bad }),
-      (error: Error) => error instanceof ConfigError && error.message.startsWith(`invalid THROTTLE_LOGIN=${JSON.stringify(bad)}: invalid rate`) && !error.message.includes('\n'),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message.startsWith(`invalid THROTTLE_LOGIN=${JSON.stringify(bad)}: invalid rate`) &&
+        !error.message.includes('\n'),
       bad,
     );
   }
