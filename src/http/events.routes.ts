@@ -30,10 +30,7 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
     const request = readFeedRequest(query, { pageSize: config.PAGE_SIZE, maxPageSize: config.MAX_PAGE_SIZE });
     const results = await readFeed(deps.db, request);
     // Read after the events: a task deleted meanwhile is shown as deleted, never the other way round.
-    const facts = await streamFacts(
-      deps.db,
-      results.map((event) => event.streamId),
-    );
+    const facts = await streamFacts(deps.db, [...new Set(results.map((event) => event.streamId))]);
     const last = results.at(-1)?.position ?? request.after;
     const next = buildLink({ url: requestUrl(ctx, config), query }, { after: last, limit: request.limit });
     ctx.body = { next, results: results.map((event) => viewEvent(event, audienceOf(facts.get(event.streamId), user.id))) };

@@ -136,7 +136,7 @@ export async function streamFacts(db: Kysely<Database>, taskIds: readonly number
     select e.stream_id, (e.data->>'owner_id')::bigint as owner_id,
       (select l.type from events l where l.stream_id = e.stream_id order by l.version desc limit 1) as last_type
     from events e
-    where e.stream_id = any(${[...new Set(taskIds)]}::bigint[]) and e.version = 1`.execute(db);
+    where e.stream_id = any(${[...taskIds]}::bigint[]) and e.version = 1`.execute(db);
   for (const row of rows)
     facts.set(Number(row.stream_id), { ownerId: row.owner_id === null ? null : Number(row.owner_id), deleted: row.last_type === 'TaskDeleted' });
   return facts;
