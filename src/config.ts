@@ -60,6 +60,8 @@ const schema = z.object({
   THROTTLE_USER: rate.default('100/min'),
   THROTTLE_TOKEN_OBTAIN: rate.default('5/min'),
   THROTTLE_REPORTS: rate.default('10/hour'),
+  // Login attempts per submitted username, from any address (README "Password guessing").
+  THROTTLE_LOGIN: rate.default('10/15min'),
   // Rates of scopes declared by routes (`guard({ scope, rate })`), overriding their defaults:
   // `exports=5/min,search=30/min`.
   THROTTLE_RATES: z.string().trim().superRefine(checkScopeRates).transform(parseScopeRates).default({}),
@@ -154,6 +156,7 @@ const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
   user: 'THROTTLE_USER',
   'token-obtain': 'THROTTLE_TOKEN_OBTAIN',
   reports: 'THROTTLE_REPORTS',
+  login: 'THROTTLE_LOGIN',
 };
 
 /** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */

@@ -28,6 +28,7 @@ export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
       user: config.THROTTLE_USER,
       'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
       reports: config.THROTTLE_REPORTS,
+      login: config.THROTTLE_LOGIN,
     }),
   );
 }

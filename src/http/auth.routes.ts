@@ -2,8 +2,10 @@ import type Router from '@koa/router';
 import { issueToken, revokeToken } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
 import { Errors, requireObject } from '../errors.js';
+import { buildScopes } from '../throttle/index.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
+import { createLoginLimit } from './login-limit.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { requireUser } from './users.js';
 import { defineOperation, route } from './openapi/operation.js';
@@ -32,13 +34,21 @@ export const authOperations = {
   }),
 };
 
-/** Login (`POST`) and logout (`DELETE`) of bearer tokens. Login has its own `token-obtain` budget. */
+/**
+ * Login (`POST`) and logout (`DELETE`) of bearer tokens. Login has its own `token-obtain` budget
+ * per address and, for every attempt that names a username, the `login` budget of that name
+ * (README "Password guessing").
+ */
 export function authRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   const { db, clock, config } = deps;
+  const limitLogin = createLoginLimit(deps, buildScopes({ login: config.THROTTLE_LOGIN }).get('login')!);
 
   route(router, authOperations.login, guard({ scope: 'token-obtain' }), async (ctx) => {
-    const { username, password } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES));
+    const { username, password, errors } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES));
+    // Counted before the other fields are judged and before any password work: a refused attempt costs no scrypt.
+    if (username !== '') await limitLogin(ctx, username);
+    if (errors) throw Errors.validation(errors);
     const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now());
     if (!issued) throw Errors.validation({ non_field_errors: ['Unable to log in with provided credentials.'] });
     ctx.body = { token: issued.token, expires_at: issued.expiresAt.toISOString() };
@@ -61,7 +71,8 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
   return refuseOtherMethods(router, () => guard({ scope: 'token-obtain' }));
 }
 
-function readCredentials(body: unknown): { username: string; password: string } {
+/** The trimmed username and the password, `''` where invalid, and the field errors if any. */
+function readCredentials(body: unknown): { username: string; password: string; errors?: Record<string, string[]> } {
   const input = requireObject(body);
   const errors: Record<string, string[]> = {};
   const read = (name: 'username' | 'password') => {
@@ -76,6 +87,5 @@ function readCredentials(body: unknown): { username: string; password: string } 
     return '';
   };
   const credentials = { username: read('username').trim(), password: read('password') };
-  if (Object.keys(errors).length > 0) throw Errors.validation(errors);
-  return credentials;
+  return Object.keys(errors).length > 0 ? { ...credentials, errors } : credentials;
 }

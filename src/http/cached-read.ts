@@ -30,10 +30,15 @@ export interface ReadStart {
   published: number | null;
 }
 
-/** The cache key of this request (the absolute URL its links are built from) and the published head. */
-export async function startRead(ctx: Context, deps: Deps): Promise<ReadStart> {
+/**
+ * The cache key of this request (the absolute URL its links are built from) and the published
+ * head. `viewer` names whom the answer is for when it depends on who asks (a task's history):
+ * answers for different viewers are kept, and tagged, apart.
+ */
+export async function startRead(ctx: Context, deps: Deps, viewer?: string): Promise<ReadStart> {
   // The page sizes are part of the answer (a reload may change them), so they are part of the key.
-  const key = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
+  const url = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
+  const key = viewer === undefined ? url : `${url} for ${viewer}`;
   return { key, published: await publishedHead(ctx, deps) };
 }
 
@@ -56,11 +61,12 @@ export async function readAnswer(deps: Deps, read: ReadStart, render: (db: Kysel
 }
 
 /**
- * A list: a strong tag derived from the snapshot's head and the request URL; `If-None-Match`
- * naming a tag still current is `304` without touching PostgreSQL.
+ * A list: a strong tag derived from the snapshot's head and the cache key (the request URL, and
+ * the `viewer` when given, see `startRead`); `If-None-Match` naming a tag still current is `304`
+ * without touching PostgreSQL.
  */
-export async function sendList(ctx: Context, deps: Deps, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<void> {
-  const read = await startRead(ctx, deps);
+export async function sendList(ctx: Context, deps: Deps, render: (db: Kysely<Database>) => Promise<Rendered>, viewer?: string): Promise<void> {
+  const read = await startRead(ctx, deps, viewer);
   const asked = ctx.get('If-None-Match');
   const current = read.published === null ? undefined : currentListTag(asked, read.key, read.published);
   if (current) return sendNotModified(ctx, current);

@@ -3,13 +3,14 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { readFeed, type FeedRequest } from '../events/store/feed.js';
+import { streamFacts } from '../events/store/task.queries.js';
 import { buildLink } from '../pagination/links.js';
 import { readLimit } from '../pagination/params.js';
 import { parsePythonInt } from '../pagination/python-int.js';
 import { parseQuery, readLastValue, type QueryParams } from '../pagination/query-string.js';
 import { readLatest } from '../read-cache/replicas.js';
 import { publishedHead, readHeadAhead } from './cached-read.js';
-import { viewEvent } from './event.view.js';
+import { audienceOf, viewEvent } from './event.view.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { requestUrl } from './request-url.js';
@@ -39,7 +40,9 @@ export const eventOperations = {
 /**
  * The global event feed (docs/architecture.md, "Events"): `GET /api/events/?after=P&limit=N`, for
  * authenticated clients. `next` is always a link (after the last event returned, or `after` again
- * when none), so a consumer at the end keeps polling it.
+ * when none), so a consumer at the end keeps polling it. Every event is listed, each shown as its
+ * reader may see it (README "Who can see what"): whole to its task's owner, without ids of people
+ * and requests to others, and with nothing but its place and type once its task is deleted.
  */
 export function eventRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
@@ -48,7 +51,7 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
   // The published head is asked for only when a replica might answer.
   const ahead = deps.replicas ? [readHeadAhead(deps)] : [];
   route(router, eventOperations.feed, ...ahead, guard(), async (ctx) => {
-    requireUser(ctx);
+    const user = requireUser(ctx);
     const query = parseQuery(ctx.querystring);
     const request = readFeedRequest(query, { pageSize: config.PAGE_SIZE, maxPageSize: config.MAX_PAGE_SIZE });
     // On a replica only when it has replayed the published head (docs/architecture.md, "Read replicas").
@@ -57,9 +60,11 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
       () => publishedHead(ctx, deps),
       (db) => readFeed(db, request),
     );
+    // Read after the events: a task deleted meanwhile is shown as deleted, never the other way round.
+    const facts = await streamFacts(deps.db, [...new Set(results.map((event) => event.streamId))]);
     const last = results.at(-1)?.position ?? request.after;
     const next = buildLink({ url: requestUrl(ctx, config), query }, { after: last, limit: request.limit });
-    ctx.body = { next, results: results.map(viewEvent) };
+    ctx.body = { next, results: results.map((event) => viewEvent(event, audienceOf(facts.get(event.streamId), user.id))) };
   });
 
   return refuseOtherMethods(router, () => guard(), 'none');

@@ -1,15 +1,18 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/database.js';
+import type { User } from '../auth/users.repository.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import type { CommandOutcome, TaskState } from '../events/domain/task.events.js';
-import { findTask, streamExists, taskEventsSource, tasksSource } from '../events/store/task.queries.js';
+import { findTask, streamFacts, taskEventsSource, tasksSource } from '../events/store/task.queries.js';
 import { readBody } from './body.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { readAnswer, readHeadAhead, sendList, sendNotModified, sendRead, startRead } from './cached-read.js';
 import { renderPage } from './paginated.js';
-import { viewEvent } from './event.view.js';
+import { audienceOf, viewEvent } from './event.view.js';
 import { etagOf, etagOfBody, matchesEtag, readIfMatch, readIfNoneMatch } from './conditional.js';
 import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
 import { taskPath, viewTask, type TaskResource } from './task.view.js';
@@ -57,12 +60,17 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     ctx.status = 204;
   });
 
+  // A history's answer depends on who asks (README "Who can see what"): a deleted task's is the
+  // owner's alone, and only the owner sees ids of people and requests. Kept and tagged per viewer.
   route(router, ops.history, ahead, guard(), async (ctx) => {
     const taskId = parseId(ctx.params.id);
-    await sendList(ctx, deps, async (db) => {
-      if (!(await streamExists(db, taskId))) throw Errors.notFound();
-      return renderPage(ctx, deps, taskEventsSource(db, taskId), viewEvent, 'version');
-    });
+    const viewer = (ctx.state.user as User | null)?.id;
+    const render = async (db: Kysely<Database>) => {
+      const audience = audienceOf((await streamFacts(db, [taskId])).get(taskId), viewer);
+      if (audience === 'redacted') throw Errors.notFound();
+      return renderPage(ctx, deps, taskEventsSource(db, taskId), (event) => viewEvent(event, audience), 'version');
+    };
+    await sendList(ctx, deps, render, viewer === undefined ? 'anonymous' : `user ${viewer}`);
   });
 
   return refuseOtherMethods(router, () => guard(), 'read');

@@ -6,7 +6,7 @@ import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
 import { clientIp, forwardedHops, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
-const STORE_DOWN_RETRY_S = 5;
+export const STORE_DOWN_RETRY_S = 5;
 
 /**
  * The throttle of one process: `throttleFor(scope)` counts a request against its scope before any
@@ -17,10 +17,12 @@ const STORE_DOWN_RETRY_S = 5;
  * @throws Error from `throttleFor` when the named scope has no rule (at start, where the route is declared).
  */
 export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>): (scope?: ScopeName) => Middleware {
-  const storeErrors = createBurstLogger(deps);
+  const storeErrors = createBurstLogger(deps, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
   primeThrottleSeries(deps.metrics, rules.keys());
   return (scope) => {
     if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
+    if (scope !== undefined && rules.get(scope)?.keyedBy === 'username')
+      throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
     if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
     return throttle(deps, rules, storeErrors, scope);
   };
@@ -63,12 +65,14 @@ function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErr
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
+    // A route that checks another scope of its own (the login's) lists both in the fields.
+    ctx.state.rateLimit = decisions;
     await next();
   };
 }
 
 /** A scope's metric series, bound once: the per-request path does no label lookups. */
-function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
+export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
   const bound = new Map<ScopeName, ReturnType<typeof bind>>();
   const bind = (scope: ScopeName) => ({
     duration: metrics.throttleCheckDuration.labels({ scope }),
@@ -93,12 +97,12 @@ function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
 
 type BurstLogger = ReturnType<typeof createBurstLogger>;
 
-/** Logs the first store error of a burst and the recovery, not every failed request. */
-function createBurstLogger({ logger }: Pick<Deps, 'logger'>) {
+/** Logs the first store error of a burst (with `message`) and the recovery, not every failed request. */
+export function createBurstLogger({ logger }: Pick<Deps, 'logger'>, message: string) {
   let failing = 0;
   return {
     report(error: unknown) {
-      if (failing++ === 0) logger.error({ err: error }, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
+      if (failing++ === 0) logger.error({ err: error }, message);
     },
     recovered() {
       if (failing > 0) logger.warn({ failedChecks: failing }, 'throttle store recovered');

@@ -1,10 +1,13 @@
 import { parseRate, type Rate } from './rate.js';
 
-/** A throttle scope: `'anon' | 'user' | 'token-obtain' | 'reports'` or any other declared one. */
+/** A throttle scope: `'anon' | 'user' | 'token-obtain' | 'reports' | 'login'` or any other declared one. */
 export type ScopeName = string;
 
-/** What a client is counted by in a scope: its client IP (see `ipKey`) or its user id. */
-export type KeyedBy = 'ip' | 'user';
+/**
+ * What a client is counted by in a scope: its client IP (see `ipKey`), its user id, or the
+ * username a login names (see `loginIdent`; only the login route checks such a scope).
+ */
+export type KeyedBy = 'ip' | 'user' | 'username';
 
 /** One scope's budget and what it is counted by. */
 export interface ScopeRule {
@@ -19,6 +22,7 @@ export const DEFAULT_KEYED_BY: Readonly<Record<string, KeyedBy>> = {
   user: 'user',
   'token-obtain': 'ip',
   reports: 'user',
+  login: 'username',
 };
 
 const SCOPE_NAME = /^[a-z0-9][a-z0-9._-]*$/;

@@ -52,6 +52,7 @@ export async function startTestApp(env: Record<string, string> = {}, label = 'ap
     THROTTLE_USER: '100000/min',
     THROTTLE_TOKEN_OBTAIN: '100000/min',
     THROTTLE_REPORTS: '100000/min',
+    THROTTLE_LOGIN: '100000/min',
     DATABASE_POOL_SIZE: '5',
     ...env,
     ...options.databaseEnv?.(database.url),

@@ -257,6 +257,7 @@ optOut('a plain array of {scope, rate, keyed_by} from the live configuration', a
     { scope: 'user', rate: '100000/min', keyed_by: 'user' },
     { scope: 'token-obtain', rate: '100000/min', keyed_by: 'ip' },
     { scope: 'reports', rate: '7/hour', keyed_by: 'user' },
+    { scope: 'login', rate: '100000/min', keyed_by: 'username' },
   ]);
 });
 

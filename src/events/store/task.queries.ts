@@ -119,7 +119,25 @@ export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSour
   };
 }
 
-export async function streamExists(db: Kysely<Database>, taskId: number): Promise<boolean> {
-  const row = await db.selectFrom('events').select('position').where('stream_id', '=', taskId).limit(1).executeTakeFirst();
-  return row !== undefined;
+/** Who owns a task stream (from its `TaskCreated`), and whether its last event deleted it. */
+export interface StreamFacts {
+  ownerId: number | null;
+  deleted: boolean;
+}
+
+/**
+ * The facts of the streams among `taskIds` that exist (a stream with no event is absent): two
+ * index lookups per stream, its first version and its last, however long its history.
+ */
+export async function streamFacts(db: Kysely<Database>, taskIds: readonly number[]): Promise<Map<number, StreamFacts>> {
+  const facts = new Map<number, StreamFacts>();
+  if (taskIds.length === 0) return facts;
+  const { rows } = await sql<{ stream_id: number; owner_id: number | null; last_type: string }>`
+    select e.stream_id, (e.data->>'owner_id')::bigint as owner_id,
+      (select l.type from events l where l.stream_id = e.stream_id order by l.version desc limit 1) as last_type
+    from events e
+    where e.stream_id = any(${[...taskIds]}::bigint[]) and e.version = 1`.execute(db);
+  for (const row of rows)
+    facts.set(Number(row.stream_id), { ownerId: row.owner_id === null ? null : Number(row.owner_id), deleted: row.last_type === 'TaskDeleted' });
+  return facts;
 }

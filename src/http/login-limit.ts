@@ -1,0 +1,45 @@
+import type { Context } from 'koa';
+import type { Deps } from '../deps.js';
+import { Errors } from '../errors.js';
+import type { Decision, ScopeRule } from '../throttle/index.js';
+import { loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { createBurstLogger, seriesFor, STORE_DOWN_RETRY_S } from './throttle.middleware.js';
+
+/** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
+export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
+
+/**
+ * The per-account login budget (README "Password guessing"): every attempt that names a username
+ * counts against that name, normalised and hashed (`loginIdent`), from whichever address it
+ * comes, whether the user exists or not. It runs after the route's per-address `token-obtain`
+ * check and before any password work, so a refused attempt costs no scrypt.
+ *
+ * Always closed, whatever THROTTLE_FAILURE_MODE says: when Redis cannot answer, the attempt is
+ * answered 503 and never reaches the password check. Its RateLimit fields are added to those of
+ * `token-obtain`, on the 429 and on every other answer of an attempt it counted.
+ */
+export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
+  const { config, throttler, cursorSecret } = deps;
+  const storeErrors = createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back');
+  const { duration, allowed, throttled, storeError } = seriesFor(deps)(rule.scope);
+  return async (ctx, username) => {
+    if (!config.THROTTLE_ENABLED) return;
+    const started = performance.now();
+    let decisions: Decision[];
+    try {
+      decisions = await throttler.consume([{ rule, ident: loginIdent(username, cursorSecret) }]);
+    } catch (error) {
+      duration.observe((performance.now() - started) / 1000);
+      storeError.inc();
+      storeErrors.report(error);
+      throw Errors.unavailable('Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.', STORE_DOWN_RETRY_S);
+    }
+    duration.observe((performance.now() - started) / 1000);
+    if (!decisions[0]?.local) storeErrors.recovered();
+    const headers = rateLimitHeaders([...((ctx.state.rateLimit as Decision[] | undefined) ?? []), ...decisions]);
+    const rejected = longestWait(decisions);
+    (rejected ? throttled : allowed).inc();
+    if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
+    for (const name in headers) ctx.set(name, headers[name] as string);
+  };
+}
