@@ -217,7 +217,7 @@ export interface paths {
     put?: never;
     /**
      * Log in: a bearer token for a username and password
-     * @description Throttled by the `token-obtain` scope. Wrong credentials: 400 `{"non_field_errors": [...]}`.
+     * @description Throttled per address by the `token-obtain` scope and per username named by the `login` scope, which answers 503 rather than admit when Redis cannot count. Wrong credentials: 400 `{"non_field_errors": [...]}`.
      */
     post: operations['obtainToken'];
     /** Log out: revoke the token sent */
@@ -472,7 +472,7 @@ export interface components {
       scope: string;
       rate: string;
       /** @enum {string} */
-      keyed_by: 'ip' | 'user';
+      keyed_by: 'ip' | 'user' | 'username';
     }[];
     /** @description Absolute links to every collection. */
     ApiRoot: {

@@ -7,5 +7,5 @@ export { forwardedHops, isTrustedProxy, parseProxyList } from './proxies.js';
 export type { ProxyList, ProxySettings } from './proxies.js';
 export { MAX_RATE_LIMIT, MAX_RATE_WINDOW_MS, parseRate } from './rate.js';
 export type { Rate } from './rate.js';
-export { DEFAULT_KEYED_BY, buildScopes } from './scopes.js';
+export { DEFAULT_KEYED_BY, KEYED_BY, buildScopes } from './scopes.js';
 export type { KeyedBy, ScopeName, ScopeRule } from './scopes.js';

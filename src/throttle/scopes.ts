@@ -6,8 +6,10 @@ export type ScopeName = string;
 /**
  * What a client is counted by in a scope: its client IP (see `ipKey`), its user id, or the
  * username a login names (see `loginIdent`; only the login route checks such a scope).
+ * `/api/rate-limits/` shows it as `keyed_by`, and its schema lists these values.
  */
-export type KeyedBy = 'ip' | 'user' | 'username';
+export const KEYED_BY = ['ip', 'user', 'username'] as const;
+export type KeyedBy = (typeof KEYED_BY)[number];
 
 /** One scope's budget and what it is counted by. */
 export interface ScopeRule {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { OwnerCounts } from '../../events/projections/read-model.js';
 import { reportInputSchema } from '../../reports/report.input.js';
 import type { EventView } from '../event.view.js';
+import { KEYED_BY } from '../../throttle/index.js';
 import type { ReportResource } from '../report.view.js';
 import { taskInputSchema, taskPatchSchema } from '../task.input.js';
 import type { TaskResource } from '../task.view.js';
@@ -122,7 +123,7 @@ export const statsSchema = named(
 export const rateLimitsSchema = named(
   responses,
   'RateLimits',
-  z.array(z.object({ scope: z.string(), rate: z.string(), keyed_by: z.enum(['ip', 'user']) })),
+  z.array(z.object({ scope: z.string(), rate: z.string(), keyed_by: z.enum(KEYED_BY) })),
   'The limits enforced; empty while THROTTLE_ENABLED is off.',
 );
 export const rootSchema = named(responses, 'ApiRoot', z.record(z.string(), z.url()), 'Absolute links to every collection.');
