@@ -7,6 +7,7 @@ source ops/ensure-tools.sh
 ensure_node_modules
 ensure_redis_server --always
 ensure_prometheus
+ensure_haproxy
 if [ "$#" -eq 0 ]; then
   echo "lint: eslint and prettier"
   npx --no-install eslint . && npx --no-install prettier --check . >/dev/null

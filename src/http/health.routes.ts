@@ -3,13 +3,21 @@ import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
-/** Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s. */
+/**
+ * Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s, and
+ * is 503 once the host is stopping (`deps.leaving`).
+ */
 export function healthRoutes(deps: Deps): Router {
   const router = createRouter();
   router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
   });
   router.get('/readyz', async (ctx) => {
+    if (deps.leaving) {
+      ctx.status = 503;
+      ctx.body = { status: 'stopping' };
+      return;
+    }
     const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => deps.redis.ping())]);
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;
