@@ -148,10 +148,13 @@ function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<voi
     started = true;
     logger.info({ signal }, 'shutting down: draining children');
     // Backstop: the children have most of SHUTDOWN_TIMEOUT_MS and the stores the rest; this is for a store that hangs.
-    setTimeout(() => {
-      logger.error('shutdown took too long; exiting');
-      process.exit(1);
-    }, config.DRAIN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS + 20_000).unref();
+    setTimeout(
+      () => {
+        logger.error('shutdown took too long; exiting');
+        process.exit(1);
+      },
+      config.DRAIN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS + 20_000,
+    ).unref();
     stopAll().then(
       () => {
         logger.info('stopped');

@@ -61,16 +61,21 @@ function fromAddress(source: string, path: string, headers: Record<string, strin
   });
 }
 
-test.before(async () => {
-  try { await setUp(); } catch (e) { console.error('SETUP', e); throw e; }
-});
-async function setUp() {
+// uvu reports a failing hook only as failed tests: say why.
+test.before(() =>
+  setUp().catch((error: unknown) => {
+    console.error('setting up the hosts and the balancer failed:', error);
+    throw error;
+  }),
+);
+
+async function setUp(): Promise<void> {
   await mkdir(scratch, { recursive: true });
   const database = await createTestDatabase('load-balancer');
   dropDatabase = database.drop;
   shared = {
     ...testStoresEnv('load-balancer', database.url),
-    WEB_CONCURRENCY: '2',
+    WEB_CONCURRENCY: '1',
     TRUST_PROXY_HOPS: '1',
     TRUSTED_PROXIES: '127.0.0.1',
     THROTTLE_ANON: `${ANON_LIMIT}/min`,
@@ -165,7 +170,10 @@ test('cursor walks through the balancer stay exact while writers POST to both ho
     const appended = sumOf((await scrape(host.metricsBase)).samples, 'paceline_events_appended_total');
     assert.ok(appended > 0, `host on ${host.port} appended nothing`);
   }
-  const stored = await db!.selectFrom('tasks').select(({ fn }) => fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+  const stored = await db!
+    .selectFrom('tasks')
+    .select(({ fn }) => fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
   assert.is(Number(stored.n), written.created.length, 'every acknowledged task stored once');
 });
 
@@ -219,6 +227,7 @@ test('a rolling restart of both hosts through the balancer fails no request', as
       const old = hosts[i]!;
       // SIGTERM to the primary's PID: /readyz turns 503 while it still serves, HAProxy takes it
       // out, then it drains and exits.
+      const t1 = Date.now();
       const stopped = old.stop('SIGTERM', 60_000);
       const readiness: string[] = [];
       for (let probe = 0; probe < 200; probe += 1) {
@@ -230,12 +239,20 @@ test('a rolling restart of both hosts through the balancer fails no request', as
         if (answer !== '200') break;
         await sleep(50);
       }
-      assert.is(readiness.find((answer) => answer !== '200'), '503', `${name} /readyz went ${readiness.join(' → ')}`);
+      assert.is(
+        readiness.find((answer) => answer !== '200'),
+        '503',
+        `${name} /readyz went ${readiness.join(' → ')}`,
+      );
       await balancer!.untilStatus(name, 'DOWN', 30_000);
+      const down = Date.now() - t1;
       assert.is(await stopped, 0, `${name} exit code`);
+      const exited = Date.now() - t1;
       hosts[i] = await startCluster(hostEnv(i), 120_000);
       await balancer!.untilStatus(name, 'UP', 60_000);
-      console.log(`# ${name} restarted; the steady clients sent ${sent - before} requests meanwhile`);
+      console.log(
+        `# ${name}: out of the balancer after ${down} ms, exited after ${exited} ms, back in after ${Date.now() - t1} ms; ${sent - before} requests meanwhile`,
+      );
       assert.ok(sent > before, 'the steady clients kept going');
     }
   } finally {
