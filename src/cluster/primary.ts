@@ -69,8 +69,9 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   stops.push(() => backends.stop());
   const migrator = connectDatabase(backends.databaseUrl, 1, 'paceline-migrate');
   try {
-    const applied = await step(() => migrateToLatest(migrator));
+    const { applied, newer } = await step(() => migrateToLatest(migrator));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+    if (newer.length > 0) logger.warn({ newer }, 'the database has migrations of a newer release; serving on it (a rolling deploy under way?)');
   } finally {
     await migrator.destroy();
   }
