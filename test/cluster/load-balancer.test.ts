@@ -34,7 +34,9 @@ const CHECK_INTERVAL = '500ms'; // × fall 2 = 1 s, well under DRAIN_DELAY_MS
 const PAGE_SIZE = 7;
 
 const test = suite('two hosts behind HAProxy');
-const scratch = join(process.env.TEST_TMP_DIR ?? '/tmp', `load-balancer-${randomBytes(3).toString('hex')}`);
+const tmp = process.env.TEST_TMP_DIR;
+if (!tmp) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
+const scratch = join(tmp, `load-balancer-${randomBytes(3).toString('hex')}`);
 let shared: Record<string, string> = {};
 const ports: Array<{ PORT: string; METRICS_PORT: string; DATA_DIR: string }> = [];
 const hosts: RunningCluster[] = [];
