@@ -76,6 +76,24 @@ ensure_prometheus() {
   return 0
 }
 
+# Makes sure haproxy (the load balancer the multi-host test puts in front of two hosts, and the
+# example of ops/haproxy/) exists, installing Debian's package when it can.
+ensure_haproxy() {
+  if command -v haproxy >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "haproxy not found: installing Debian's haproxy (log: $PACELINE_TOOLS_LOG)"
+    if paceline_apt_install haproxy && command -v haproxy >/dev/null 2>&1; then
+      return 0
+    fi
+    echo "installing haproxy failed: see $PACELINE_TOOLS_LOG" >&2
+    exit 1
+  fi
+  echo "haproxy not found: install it (sudo apt-get install haproxy) and run npm test again" >&2
+  exit 1
+}
+
 # Makes sure wrk (the HTTP load generator of npm run bench) exists, installing Debian's package
 # when it can.
 ensure_wrk() {

@@ -8,6 +8,7 @@ ensure_node_modules
 ensure_redis_server --always
 ensure_prometheus
 ensure_chromium
+ensure_haproxy
 if [ "$#" -eq 0 ]; then
   echo "lint: eslint and prettier"
   npx --no-install eslint . && npx --no-install prettier --check . >/dev/null

@@ -65,8 +65,9 @@ async function main(argv: string[]): Promise<number> {
   }
   if (command === 'migrate') {
     return withDatabase(config, async (db) => {
-      const applied = await migrateToLatest(db);
-      process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
+      const { applied, newer } = await migrateToLatest(db);
+      if (newer.length > 0) process.stdout.write(`schema is newer than this release (${newer.join(', ')}): nothing to do\n`);
+      else process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
       return 0;
     });
   }

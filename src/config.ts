@@ -32,6 +32,9 @@ const schema = z.object({
   WEB_CONCURRENCY: integer(1, 256).default(availableParallelism()),
   JOB_CONCURRENCY: integer(0, 64).default(1),
   SHUTDOWN_TIMEOUT_MS: integer(100).default(10_000),
+  // Before a stop drains: how long web workers answer /readyz 503 while still serving, so load
+  // balancers take the host out before it stops accepting (docs/architecture.md "Processes").
+  DRAIN_DELAY_MS: integer(0, 600_000).default(0),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_SIZE: integer(1, 500).default(10),
   // Bounded work per request: the longest one statement of a serving process may run (pg's

@@ -32,6 +32,8 @@ export interface Deps {
   cursorSecret: string;
   /** Producer side of the reports job queue (connects on first use). */
   reportQueue?: ReportQueue;
+  /** Set when the host is stopping (DRAIN_DELAY_MS): /readyz answers 503 while requests are still served. */
+  leaving?: boolean;
 }
 
 /** Builds the dependencies of a child process from its configuration; `close()` is safe twice. */

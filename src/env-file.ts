@@ -38,6 +38,7 @@ const SET_AT_START = [
   'EMBEDDED_REDIS_PORT',
   'CURSOR_SECRET',
   'SHUTDOWN_TIMEOUT_MS',
+  'DRAIN_DELAY_MS',
   // Every worker must publish and validate the same head (docs/architecture.md, "Read cache").
   'REDIS_PREFIX',
 ] as const satisfies ReadonlyArray<keyof Config>;

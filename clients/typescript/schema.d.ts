@@ -482,16 +482,22 @@ export interface components {
       /** @constant */
       status: 'ok';
     };
-    Readiness: {
-      /** @enum {string} */
-      status: 'ready' | 'unavailable';
-      checks: {
-        /** @enum {string} */
-        database: 'ok' | 'failing';
-        /** @enum {string} */
-        redis: 'ok' | 'failing';
-      };
-    };
+    /** @description `stopping` once the host has been told to stop (DRAIN_DELAY_MS): balancers take it out while it still serves. */
+    Readiness:
+      | {
+          /** @enum {string} */
+          status: 'ready' | 'unavailable';
+          checks: {
+            /** @enum {string} */
+            database: 'ok' | 'failing';
+            /** @enum {string} */
+            redis: 'ok' | 'failing';
+          };
+        }
+      | {
+          /** @constant */
+          status: 'stopping';
+        };
     TaskInput: {
       /** @description Trimmed; may not be blank. */
       title: string;
@@ -849,7 +855,7 @@ export interface operations {
           'application/json': components['schemas']['Readiness'];
         };
       };
-      /** @description A store is failing. */
+      /** @description A store is failing, or the host is stopping. */
       503: {
         headers: {
           [name: string]: unknown;

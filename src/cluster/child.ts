@@ -1,6 +1,7 @@
 import { childDrainBudgetMs, type Config } from '../config.js';
 import { buildDeps, type Deps } from '../deps.js';
 import { reportMetricsToPrimary } from './metrics-reporter.js';
+import { LEAVING } from './supervisor.js';
 
 /** What a child runs on its deps; `close()` drains it. */
 interface Started {
@@ -37,6 +38,10 @@ export async function runChild(config: Config, role: string | undefined): Promis
   const reporter = reportMetricsToPrimary(deps.metrics.registry);
   const started = await start(deps);
   process.send?.({ type: 'ready' });
+  // The host is stopping after DRAIN_DELAY_MS: readiness says so while requests are still served.
+  process.on('message', (message: { type?: string }) => {
+    if (message?.type === LEAVING) deps.leaving = true;
+  });
 
   const drain = async () => {
     deps.logger.info(chosen.draining);

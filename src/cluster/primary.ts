@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
@@ -13,7 +14,8 @@ import { Supervisor } from './supervisor.js';
 /**
  * The primary process: provides PostgreSQL and Redis (embedded when no URL is given), migrates
  * under an advisory lock, forks the children, serves the host's metrics, and drains everything
- * on SIGTERM/SIGINT. SIGHUP replaces the web children one at a time.
+ * on SIGTERM/SIGINT (after DRAIN_DELAY_MS of /readyz 503). SIGHUP replaces the web children one
+ * at a time.
  */
 export async function runPrimary(config: Config, fileSettings: Record<string, string> = {}): Promise<void> {
   const logger = createLogger(config, 'primary');
@@ -32,11 +34,13 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
     return work;
   };
   let holdStores = () => {};
+  let announceLeaving = async () => {};
   const shutdown = onceShutdown(logger, config, async () => {
     stopping = true;
     // A store that exits now (the terminal's Ctrl-C reaches it too) is not restarted.
     holdStores();
     for (let seen = null as unknown; seen !== current;) await (seen = current);
+    await announceLeaving();
     for (const stop of stops.reverse()) await stop();
   });
   process.on('SIGTERM', () => shutdown('SIGTERM'));
@@ -65,8 +69,9 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   stops.push(() => backends.stop());
   const migrator = connectDatabase(backends.databaseUrl, 1, 'paceline-migrate');
   try {
-    const applied = await step(() => migrateToLatest(migrator));
+    const { applied, newer } = await step(() => migrateToLatest(migrator));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+    if (newer.length > 0) logger.warn({ newer }, 'the database has migrations of a newer release; serving on it (a rolling deploy under way?)');
   } finally {
     await migrator.destroy();
   }
@@ -82,6 +87,13 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
     onExit: (worker) => metrics.retire(worker),
   });
   metrics.attach(() => supervisor.workers());
+  if (config.DRAIN_DELAY_MS > 0 && config.ROLE !== 'jobs') {
+    announceLeaving = async () => {
+      supervisor.announceLeaving();
+      logger.info({ drainDelayMs: config.DRAIN_DELAY_MS }, 'stopping: /readyz answers 503 while the web workers still serve, then they drain');
+      await sleep(config.DRAIN_DELAY_MS);
+    };
+  }
   stops.push(() => supervisor.stop());
   process.on('SIGHUP', () => {
     // Settings are read again and checked like a start; bad ones leave the workers as they are.
@@ -137,10 +149,13 @@ function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<voi
     started = true;
     logger.info({ signal }, 'shutting down: draining children');
     // Backstop: the children have most of SHUTDOWN_TIMEOUT_MS and the stores the rest; this is for a store that hangs.
-    setTimeout(() => {
-      logger.error('shutdown took too long; exiting');
-      process.exit(1);
-    }, config.SHUTDOWN_TIMEOUT_MS + 20_000).unref();
+    setTimeout(
+      () => {
+        logger.error('shutdown took too long; exiting');
+        process.exit(1);
+      },
+      config.DRAIN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS + 20_000,
+    ).unref();
     stopAll().then(
       () => {
         logger.info('stopped');

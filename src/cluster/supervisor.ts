@@ -12,6 +12,9 @@ interface Slot {
   generation: number;
 }
 
+/** The message that tells a child its host is stopping (docs/architecture.md "Processes"). */
+export const LEAVING = 'leaving';
+
 const CRASH_WINDOW_MS = 60_000;
 const CRASH_LOOP_THRESHOLD = 5;
 const MAX_BACKOFF_MS = 30_000;
@@ -29,6 +32,7 @@ export class Supervisor {
   #generation = 0;
   #reloading: Promise<void> | null = null;
   #env: Record<string, string>;
+  #leaving = false;
 
   constructor(
     private readonly options: {
@@ -74,6 +78,12 @@ export class Supervisor {
     }
   }
 
+  /** Tells every child, and any started from now on, that the host is stopping (its /readyz turns 503). */
+  announceLeaving(): void {
+    this.#leaving = true;
+    for (const { worker } of this.#slots) if (worker.isConnected()) worker.send({ type: LEAVING });
+  }
+
   /** Stops every child gracefully, killing those still running after the shutdown timeout. */
   async stop(): Promise<void> {
     this.#stopping = true;
@@ -95,6 +105,7 @@ export class Supervisor {
       const ready = (message: unknown) => {
         if ((message as { type?: string })?.type !== 'ready') return;
         worker.off('message', ready);
+        if (this.#leaving) worker.send({ type: LEAVING });
         resolve(true);
       };
       worker.on('message', ready);

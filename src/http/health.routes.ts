@@ -21,17 +21,28 @@ export const healthOperations = {
     path: '/readyz',
     operationId: 'readiness',
     summary: 'Readiness: PostgreSQL and Redis answer within 2 s',
-    responses: { 200: { description: 'Ready.', body: readinessSchema }, 503: { description: 'A store is failing.', body: readinessSchema } },
+    responses: {
+      200: { description: 'Ready.', body: readinessSchema },
+      503: { description: 'A store is failing, or the host is stopping.', body: readinessSchema },
+    },
   }),
 };
 
-/** Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s. */
+/**
+ * Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s, and
+ * is 503 once the host is stopping (`deps.leaving`).
+ */
 export function healthRoutes(deps: Deps): Router {
   const router = createRouter();
   route(router, healthOperations.live, (ctx) => {
     ctx.body = { status: 'ok' };
   });
   route(router, healthOperations.ready, async (ctx) => {
+    if (deps.leaving) {
+      ctx.status = 503;
+      ctx.body = { status: 'stopping' };
+      return;
+    }
     const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => deps.redis.ping())]);
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;

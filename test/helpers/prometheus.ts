@@ -26,15 +26,16 @@ export interface RunningPrometheus {
 }
 
 /**
- * Starts a real `prometheus` on a free 127.0.0.1 port with its data in `dir`, scraping `target`
- * (host:port) as job `paceline` every second and evaluating `ruleFiles` every second.
+ * Starts a real `prometheus` on a free 127.0.0.1 port with its data in `dir`, scraping `targets`
+ * (host:port, one per Paceline host) as job `paceline` every second and evaluating `ruleFiles`
+ * every second.
  */
-export async function startPrometheus(dir: string, target: string, ruleFiles: string[]): Promise<RunningPrometheus> {
+export async function startPrometheus(dir: string, targets: string | string[], ruleFiles: string[]): Promise<RunningPrometheus> {
   await mkdir(join(dir, 'data'), { recursive: true });
   const config = {
     global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
     rule_files: ruleFiles,
-    scrape_configs: [{ job_name: 'paceline', metrics_path: '/metrics', static_configs: [{ targets: [target] }] }],
+    scrape_configs: [{ job_name: 'paceline', metrics_path: '/metrics', static_configs: [{ targets: typeof targets === 'string' ? [targets] : targets }] }],
   };
   await writeFile(join(dir, 'prometheus.yml'), JSON.stringify(config, null, 2)); // JSON is YAML
   const port = await findFreePort();

@@ -83,14 +83,24 @@ export interface Walk {
   reachedEnd: boolean;
 }
 
-/** Walks the task list with the cursor, recording what existed at the start and what was seen. */
-export async function walkWithCursor(base: string, db: Kysely<Database>, ordering: Walk['ordering'], pageSize: number, maxPages = 5_000): Promise<Walk> {
+/**
+ * Walks the task list with the cursor, recording what existed at the start and what was seen;
+ * with `token`, as that user (whose throttle scope may be wider than an anonymous client's).
+ */
+export async function walkWithCursor(
+  base: string,
+  db: Kysely<Database>,
+  ordering: Walk['ordering'],
+  pageSize: number,
+  maxPages = 5_000,
+  token?: string,
+): Promise<Walk> {
   const existing = (await db.selectFrom('tasks').select('id').execute()).map((row) => row.id);
   const walk: Walk = { ordering, existing, seen: [], pages: 0, lastPageStartedAt: 0, reachedEnd: false };
   let path: string | null = `/api/tasks/?cursor=&ordering=${ordering}&page_size=${pageSize}`;
   while (path !== null && walk.pages < maxPages) {
     walk.lastPageStartedAt = Date.now();
-    const response = await request(base, 'GET', path);
+    const response = await request(base, 'GET', path, { token });
     if (response.status !== 200) throw new Error(`GET ${path}: ${response.status} ${response.text}`);
     walk.pages += 1;
     walk.seen.push(...(response.body.results as Array<{ id: number }>).map((task) => task.id));

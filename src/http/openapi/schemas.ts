@@ -131,7 +131,11 @@ export const healthSchema = named(responses, 'Health', z.object({ status: z.lite
 export const readinessSchema = named(
   responses,
   'Readiness',
-  z.object({ status: z.enum(['ready', 'unavailable']), checks: z.object({ database: z.enum(['ok', 'failing']), redis: z.enum(['ok', 'failing']) }) }),
+  z.union([
+    z.object({ status: z.enum(['ready', 'unavailable']), checks: z.object({ database: z.enum(['ok', 'failing']), redis: z.enum(['ok', 'failing']) }) }),
+    z.object({ status: z.literal('stopping') }),
+  ]),
+  '`stopping` once the host has been told to stop (DRAIN_DELAY_MS): balancers take it out while it still serves.',
 );
 
 export const taskInput = named(requests, 'TaskInput', taskInputSchema);

@@ -1,0 +1,273 @@
+/**
+ * What one request costs the shared stores, for sizing Redis and PostgreSQL for many hosts
+ * (README "Running at scale", "Sizing"):
+ *
+ *   npm run bench:sizing            (node --import tsx ops/bench/sizing.ts [requests per phase = 2000])
+ *
+ * Starts its own throwaway PostgreSQL and redis-server and the real entry point (2 web workers,
+ * no job worker: BullMQ and the read-model follower have their own, load-independent traffic),
+ * then runs each phase alone and reads what it cost from the stores' own counters, before and
+ * after:
+ *
+ *   Redis       INFO commandstats (every command, those run inside scripts included; the
+ *               bench's own INFO calls left out), INFO stats total_net_input_bytes and
+ *               total_net_output_bytes (the bytes of the bench's own INFO replies taken off),
+ *               INFO memory used_memory and MEMORY USAGE of the throttle keys the phase left
+ *   PostgreSQL  pg_stat_database xact_commit + xact_rollback of the service's database, read from
+ *               another database once every backend has flushed its counters (PostgreSQL does so
+ *               within 10 s of going idle), with autovacuum off so only the service's count
+ *   the hosts   paceline_append_batch_size (_count = group-commit transactions, _sum = commands)
+ *
+ * Phases: anonymous page-1 reads by many clients (X-Forwarded-For from a trusted proxy), reads by
+ * one authenticated user, creates one at a time, creates 32 at once, and one anonymous client far
+ * over its limit. Prints a Markdown table.
+ */
+import { Agent, request } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { sql, type Kysely } from 'kysely';
+import { connectDatabase } from '../../db/connect.js';
+import type { Database } from '../../db/database.js';
+import { issueToken } from '../../src/auth/tokens.js';
+import { createUser } from '../../src/auth/users.repository.js';
+import { startCluster, type RunningCluster } from './fixtures/cluster.js';
+import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+
+const REQUESTS = Number(process.argv[2] ?? 2_000);
+const PREFIX = 'sizing:';
+const ANON_LIMIT = 100;
+
+interface Phase {
+  name: string;
+  requests: number;
+  concurrency: number;
+  /** The n-th request: method, path, headers, body. */
+  make(n: number): { method: string; path: string; headers: Record<string, string>; body?: string };
+  expect: number[];
+}
+
+interface Snapshot {
+  commands: number;
+  byCommand: Record<string, number>;
+  scriptCalls: number;
+  netIn: number;
+  netOut: number;
+  usedMemory: number;
+  /** Length of the INFO reply this snapshot came in (it counts in the next delta's output). */
+  replyBytes: number;
+  transactions: number;
+  batches: number;
+  batchedCommands: number;
+}
+
+async function redisSnapshot(admin: Redis) {
+  const text = (await admin.call('INFO', 'stats', 'commandstats', 'memory')) as string;
+  const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+  let commands = 0;
+  let scriptCalls = 0;
+  const byCommand: Record<string, number> = {};
+  for (const [, name, calls] of text.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm)) {
+    if (name === 'info' || name === undefined) continue;
+    commands += Number(calls);
+    byCommand[name] = Number(calls);
+    if (name === 'evalsha' || name === 'eval') scriptCalls += Number(calls);
+  }
+  return {
+    commands,
+    byCommand,
+    scriptCalls,
+    netIn: field('total_net_input_bytes'),
+    netOut: field('total_net_output_bytes'),
+    usedMemory: field('used_memory'),
+    replyBytes: Buffer.byteLength(text) + String(Buffer.byteLength(text)).length + 5,
+  };
+}
+
+/** The service database's committed and rolled-back transactions, once the counters stop moving. */
+async function transactions(monitor: Kysely<Database>, database: string): Promise<number> {
+  const read = async () => {
+    await sql`select pg_stat_clear_snapshot()`.execute(monitor);
+    const { rows } = await sql<{ n: string }>`select xact_commit + xact_rollback as n from pg_stat_database where datname = ${database}`.execute(monitor);
+    return Number(rows[0]!.n);
+  };
+  // Backends flush their counters when idle, at the latest 10 s after their last transaction.
+  let last = await read();
+  for (let stable = 0, waited = 0; stable < 2 && waited < 30_000; waited += 1_500) {
+    await sleep(1_500);
+    const now = await read();
+    stable = now === last ? stable + 1 : 0;
+    last = now;
+  }
+  await sleep(10_500);
+  return read();
+}
+
+async function hostBatches(host: RunningCluster): Promise<{ batches: number; batchedCommands: number }> {
+  const text = await (await fetch(`${host.metricsBase}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
+  return { batches: value('paceline_append_batch_size_count'), batchedCommands: value('paceline_append_batch_size_sum') };
+}
+
+async function snapshot(admin: Redis, monitor: Kysely<Database>, database: string, host: RunningCluster): Promise<Snapshot> {
+  const xacts = await transactions(monitor, database);
+  return { ...(await hostBatches(host)), transactions: xacts, ...(await redisSnapshot(admin)) };
+}
+
+async function run(base: string, phase: Phase): Promise<Map<number, number>> {
+  const agent = new Agent({ keepAlive: true, maxSockets: phase.concurrency });
+  const statuses = new Map<number, number>();
+  let next = 0;
+  const lane = async () => {
+    for (let n = next++; n < phase.requests; n = next++) {
+      const { method, path, headers, body } = phase.make(n);
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = request(new URL(path, base), { method, headers, agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+      statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    }
+  };
+  await Promise.all(Array.from({ length: phase.concurrency }, lane));
+  agent.destroy();
+  const unexpected = [...statuses.keys()].filter((status) => !phase.expect.includes(status));
+  if (unexpected.length > 0) throw new Error(`${phase.name}: unexpected statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
+  return statuses;
+}
+
+const stores = await startBenchStores();
+let host: RunningCluster | undefined;
+try {
+  const database = 'sizing';
+  const { url, db } = await createBenchDatabase(stores.postgres.url, database);
+  const monitor = connectDatabase(stores.postgres.url, 1);
+  // Autovacuum's transactions count in pg_stat_database too; they are not the service's.
+  await sql`alter system set autovacuum = off`.execute(monitor);
+  await sql`select pg_reload_conf()`.execute(monitor);
+  await createUser(db, 'sizer', 'sizer-password');
+  const token = (await issueToken(db, 'sizer', 'sizer-password', 3_600_000, new Date()))!.token;
+  await db.destroy();
+  host = await startCluster(
+    {
+      DATABASE_URL: url,
+      REDIS_URL: stores.redis.url,
+      REDIS_PREFIX: PREFIX,
+      CURSOR_SECRET: 'sizing-bench-secret-0123456789',
+      WEB_CONCURRENCY: '2',
+      JOB_CONCURRENCY: '0',
+      TRUST_PROXY_HOPS: '1',
+      TRUSTED_PROXIES: '127.0.0.1',
+      THROTTLE_ANON: `${ANON_LIMIT}/min`,
+      THROTTLE_USER: '100000/min',
+      ACCESS_LOG: 'off',
+    },
+    120_000,
+  );
+  const auth = { Authorization: `Bearer ${token}` };
+  const json = { ...auth, 'Content-Type': 'application/json' };
+  const clients = Math.max(1, Math.floor(REQUESTS / 2));
+  const clientIp = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+  const phases: Phase[] = [
+    {
+      name: `page 1, anonymous, ${clients} clients × 2`,
+      requests: clients * 2,
+      concurrency: 16,
+      make: (n) => ({ method: 'GET', path: '/api/tasks/', headers: { 'X-Forwarded-For': clientIp(n % clients) } }),
+      expect: [200],
+    },
+    { name: 'page 1, one user', requests: REQUESTS, concurrency: 16, make: () => ({ method: 'GET', path: '/api/tasks/', headers: auth }), expect: [200] },
+    {
+      name: 'create, one at a time',
+      requests: Math.ceil(REQUESTS / 4),
+      concurrency: 1,
+      make: (n) => ({ method: 'POST', path: '/api/tasks/', headers: json, body: JSON.stringify({ title: `sizing ${n}` }) }),
+      expect: [201],
+    },
+    {
+      name: 'create, 32 at once',
+      requests: REQUESTS,
+      concurrency: 32,
+      make: (n) => ({ method: 'POST', path: '/api/tasks/', headers: json, body: JSON.stringify({ title: `sizing many ${n}` }) }),
+      expect: [201],
+    },
+    {
+      name: `one anonymous client over its ${ANON_LIMIT}/min`,
+      requests: REQUESTS,
+      concurrency: 16,
+      make: () => ({ method: 'GET', path: '/api/tasks/', headers: { 'X-Forwarded-For': '192.0.2.1' } }),
+      expect: [200, 429],
+    },
+  ];
+  const rows: string[] = [];
+  const memory: string[] = [];
+  const commandMix: string[] = [];
+  // A first round trip of each kind warms caches (token, read cache, script load) and is left out.
+  await run(host.base, { ...phases[1]!, requests: 4 });
+  await run(host.base, { ...phases[2]!, requests: 2 });
+  let before = await snapshot(stores.admin, monitor, database, host);
+  {
+    const idle = await snapshot(stores.admin, monitor, database, host);
+    rows.push(`| idle (one measuring window) | — | ${idle.commands - before.commands} in all | — | ${idle.transactions - before.transactions} in all | — |`);
+    before = idle;
+  }
+  for (const phase of phases) {
+    const began = Date.now();
+    const statuses = await run(host.base, phase);
+    const seconds = (Date.now() - began) / 1000;
+    const after = await snapshot(stores.admin, monitor, database, host);
+    const per = (value: number) => (value / phase.requests).toFixed(2);
+    const netOut = after.netOut - before.netOut - before.replyBytes;
+    const batches = after.batches - before.batches;
+    const commands = after.batchedCommands - before.batchedCommands;
+    const xacts = after.transactions - before.transactions;
+    const batching =
+      batches > 0 ? `${batches} batches, ${(commands / batches).toFixed(1)} commands and ${(xacts / batches).toFixed(2)} transactions each` : '—';
+    rows.push(
+      `| ${phase.name} (${phase.requests}: ${[...statuses].map(([s, n]) => `${n}× ${s}`).join(', ')}; ${(phase.requests / seconds).toFixed(0)} req/s) ` +
+        `| ${per(after.commands - before.commands)} | ${per(after.scriptCalls - before.scriptCalls)} | ${per(after.netIn - before.netIn)} / ${per(netOut)} ` +
+        `| ${per(xacts)} | ${batching} |`,
+    );
+    const mix = Object.entries(after.byCommand)
+      .map(([name, calls]) => [name, (calls - (before.byCommand[name] ?? 0)) / phase.requests] as const)
+      .filter(([, per]) => per >= 0.01)
+      .sort((a, b) => b[1] - a[1]);
+    commandMix.push(`${phase.name}: ${mix.map(([name, per]) => `${name} ${per.toFixed(2)}`).join(', ')}`);
+    if (phase === phases[0]) {
+      const keys: string[] = [];
+      for (let cursor = '0'; ;) {
+        const [nextCursor, found] = await stores.admin.scan(cursor, 'MATCH', `${PREFIX}throttle:*`, 'COUNT', 1000);
+        keys.push(...found);
+        if ((cursor = nextCursor) === '0') break;
+      }
+      const sizes = await Promise.all(keys.map((key) => stores.admin.memory('USAGE', key)));
+      const mean = sizes.reduce((sum: number, size) => sum + Number(size ?? 0), 0) / sizes.length;
+      memory.push(
+        `${keys.length} client keys of 2 admissions each: MEMORY USAGE ${mean.toFixed(0)} B on average; ` +
+          `used_memory grew ${((after.usedMemory - before.usedMemory) / keys.length).toFixed(0)} B per client key`,
+      );
+    }
+    if (phase === phases.at(-1)) {
+      const key = (await stores.admin.keys(`${PREFIX}throttle:*192.0.2.1*`))[0];
+      if (key) memory.push(`a key full at ${ANON_LIMIT}/min (${key.slice(PREFIX.length)}): MEMORY USAGE ${await stores.admin.memory('USAGE', key)} B`);
+    }
+    // The measuring above sent Redis commands of its own: start the next phase after them.
+    before = { ...after, ...(await redisSnapshot(stores.admin)) };
+  }
+  console.log(`\nOne host, 2 web workers, ${REQUESTS} requests per phase (${new Date().toISOString()}):\n`);
+  console.log(
+    '| phase | Redis commands / request | script calls / request | Redis bytes in / out per request | PostgreSQL transactions / request | group commit |',
+  );
+  console.log('|---|---:|---:|---:|---:|---|');
+  for (const row of rows) console.log(row);
+  console.log('');
+  for (const line of memory) console.log(`- ${line}`);
+  console.log('\nRedis commands per request, by command (those inside scripts included):\n');
+  for (const line of commandMix) console.log(`- ${line}`);
+  await monitor.destroy();
+} finally {
+  await host?.stop();
+  await stores.cleanUp();
+}
