@@ -1,10 +1,11 @@
+import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
+import { childPids, parseMetrics, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
 
 // docs/architecture.md "Observability" on the real entry point with two web workers: the primary's /metrics equals what the
 // client saw, summed over the workers (each request on its own connection, so the primary hands
@@ -150,6 +151,40 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   }
   assert.is(sumOf(after, 'paceline_worker_restarts_total', { role: 'web' }), 1);
   assert.is(sumOf(after, 'paceline_worker_restarts_total', { role: 'jobs' }), 0);
+});
+
+/** GET /metrics on a connection of its own: the status and the body. */
+function scrapeOnNewConnection(): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${cluster.metricsBase}/metrics`, { agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('twenty concurrent scrapes share a few collections, and every one gets the whole, current sum', async () => {
+  const collections = (samples: Awaited<ReturnType<typeof scrape>>['samples']) => sumOf(samples, 'paceline_metrics_collections_total');
+  const before = collections((await scrape(cluster.metricsBase)).samples);
+  const answers = await Promise.all(Array.from({ length: 20 }, () => scrapeOnNewConnection()));
+  const after = collections((await scrape(cluster.metricsBase)).samples);
+  const made = after - before - 1; // the last scrape made one of its own
+  console.log(`# 20 concurrent scrapes: ${made} collections`);
+  assert.ok(made >= 1 && made <= 5, `20 concurrent scrapes made ${made} collections`);
+  for (const { status, text } of answers) {
+    assert.is(status, 200);
+    const samples = parseMetrics(text);
+    // Counted by both workers: the whole sum, as of the scrape.
+    assert.is(reported(samples, 'GET', '/api/tasks/', 200), saw('GET', '/api/tasks/', 200));
+    assert.is(reported(samples, 'GET', '/healthz', 200), saw('GET', '/healthz', 200));
+    assert.ok(collections(samples) > before, 'each answer comes from a collection made after the scrape before them');
+    assert.ok(sumOf(samples, 'process_cpu_seconds_total') > 0);
+  }
 });
 
 test.run();
