@@ -33,7 +33,7 @@ export class MetricsHub {
   readonly #collections = new Counter({
     name: 'paceline_metrics_collections_total',
     registers: [this.#own],
-    help: 'Collections of every child\'s metrics made for /metrics scrapes; concurrent scrapes share one.',
+    help: "Collections of every child's metrics made for /metrics scrapes; concurrent scrapes share one.",
   });
   /** The collection under way, and the one every scrape that arrived meanwhile waits for. */
   #current: Promise<Exposition> | undefined;

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
@@ -27,11 +28,23 @@ const saw = (method: string, route: string, status: number) => seen.get(`${metho
 const reported = (samples: Awaited<ReturnType<typeof scrape>>['samples'], method: string, route: string, status: number) =>
   sumOf(samples, 'paceline_http_requests_total', { method, route, status: String(status) });
 
+/** The primary's workers: its children that run the entry point (tsx's esbuild service is a child too). */
+function workerPids(): number[] {
+  const runsMain = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('src/main.ts');
+    } catch {
+      return false; // exited meanwhile
+    }
+  };
+  return childPids(cluster.child.pid!).filter(runsMain);
+}
+
 /** Waits until the primary has `count` children, none of them in `old`. */
 async function waitForChildren(count: number, old: number[], timeoutMs = 60_000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const pids = childPids(cluster.child.pid!);
+    const pids = workerPids();
     if (pids.length === count && pids.every((pid) => !old.includes(pid))) return pids;
     if (Date.now() > deadline) throw new Error(`children are ${pids.join(',')}; expected ${count} new ones besides ${old.join(',')}`);
     await sleep(100);
@@ -119,7 +132,7 @@ test('labels hold route templates and known methods, never raw paths, ids or add
 
 test('a SIGKILLed worker keeps its reported counts; drained workers keep every count; only the kill is a restart', async () => {
   const before = (await scrape(cluster.metricsBase)).samples; // asks both workers: nothing unreported
-  const [victim, survivor] = childPids(cluster.child.pid!);
+  const [victim, survivor] = workerPids();
   assert.ok(victim && survivor, 'two web workers');
   process.kill(victim!, 'SIGKILL');
   await sleep(100);
@@ -128,10 +141,10 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   assert.is(sumOf(afterKill, 'paceline_throttle_decisions_total'), sumOf(before, 'paceline_throttle_decisions_total'));
   await waitForChildren(2, [victim!]);
 
-  const old = childPids(cluster.child.pid!);
+  const old = workerPids();
   process.kill(cluster.child.pid!, 'SIGHUP'); // replaces both workers, each drained gracefully
   const failures: number[] = [];
-  for (let i = 0; i < 2_000 && childPids(cluster.child.pid!).some((pid) => old.includes(pid)); i += 1) {
+  for (let i = 0; i < 2_000 && workerPids().some((pid) => old.includes(pid)); i += 1) {
     if ((await hit('GET', '/healthz', '/healthz')) === 'error') failures.push(i);
     await sleep(10);
   }
