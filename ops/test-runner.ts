@@ -7,7 +7,7 @@
  *
  * Each test file gets, besides the runner's environment minus DATABASE_URL and REDIS_URL:
  *   TEST_DATABASE_URL  superuser URL of the `postgres` database; create your own database from it
- *   TEST_REDIS_URL     the shared Redis; use your own key prefix
+ *   TEST_REDIS_URL     the shared Redis, with its password (as `npm start`'s): use your own key prefix
  *   TEST_REDIS_PORT, TEST_REDIS_DIR  its port and data directory
  *   TEST_TMP_DIR       scratch space, deleted after the run
  *   NODE_ENV=test, FORCE_COLOR=0
@@ -25,6 +25,7 @@
  * processes it leaves behind.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,7 +76,7 @@ async function startServices(): Promise<Record<string, string>> {
   await chmod(scratchRoot, 0o755);
   const scratch = join(scratchRoot, 'scratch');
   await mkdir(scratch, { mode: 0o755 });
-  const redisOpts = { dataDir: join(scratchRoot, 'redis'), port: await findFreePort(), persistent: false };
+  const redisOpts = { dataDir: join(scratchRoot, 'redis'), port: await findFreePort(), persistent: false, password: randomBytes(18).toString('base64url') };
   const pgOpts = { dataDir: join(scratchRoot, 'pg'), port: await findFreePort(), persistent: false };
   const [postgres, redis] = await Promise.allSettled([startEmbeddedPostgres({ ...pgOpts, database: 'postgres' }), startRedis(redisOpts)]);
   if (postgres.status === 'fulfilled') services.push(postgres.value);

@@ -11,6 +11,8 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
 import { startEmbeddedPostgres } from './stores/postgres.js';
 import { readPassword, servingPort } from './stores/postgres-data-dir.js';
+import { provideServiceRole } from './stores/postgres-role.js';
+import { findServerAccount } from './stores/server-account.js';
 
 const USAGE = `usage: npm run cli -- <command>
   user:create NAME   create a user; the password comes from $PASSWORD, else from a prompt
@@ -92,19 +94,27 @@ async function firstLineOfStdin(): Promise<string | null> {
   return text.split(/\r?\n/)[0] ?? '';
 }
 
-/** Runs `work` on DATABASE_URL; without it, on the embedded database, starting it if it is down. */
+/**
+ * Runs `work` on DATABASE_URL; without it, on the embedded database (starting it if it is down)
+ * as the service's role, which is no superuser (README "Least privilege").
+ */
 async function withDatabase(config: Config, work: (db: Kysely<Database>) => Promise<number>): Promise<number> {
   let url = config.DATABASE_URL;
   let stop = async () => {};
   if (!url) {
     const dataDir = join(resolve(config.DATA_DIR), 'pg');
     // A server already running on the data directory (`npm start`'s) is used on whatever port it has.
-    const running = await embeddedUrlIfRunning(dataDir, servingPort(dataDir) ?? config.EMBEDDED_PG_PORT);
-    if (running) url = running;
-    else {
+    let adminUrl = await embeddedUrlIfRunning(dataDir, servingPort(dataDir) ?? config.EMBEDDED_PG_PORT);
+    if (!adminUrl) {
       const server = await startEmbeddedPostgres({ dataDir, port: config.EMBEDDED_PG_PORT, persistent: true });
-      url = server.url;
+      adminUrl = server.url;
       stop = () => server.stop();
+    }
+    try {
+      url = await provideServiceRole(adminUrl, dataDir, findServerAccount());
+    } catch (error) {
+      await stop();
+      throw error;
     }
   }
   const db = connectDatabase(url, 2, 'paceline-cli');

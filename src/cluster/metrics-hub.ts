@@ -7,6 +7,7 @@ import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-pro
 import type { ChildRole } from './supervisor.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
+type Exposition = { text: string; contentType: string };
 
 const ASK_TIMEOUT_MS = 2_000;
 const REFRESH_MS = 5_000;
@@ -19,6 +20,7 @@ const CUMULATIVE = new Set(['counter', 'histogram']);
  * 5 s, so a child killed without warning loses at most that much). Counters and histograms of a
  * child that exited stay in the sum from its last report (a draining child sends one on its way
  * out), so the host's counters never go down and a restart neither loses nor doubles counts.
+ * Concurrent scrapes share collections: see {@link MetricsHub.collect}.
  */
 export class MetricsHub {
   readonly #own = new Registry();
@@ -28,6 +30,14 @@ export class MetricsHub {
     registers: [this.#own],
     help: 'Children that exited unexpectedly and were restarted by the primary, by role.',
   });
+  readonly #collections = new Counter({
+    name: 'paceline_metrics_collections_total',
+    registers: [this.#own],
+    help: "Collections of every child's metrics made for /metrics scrapes; concurrent scrapes share one.",
+  });
+  /** The collection under way, and the one every scrape that arrived meanwhile waits for. */
+  #current: Promise<Exposition> | undefined;
+  #next: Promise<Exposition> | undefined;
   /** The last report of every child whose counts are not yet in #retired, live or exiting. */
   readonly #latest = new Map<number, Snapshot>();
   /** Counters and histograms of children that exited; entries are only appended or merged. */
@@ -77,8 +87,33 @@ export class MetricsHub {
     );
   }
 
-  /** The host's metrics in the Prometheus text format. */
-  async collect(): Promise<{ text: string; contentType: string }> {
+  /**
+   * The host's metrics in the Prometheus text format. Scrapes that arrive while a collection is
+   * under way share the next one, which starts as soon as it ends: however many scrapes come at
+   * once, the children are asked at most twice, and every answer still counts everything that
+   * happened before its scrape arrived.
+   */
+  collect(): Promise<Exposition> {
+    if (this.#current === undefined) return this.#startCollection();
+    this.#next ??= this.#current
+      .catch(() => {})
+      .then(() => {
+        this.#next = undefined;
+        return this.#startCollection();
+      });
+    return this.#next;
+  }
+
+  #startCollection(): Promise<Exposition> {
+    const collection = this.#collectNow().finally(() => {
+      if (this.#current === collection) this.#current = undefined;
+    });
+    this.#current = collection;
+    return collection;
+  }
+
+  async #collectNow(): Promise<Exposition> {
+    this.#collections.inc();
     await this.refresh();
     await this.#compact();
     const own = (await this.#own.getMetricsAsJSON()) as Snapshot;

@@ -1,12 +1,12 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { startEmbeddedPostgres } from './postgres.js';
+import { provideServiceRole } from './postgres-role.js';
 import { startRedis } from './redis.js';
+import { readOrCreateSecret } from './secret-file.js';
+import { findServerAccount } from './server-account.js';
 import type { RunningService } from './service.js';
 
 /** Where the service's backing stores are, and what to stop on the way out. */
@@ -22,7 +22,10 @@ export interface Backends {
 /**
  * Uses `DATABASE_URL` / `REDIS_URL` when set; otherwise starts an embedded PostgreSQL and a
  * `redis-server` child with their data under `DATA_DIR`, so `npm start` needs nothing else.
- * `CURSOR_SECRET`, when unset, is generated once and kept under `DATA_DIR`.
+ * The embedded stores run with least privilege (README "Least privilege"): the service connects
+ * to PostgreSQL as a role that owns the schema but is no superuser, Redis requires a password,
+ * and as root both servers run as the `postgres` account. Their passwords, and `CURSOR_SECRET`
+ * when unset, are generated once and kept in 0600 files under `DATA_DIR`; none is ever logged.
  */
 export async function provideBackends(config: Config, logger: Logger): Promise<Backends> {
   const dataDir = resolve(config.DATA_DIR);
@@ -37,28 +40,33 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
       logger.info({ port: config.EMBEDDED_PG_PORT }, 'starting embedded PostgreSQL');
+      const pgDir = join(dataDir, 'pg');
       const pg = await keepRunning('PostgreSQL', logger, (onUnexpectedExit) =>
-        startEmbeddedPostgres({ dataDir: join(dataDir, 'pg'), port: config.EMBEDDED_PG_PORT, persistent: true, onUnexpectedExit }),
+        startEmbeddedPostgres({ dataDir: pgDir, port: config.EMBEDDED_PG_PORT, persistent: true, onUnexpectedExit }),
       );
       started.push(pg);
-      databaseUrl = pg.url;
+      databaseUrl = await provideServiceRole(pg.url, pgDir, findServerAccount());
     }
     let redisUrl = config.REDIS_URL;
     if (!redisUrl) {
       logger.info({ port: config.EMBEDDED_REDIS_PORT }, 'starting embedded Redis');
+      const { secret: password } = await readOrCreateSecret(join(dataDir, REDIS_PASSWORD_FILE));
       const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
-        startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, onUnexpectedExit }),
+        startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, password, onUnexpectedExit }),
       );
       started.push(redis);
       redisUrl = redis.url;
     }
-    const cursorSecret = config.CURSOR_SECRET ?? (await readOrCreateSecret(dataDir, logger));
+    const cursorSecret = config.CURSOR_SECRET ?? (await cursorSecretUnderDataDir(dataDir, logger));
     return { databaseUrl, redisUrl, cursorSecret, hold, stop };
   } catch (error) {
     await stop();
     throw error;
   }
 }
+
+/** The embedded Redis's password, under DATA_DIR (not in Redis's own directory, which its server account may write). */
+export const REDIS_PASSWORD_FILE = 'redis-password';
 
 const RESTART_WINDOW_MS = 60_000;
 const MAX_RESTART_DELAY_MS = 30_000;
@@ -142,13 +150,9 @@ export async function keepRunning(
   };
 }
 
-async function readOrCreateSecret(dataDir: string, logger: Logger): Promise<string> {
+async function cursorSecretUnderDataDir(dataDir: string, logger: Logger): Promise<string> {
   const file = join(dataDir, 'cursor-secret');
-  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
-  await mkdir(dataDir, { recursive: true });
-  const secret = randomBytes(32).toString('base64url');
-  await writeFile(file, `${secret}\n`, { mode: 0o600 });
-  await chmod(file, 0o600);
-  logger.warn({ file }, 'CURSOR_SECRET unset: generated one; set the same CURSOR_SECRET on every host behind one load balancer');
+  const { secret, created } = await readOrCreateSecret(file);
+  if (created) logger.warn({ file }, 'CURSOR_SECRET unset: generated one; set the same CURSOR_SECRET on every host behind one load balancer');
   return secret;
 }

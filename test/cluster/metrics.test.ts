@@ -1,10 +1,12 @@
+import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { childPids, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
+import { childPids, parseMetrics, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
 
 // docs/architecture.md "Observability" on the real entry point with two web workers: the primary's /metrics equals what the
 // client saw, summed over the workers (each request on its own connection, so the primary hands
@@ -26,11 +28,23 @@ const saw = (method: string, route: string, status: number) => seen.get(`${metho
 const reported = (samples: Awaited<ReturnType<typeof scrape>>['samples'], method: string, route: string, status: number) =>
   sumOf(samples, 'paceline_http_requests_total', { method, route, status: String(status) });
 
+/** The primary's workers: its children that run the entry point (tsx's esbuild service is a child too). */
+function workerPids(): number[] {
+  const runsMain = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('src/main.ts');
+    } catch {
+      return false; // exited meanwhile
+    }
+  };
+  return childPids(cluster.child.pid!).filter(runsMain);
+}
+
 /** Waits until the primary has `count` children, none of them in `old`. */
 async function waitForChildren(count: number, old: number[], timeoutMs = 60_000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const pids = childPids(cluster.child.pid!);
+    const pids = workerPids();
     if (pids.length === count && pids.every((pid) => !old.includes(pid))) return pids;
     if (Date.now() > deadline) throw new Error(`children are ${pids.join(',')}; expected ${count} new ones besides ${old.join(',')}`);
     await sleep(100);
@@ -118,7 +132,7 @@ test('labels hold route templates and known methods, never raw paths, ids or add
 
 test('a SIGKILLed worker keeps its reported counts; drained workers keep every count; only the kill is a restart', async () => {
   const before = (await scrape(cluster.metricsBase)).samples; // asks both workers: nothing unreported
-  const [victim, survivor] = childPids(cluster.child.pid!);
+  const [victim, survivor] = workerPids();
   assert.ok(victim && survivor, 'two web workers');
   process.kill(victim!, 'SIGKILL');
   await sleep(100);
@@ -127,10 +141,10 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   assert.is(sumOf(afterKill, 'paceline_throttle_decisions_total'), sumOf(before, 'paceline_throttle_decisions_total'));
   await waitForChildren(2, [victim!]);
 
-  const old = childPids(cluster.child.pid!);
+  const old = workerPids();
   process.kill(cluster.child.pid!, 'SIGHUP'); // replaces both workers, each drained gracefully
   const failures: number[] = [];
-  for (let i = 0; i < 2_000 && childPids(cluster.child.pid!).some((pid) => old.includes(pid)); i += 1) {
+  for (let i = 0; i < 2_000 && workerPids().some((pid) => old.includes(pid)); i += 1) {
     if ((await hit('GET', '/healthz', '/healthz')) === 'error') failures.push(i);
     await sleep(10);
   }
@@ -150,6 +164,40 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   }
   assert.is(sumOf(after, 'paceline_worker_restarts_total', { role: 'web' }), 1);
   assert.is(sumOf(after, 'paceline_worker_restarts_total', { role: 'jobs' }), 0);
+});
+
+/** GET /metrics on a connection of its own: the status and the body. */
+function scrapeOnNewConnection(): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${cluster.metricsBase}/metrics`, { agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('twenty concurrent scrapes share a few collections, and every one gets the whole, current sum', async () => {
+  const collections = (samples: Awaited<ReturnType<typeof scrape>>['samples']) => sumOf(samples, 'paceline_metrics_collections_total');
+  const before = collections((await scrape(cluster.metricsBase)).samples);
+  const answers = await Promise.all(Array.from({ length: 20 }, () => scrapeOnNewConnection()));
+  const after = collections((await scrape(cluster.metricsBase)).samples);
+  const made = after - before - 1; // the last scrape made one of its own
+  console.log(`# 20 concurrent scrapes: ${made} collections`);
+  assert.ok(made >= 1 && made <= 5, `20 concurrent scrapes made ${made} collections`);
+  for (const { status, text } of answers) {
+    assert.is(status, 200);
+    const samples = parseMetrics(text);
+    // Counted by both workers: the whole sum, as of the scrape.
+    assert.is(reported(samples, 'GET', '/api/tasks/', 200), saw('GET', '/api/tasks/', 200));
+    assert.is(reported(samples, 'GET', '/healthz', 200), saw('GET', '/healthz', 200));
+    assert.ok(collections(samples) > before, 'each answer comes from a collection made after the scrape before them');
+    assert.ok(sumOf(samples, 'process_cpu_seconds_total') > 0);
+  }
 });
 
 test.run();

