@@ -135,7 +135,9 @@ async function startPostgres(): Promise<RunningService> {
   // memory may still be held, so a start is retried for a while.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort, persistent: false, database: 'outage', onUnexpectedExit: () => {} });
+      // persistent: fsync and synchronous_commit on, as npm start runs it; a throwaway server's
+      // asynchronous commit would lose acknowledged commits still in the killed server's WAL buffers.
+      return await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort, persistent: true, database: 'outage', onUnexpectedExit: () => {} });
     } catch (error) {
       if (attempt >= 10) throw error;
       await sleep(1_000);
