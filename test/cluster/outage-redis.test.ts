@@ -95,7 +95,7 @@ async function admittedFrom(ip: string, max: number): Promise<number> {
   for (let i = 0; i < max; i++) {
     const answer = await call('anon', 'GET', '/api/tasks/', undefined, { 'X-Forwarded-For': ip });
     if (answer.status === 429) break;
-    assert.is(answer.status, 401, `an admitted anonymous request is refused by authentication: ${answer.status}`);
+    assert.ok(answer.status === 200, `an admitted anonymous list is answered: ${answer.status}`);
     admitted += 1;
   }
   return admitted;
