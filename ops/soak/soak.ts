@@ -141,7 +141,7 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   async function send(auth: Record<string, string>, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
     const sentAt = Date.now();
     let status = 0;
-    let json: any = null;
+    let json: { id?: number } | null = null;
     try {
       const response = await fetch(new URL(path, cluster.base), {
         method,
@@ -151,7 +151,7 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
       });
       const text = await response.text();
       status = response.status;
-      if (text && (response.headers.get('content-type') ?? '').includes('json')) json = JSON.parse(text);
+      if (text && (response.headers.get('content-type') ?? '').includes('json')) json = JSON.parse(text) as { id?: number };
     } catch {
       status = 0;
     }
@@ -164,8 +164,7 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
       minute.client += 1;
       const what = `${status} ${method} ${path.replace(/\d+/g, 'N')}`;
       clientErrors.set(what, (clientErrors.get(what) ?? 0) + 1);
-    }
-    else minute.ok += 1;
+    } else minute.ok += 1;
     return { status, json };
   }
 
@@ -190,7 +189,7 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
           if (status === 204 || status === 404) own.shift();
         } else {
           const { status, json } = await send(token, 'POST', '/api/tasks/', { title: `soak ${index}-${step}` }, { 'Idempotency-Key': randomUUID() });
-          if (status === 201) own.push(json.id);
+          if (status === 201) own.push(json!.id!);
         }
       } else await send(token, 'PATCH', `/api/tasks/${own[step % own.length]}/`, { completed: step % 4 === 0, title: `soak ${index}-${step}` });
     }
@@ -217,12 +216,10 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
       if (sampling) await sample();
     }
   })();
-  await Promise.all(
-    [
-      ...tokens.map((_, i) => client(i, STEADY_PER_S)),
-      ...Array.from({ length: GREEDY * GREEDY_LANES }, (_, lane) => greedy(`203.0.113.${1 + (lane % GREEDY)}`, lane)),
-    ],
-  );
+  await Promise.all([
+    ...tokens.map((_, i) => client(i, STEADY_PER_S)),
+    ...Array.from({ length: GREEDY * GREEDY_LANES }, (_, lane) => greedy(`203.0.113.${1 + (lane % GREEDY)}`, lane)),
+  ]);
   sampling = false;
   await sample();
   void sampler;
@@ -250,15 +247,35 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   if (counts.unanswered > 0) failures.push(`${counts.unanswered} requests got no answer within ${CLIENT_DEADLINE_MS} ms`);
   if (counts.throttled === 0) failures.push('no request was throttled (429): the greedy clients were not limited');
   if (last.keys > keyBound) failures.push(`Redis holds ${last.keys} keys at the end, above the bound ${keyBound}`);
-  for (const [pid, rss] of last.rss) if (rss > rssBound(pid)) failures.push(`child ${pid} RSS ${mb(rss)} MB at the end, above the bound ${mb(rssBound(pid))} MB`);
+  for (const [pid, rss] of last.rss)
+    if (rss > rssBound(pid)) failures.push(`child ${pid} RSS ${mb(rss)} MB at the end, above the bound ${mb(rssBound(pid))} MB`);
   if ([...first.rss.keys()].some((pid) => !last.rss.has(pid))) failures.push('a child was restarted during the run');
-  const rss = [...first.rss.keys()].map((pid) => ({ pid, startMb: mb(first.rss.get(pid)!), settledMb: mb(settled.rss.get(pid) ?? 0), endMb: mb(last.rss.get(pid) ?? 0), boundMb: mb(rssBound(pid)) }));
-  console.log(`RSS (MB) per child, start → at ${settled.atS} s → end (bound): ${rss.map((r) => `${r.startMb} → ${r.settledMb} → ${r.endMb} (${r.boundMb})`).join('; ')}`);
+  const rss = [...first.rss.keys()].map((pid) => ({
+    pid,
+    startMb: mb(first.rss.get(pid)!),
+    settledMb: mb(settled.rss.get(pid) ?? 0),
+    endMb: mb(last.rss.get(pid) ?? 0),
+    boundMb: mb(rssBound(pid)),
+  }));
+  console.log(
+    `RSS (MB) per child, start → at ${settled.atS} s → end (bound): ${rss.map((r) => `${r.startMb} → ${r.settledMb} → ${r.endMb} (${r.boundMb})`).join('; ')}`,
+  );
   console.log(`Redis keys: start ${first.keys}, per minute ${samples.map((s) => s.keys).join(' ')}, end ${last.keys} (bound ${keyBound})`);
-  console.log(`totals: 2xx ${counts.ok}, 429 ${counts.throttled}, other 4xx ${counts.client}, 5xx ${counts.server}, no answer ${counts.unanswered}; reports ${reports}`);
+  console.log(
+    `totals: 2xx ${counts.ok}, 429 ${counts.throttled}, other 4xx ${counts.client}, 5xx ${counts.server}, no answer ${counts.unanswered}; reports ${reports}`,
+  );
   if (clientErrors.size > 0) console.log(`other 4xx: ${[...clientErrors].map(([what, n]) => `${what} ×${n}`).join(', ')}`);
   console.log(failures.length === 0 ? 'soak passed' : `soak FAILED: ${failures.join('; ')}`);
-  return { seconds, clients: tokens.length + GREEDY, counts, reports, rss, keys: { start: first.keys, end: last.keys, bound: keyBound, perMinute: samples.map((s) => s.keys) }, minutes: rows, failures };
+  return {
+    seconds,
+    clients: tokens.length + GREEDY,
+    counts,
+    reports,
+    rss,
+    keys: { start: first.keys, end: last.keys, bound: keyBound, perMinute: samples.map((s) => s.keys) },
+    minutes: rows,
+    failures,
+  };
 }
 
 function omit(m: Minute) {

@@ -167,7 +167,6 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  if (process.env.OUTAGE_DEBUG) await (await import('node:fs/promises')).writeFile(process.env.OUTAGE_DEBUG, cluster?.output() ?? '');
   await cluster?.stop();
   await postgres?.stop();
 });
@@ -216,8 +215,10 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
 
   const db = connectDatabase(databaseUrl, 1);
   try {
-    const events = (await sql<{ position: number; stream_id: number; version: number; type: string; data: any; request_id: string | null }>`
-      select position, stream_id, version, type, data, metadata->>'request_id' as request_id from events order by position`.execute(db)).rows;
+    const events = (
+      await sql<{ position: number; stream_id: number; version: number; type: string; data: any; request_id: string | null }>`
+      select position, stream_id, version, type, data, metadata->>'request_id' as request_id from events order by position`.execute(db)
+    ).rows;
     const byRequest = new Map<string, typeof events>();
     for (const event of events) if (event.request_id) byRequest.set(event.request_id, [...(byRequest.get(event.request_id) ?? []), event]);
 
@@ -239,7 +240,11 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
       const created = tries.flatMap((c) => byRequest.get(c.requestId) ?? []).filter((e) => e.type === 'TaskCreated');
       const acknowledged = tries.filter((c) => c.status === 201);
       if (acknowledged.length > 0) {
-        assert.is(created.length, 1, `key ${key} created exactly once: ${JSON.stringify(tries)} ${JSON.stringify(events.filter((e) => e.stream_id === acknowledged[0]!.body.id))} killed ${killedAt} restarted ${restartedAt}`);
+        assert.is(
+          created.length,
+          1,
+          `key ${key} created exactly once: ${JSON.stringify(tries)} ${JSON.stringify(events.filter((e) => e.stream_id === acknowledged[0]!.body.id))} killed ${killedAt} restarted ${restartedAt}`,
+        );
         for (const c of acknowledged) assert.is(c.body.id, created[0]!.stream_id, `key ${key} answered its task`);
       } else if (tries.every((c) => c.status >= 400)) assert.is(created.length, 0, `key ${key}, refused every time, created nothing`);
     }
@@ -272,7 +277,11 @@ interface Folded {
 }
 
 /** Whether `read`'s answer is what the events up to `position` make of the tasks. */
-function sameAsStoreAt(read: Call, events: ReadonlyArray<{ position: number; stream_id: number; version: number; type: string; data: any }>, position: number): boolean {
+function sameAsStoreAt(
+  read: Call,
+  events: ReadonlyArray<{ position: number; stream_id: number; version: number; type: string; data: any }>,
+  position: number,
+): boolean {
   const tasks = new Map<number, Folded>();
   for (const e of events) {
     if (e.position > position) break;
