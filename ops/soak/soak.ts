@@ -168,12 +168,24 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
     return { status, json };
   }
 
+  /**
+   * Waits for the next send at `perSecond`. A client that fell behind (a slow answer) sends at
+   * once but does not catch up in a burst: the load stays steady rather than the schedule.
+   */
+  function pacer(perSecond: number, offsetMs: number) {
+    let next = started + offsetMs;
+    return async () => {
+      if (next > Date.now()) await sleep(next - Date.now());
+      next = Math.max(next, Date.now()) + 1000 / perSecond;
+    };
+  }
+
   async function client(index: number, perSecond: number, own: number[] = []) {
     const token = { Authorization: `Bearer ${tokens[index]!}` };
     let lastReport = started - Math.random() * REPORT_EVERY_MS;
+    const pace = pacer(perSecond, index * 7);
     for (let step = 0; Date.now() < endAt; step++) {
-      const due = started + (step * 1000) / perSecond + index * 7;
-      if (due > Date.now()) await sleep(due - Date.now());
+      await pace();
       if (Date.now() >= endAt) break;
       const roll = step % 10;
       if (index === 0 && Date.now() - lastReport >= REPORT_EVERY_MS) {
@@ -196,12 +208,15 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   }
 
   async function greedy(ip: string, lane: number) {
+    const pace = pacer(GREEDY_PER_S, lane * 13);
     for (let step = 0; Date.now() < endAt; step++) {
-      const due = started + (step * 1000) / GREEDY_PER_S + lane * 13;
-      if (due > Date.now()) await sleep(due - Date.now());
+      await pace();
       if (Date.now() < endAt) await send({ 'X-Forwarded-For': ip }, 'GET', step % 2 === 0 ? '/api/tasks/' : '/api/tasks/?limit=5');
     }
   }
+
+  // The jobs child is forked after the web children answer: wait for it before the first sample.
+  for (let waited = 0; childRss(cluster).size < 3 && waited < 60; waited++) await sleep(500);
 
   // Samples: RSS per child and DBSIZE at the start, after each minute and at the end.
   const samples: Array<{ atS: number; rss: Map<number, number>; keys: number }> = [];
@@ -250,9 +265,9 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   for (const [pid, rss] of last.rss)
     if (rss > rssBound(pid)) failures.push(`child ${pid} RSS ${mb(rss)} MB at the end, above the bound ${mb(rssBound(pid))} MB`);
   if ([...first.rss.keys()].some((pid) => !last.rss.has(pid))) failures.push('a child was restarted during the run');
-  const rss = [...first.rss.keys()].map((pid) => ({
+  const rss = [...last.rss.keys()].map((pid) => ({
     pid,
-    startMb: mb(first.rss.get(pid)!),
+    startMb: mb(first.rss.get(pid) ?? 0),
     settledMb: mb(settled.rss.get(pid) ?? 0),
     endMb: mb(last.rss.get(pid) ?? 0),
     boundMb: mb(rssBound(pid)),
