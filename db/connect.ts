@@ -34,6 +34,14 @@ export function connectDatabase(url: string, poolSize: number, applicationName =
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on next use.
   });
+  // pg-pool listens for a client's errors only while it is idle. A server that goes away while a
+  // client is checked out between two statements (a transaction waiting on Redis, say) sends its
+  // FATAL as an 'error' event nobody hears, which would end the process. The statement that
+  // follows fails instead (the request is answered 503, see isDatabaseUnreachable), and the pool
+  // drops the client on release because it is no longer queryable.
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+  });
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
@@ -52,4 +60,31 @@ export function isDatabaseTimeout(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown } | null;
   if (e?.code === '57014' || e?.code === '55P03') return true;
   return error instanceof Error && e?.code === undefined && WAIT_MESSAGES.has(e?.message);
+}
+
+/**
+ * SQLSTATEs of a server that is going away or not yet accepting: admin_shutdown (57P01, also sent
+ * when the postmaster died), crash_shutdown (57P02), cannot_connect_now (57P03); and class 08,
+ * connection exceptions.
+ */
+const UNREACHABLE_STATES = /^(57P0[123]|08...)$/;
+/** Socket errors of a server that is down or unreachable. */
+const UNREACHABLE_ERRNOS: ReadonlySet<unknown> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+/** pg's messages for a connection that ended under a query, or a client used after it did. */
+const UNREACHABLE_MESSAGES: ReadonlySet<unknown> = new Set([
+  'Connection terminated unexpectedly',
+  'Client was closed and is not queryable',
+  'Client has encountered a connection error and is not queryable',
+]);
+
+/**
+ * Whether a query failed because PostgreSQL could not be reached or went away under it. The
+ * transaction it ran in was not committed, unless the connection ended while its COMMIT was in
+ * flight: that outcome is unknown to us, which is why creates carry an Idempotency-Key to repeat.
+ */
+export function isDatabaseUnreachable(error: unknown): boolean {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string' && (UNREACHABLE_STATES.test(e.code) || UNREACHABLE_ERRNOS.has(e.code))) return true;
+  if (error instanceof AggregateError) return error.errors.some(isDatabaseUnreachable); // a refused connect to every address
+  return error instanceof Error && UNREACHABLE_MESSAGES.has(e?.message);
 }

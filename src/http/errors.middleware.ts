@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
-import { isDatabaseTimeout } from '../../db/connect.js';
+import { isDatabaseTimeout, isDatabaseUnreachable } from '../../db/connect.js';
 import { AppError, Errors } from '../errors.js';
 import { CommandTimeoutError } from '../events/store/group-commit.js';
 
@@ -17,7 +17,10 @@ export function handleErrors(logger: Logger): Middleware {
       const waited = waitedTooLong(error);
       const known = error instanceof AppError && error.expose;
       if (waited)
-        logger.warn({ requestId: ctx.state.requestId, reason: (error as Error).message }, 'request answered 503: the database did not answer in time');
+        logger.warn(
+          { requestId: ctx.state.requestId, reason: (error as Error).message },
+          'request answered 503: the database did not answer in time or is unreachable',
+        );
       else if (!known) logger.error({ err: error, requestId: ctx.state.requestId }, 'request failed');
       const appError = waited ?? (known ? error : fromUnknown(error));
       ctx.status = appError.status;
@@ -33,12 +36,16 @@ const RETRY_AFTER_S = 1;
 /**
  * The 503 for a request whose database work did not start in time (no pool connection within
  * DATABASE_WAIT_MS, its command's turn at the append lock not within it) or was cancelled by
- * DATABASE_STATEMENT_TIMEOUT_MS: in each case nothing of it was written.
+ * DATABASE_STATEMENT_TIMEOUT_MS: in each case nothing of it was written. Also for a database
+ * that is unreachable or went away mid-request (see isDatabaseUnreachable for what was written).
  */
 function waitedTooLong(error: unknown): AppError | undefined {
   if (error instanceof CommandTimeoutError || isDatabaseTimeout(error)) {
     return Errors.unavailable('The database is busy and could not answer in time. Try again later.', RETRY_AFTER_S);
   }
+  // PostgreSQL down or gone mid-request (README "Outages"): the process keeps serving what it can
+  // without it and answers the rest 503 until it is back, with no restart.
+  if (isDatabaseUnreachable(error)) return Errors.unavailable('The database is unavailable. Try again shortly.', RETRY_AFTER_S);
   return undefined;
 }
 
