@@ -4,7 +4,7 @@ import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import { usesEmbeddedRedis, type Config } from '../config.js';
 import { startEmbeddedPostgres } from './postgres.js';
 import { startRedis } from './redis.js';
 import type { RunningService } from './service.js';
@@ -12,7 +12,8 @@ import type { RunningService } from './service.js';
 /** Where the service's backing stores are, and what to stop on the way out. */
 export interface Backends {
   databaseUrl: string;
-  redisUrl: string;
+  /** Unset when the service uses a Redis Cluster (REDIS_CLUSTER_NODES), which the children read themselves. */
+  redisUrl?: string;
   cursorSecret: string;
   /** Embedded stores are no longer restarted: shutdown has begun. */
   hold(): void;
@@ -20,7 +21,7 @@ export interface Backends {
 }
 
 /**
- * Uses `DATABASE_URL` / `REDIS_URL` when set; otherwise starts an embedded PostgreSQL and a
+ * Uses `DATABASE_URL` / `REDIS_URL` (or `REDIS_CLUSTER_NODES`) when set; otherwise starts an embedded PostgreSQL and a
  * `redis-server` child with their data under `DATA_DIR`, so `npm start` needs nothing else.
  * `CURSOR_SECRET`, when unset, is generated once and kept under `DATA_DIR`.
  */
@@ -44,7 +45,7 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
       databaseUrl = pg.url;
     }
     let redisUrl = config.REDIS_URL;
-    if (!redisUrl) {
+    if (usesEmbeddedRedis(config)) {
       logger.info({ port: config.EMBEDDED_REDIS_PORT }, 'starting embedded Redis');
       const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
         startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, onUnexpectedExit }),
