@@ -189,9 +189,15 @@ Cluster('a malformed value is one line naming the variable and the bad entry, ne
 Cluster('REDIS_URL and REDIS_CLUSTER_NODES together are refused; so is a hash tag in REDIS_PREFIX', () => {
   assert.throws(
     () => loadConfig({ REDIS_URL: 'redis://:s3cr3t@cache:6379', REDIS_CLUSTER_NODES: 'cache-1:7000' }),
-    (error: Error) => error instanceof ConfigError && /set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES \(a Redis Cluster\), not both/.test(error.message) && !error.message.includes('s3cr3t'),
+    (error: Error) =>
+      error instanceof ConfigError &&
+      /set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES \(a Redis Cluster\), not both/.test(error.message) &&
+      !error.message.includes('s3cr3t'),
   );
-  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: 'cache-1:7000', REDIS_PREFIX: '{app}:' }), /invalid REDIS_PREFIX="\{app\}:": must not contain \{ or \}/);
+  assert.throws(
+    () => loadConfig({ REDIS_CLUSTER_NODES: 'cache-1:7000', REDIS_PREFIX: '{app}:' }),
+    /invalid REDIS_PREFIX="\{app\}:": must not contain \{ or \}/,
+  );
   assert.is(loadConfig({ REDIS_PREFIX: '{app}:' }).REDIS_PREFIX, '{app}:', 'one Redis has no slots');
 });
 
