@@ -39,12 +39,12 @@ paceline_apt_install() {
 }
 
 # Makes sure redis-server exists. With --always it is needed even when REDIS_URL is set
-# (the tests start their own); otherwise REDIS_URL pointing elsewhere is enough.
+# (the tests start their own); otherwise REDIS_URL or REDIS_CLUSTER_NODES pointing elsewhere is enough.
 ensure_redis_server() {
   if command -v redis-server >/dev/null 2>&1; then
     return 0
   fi
-  if [ "${1:-}" != "--always" ] && [ -n "${REDIS_URL:-}" ]; then
+  if [ "${1:-}" != "--always" ] && [ -n "${REDIS_URL:-}${REDIS_CLUSTER_NODES:-}" ]; then
     return 0
   fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { parseClusterNodes } from './stores/redis-cluster-nodes.js';
 import { parseProxyList } from './throttle/proxies.js';
 import { parseRate } from './throttle/rate.js';
 
@@ -48,6 +49,11 @@ const schema = z.object({
   DATABASE_REPLICA_URLS: z.string().trim().superRefine(checkUrlList).transform(parseUrlList).default([]),
   DATABASE_REPLICA_WAIT_MS: integer(1, 3_600_000).default(500),
   REDIS_URL: z.string().url().optional(),
+  // A Redis Cluster instead of one Redis (README "Redis Cluster"): `host:port,host:port` or
+  // `redis-cluster://[user:password@]host:port,…`; mutually exclusive with REDIS_URL.
+  REDIS_CLUSTER_NODES: z.string().trim().superRefine(checkClusterNodes).transform(parseClusterNodes).optional(),
+  // Used when REDIS_URL or REDIS_CLUSTER_NODES carries no password of its own.
+  REDIS_PASSWORD: z.string().optional(),
   REDIS_PREFIX: z.string().default('paceline:'),
   DATA_DIR: z.string().default('.data'),
   EMBEDDED_PG_PORT: integer(1, 65535).default(54329),
@@ -109,7 +115,7 @@ const schema = z.object({
   ACCESS_LOG: z.enum(['all', 'errors', 'off']).default('all'),
 });
 
-const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'DATABASE_REPLICA_URLS', 'REDIS_URL', 'CURSOR_SECRET']);
+const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'DATABASE_REPLICA_URLS', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_PASSWORD', 'CURSOR_SECRET']);
 
 type Parsed = z.output<typeof schema>;
 
@@ -140,6 +146,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid ${key}${shown}: ${issue.message}`);
   }
   const config = result.data;
+  if (config.REDIS_URL && config.REDIS_CLUSTER_NODES) {
+    throw new ConfigError('invalid REDIS_CLUSTER_NODES (value not shown): set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
+  }
+  // The first {…} of a key is its hash tag: one in the prefix would put every key in one slot.
+  if (config.REDIS_CLUSTER_NODES && /[{}]/.test(config.REDIS_PREFIX)) {
+    throw new ConfigError(
+      `invalid REDIS_PREFIX=${JSON.stringify(config.REDIS_PREFIX)}: must not contain { or } with REDIS_CLUSTER_NODES (it would put every key in one hash slot)`,
+    );
+  }
   // Node refuses a server whose headers may take longer than the whole request.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
@@ -209,6 +224,19 @@ function checkUrlList(text: string, ctx: z.RefinementCtx): void {
       ctx.addIssue({ code: 'custom', message: `entry ${index + 1} is not a postgres:// URL (expected URLs separated by commas)` });
     }
   });
+}
+
+function checkClusterNodes(text: string, ctx: z.RefinementCtx): void {
+  try {
+    parseClusterNodes(text);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+}
+
+/** True when the primary runs its own `redis-server`: neither REDIS_URL nor REDIS_CLUSTER_NODES is set. */
+export function usesEmbeddedRedis(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>): boolean {
+  return !config.REDIS_URL && !config.REDIS_CLUSTER_NODES;
 }
 
 function checkProxyList(text: string, ctx: z.RefinementCtx): void {

@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../db/connect.js';
@@ -13,13 +12,15 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { ReportQueue } from './reports/report-queue.js';
 import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/index.js';
 import { ReplicaSet } from './read-cache/replicas.js';
+import { createRedisClient, type RedisClient } from './stores/redis-client.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 
 /** What every request handler may use, built once per process by its entry point. */
 export interface Deps {
   config: Config;
   db: Kysely<Database>;
-  redis: Redis;
+  /** One Redis or a Redis Cluster, per configuration (README "Redis Cluster"). */
+  redis: RedisClient;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
@@ -44,7 +45,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectionTimeoutMs: config.DATABASE_WAIT_MS,
   });
-  const redis = connectRedis(requireSetting(config.REDIS_URL, 'REDIS_URL'), config);
+  const redis = createRedisClient(config, 'requests');
   // Commands fail fast while disconnected, so a child serving before its first connection would
   // let its first requests through uncounted (or answer 503 in closed mode).
   if (!(await untilReady(redis, REDIS_READY_WAIT_MS))) logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
@@ -92,7 +93,7 @@ function requireSetting(value: string | undefined, name: string): string {
 const REDIS_READY_WAIT_MS = 5_000;
 
 /** Resolves true once `redis` is connected and ready, or false after `timeoutMs`. */
-export function untilReady(redis: Redis, timeoutMs: number): Promise<boolean> {
+export function untilReady(redis: RedisClient, timeoutMs: number): Promise<boolean> {
   if (redis.status === 'ready') return Promise.resolve(true);
   return new Promise((resolve) => {
     const settle = (ready: boolean) => {
@@ -104,21 +105,4 @@ export function untilReady(redis: Redis, timeoutMs: number): Promise<boolean> {
     const timer = setTimeout(() => settle(false), timeoutMs);
     redis.on('ready', onReady);
   });
-}
-
-/**
- * A Redis connection for request-path work: commands fail fast while disconnected instead of
- * queueing (the throttle has its own failure mode), and reconnection retries forever.
- */
-export function connectRedis(url: string, config: Pick<Config, 'THROTTLE_TIMEOUT_MS'>): Redis {
-  const redis = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: Math.max(config.THROTTLE_TIMEOUT_MS * 10, 1000),
-    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-  });
-  redis.on('error', () => {
-    // Reported where the command failed (throttle store errors are counted and logged there).
-  });
-  return redis;
 }

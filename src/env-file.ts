@@ -34,6 +34,8 @@ const SET_AT_START = [
   'DATA_DIR',
   'DATABASE_URL',
   'REDIS_URL',
+  'REDIS_CLUSTER_NODES',
+  'REDIS_PASSWORD',
   'EMBEDDED_PG_PORT',
   'EMBEDDED_REDIS_PORT',
   'CURSOR_SECRET',
@@ -53,7 +55,8 @@ export function rereadEnvFile(env: NodeJS.ProcessEnv, current: Config): Reread {
   try {
     const settings = readEnvFile(env);
     const config = loadConfig({ ...env, ...settings });
-    const changed: string[] = SET_AT_START.filter((key) => config[key] !== current[key]);
+    // Compared as JSON: a parsed setting (REDIS_CLUSTER_NODES) is a new object on every read.
+    const changed: string[] = SET_AT_START.filter((key) => JSON.stringify(config[key]) !== JSON.stringify(current[key]));
     // A worker without the read cache would write without publishing the head beside workers with it.
     if (config.READ_CACHE_BYTES > 0 !== current.READ_CACHE_BYTES > 0) changed.push('READ_CACHE_BYTES (on or off)');
     if (changed.length > 0) return { ok: false, reason: `${changed.join(', ')} changed: only a restart applies ${changed.length > 1 ? 'them' : 'it'}` };

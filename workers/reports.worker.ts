@@ -2,7 +2,8 @@ import { Worker, type Job } from 'bullmq';
 import type { Deps } from '../src/deps.js';
 import { childDrainBudgetMs } from '../src/config.js';
 import { aggregateReport } from '../src/reports/aggregate.js';
-import { bullConnection, bullPrefix, REPORTS_QUEUE } from '../src/reports/report-queue.js';
+import { bullPrefix, closeConnection, REPORTS_QUEUE } from '../src/reports/report-queue.js';
+import { createRedisClient } from '../src/stores/redis-client.js';
 import { completeReport, recordReportFailure, startReport } from '../src/reports/reports.repository.js';
 
 interface ReportJob {
@@ -19,8 +20,10 @@ interface ReportJob {
  */
 export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
   const { config, db, logger } = deps;
+  // BullMQ opens its blocking connection as a duplicate of this one and closes only that.
+  const connection = createRedisClient(config, 'jobs');
   const worker = new Worker<ReportJob>(REPORTS_QUEUE, (job, _token, signal) => runReport(deps, job, signal), {
-    connection: bullConnection(config, 'worker'),
+    connection,
     prefix: bullPrefix(config),
     concurrency: 1,
     lockDuration: config.JOB_LOCK_DURATION_MS,
@@ -53,6 +56,7 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
         await worker.close();
       } finally {
         clearTimeout(deadline);
+        await closeConnection(connection);
       }
     },
   };

@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Config } from '../config.js';
+import { usesEmbeddedRedis, type Config } from '../config.js';
 import { isAlive } from '../stores/processes.js';
 
 /** What `DATA_DIR/paceline.pid` says about the primary serving that directory. */
@@ -24,7 +24,7 @@ export function instancePorts(config: Config): Record<string, number> {
   if (config.ROLE !== 'jobs') ports.PORT = config.PORT;
   if (config.METRICS_PORT > 0) ports.METRICS_PORT = config.METRICS_PORT;
   if (!config.DATABASE_URL) ports.EMBEDDED_PG_PORT = config.EMBEDDED_PG_PORT;
-  if (!config.REDIS_URL) ports.EMBEDDED_REDIS_PORT = config.EMBEDDED_REDIS_PORT;
+  if (usesEmbeddedRedis(config)) ports.EMBEDDED_REDIS_PORT = config.EMBEDDED_REDIS_PORT;
   return ports;
 }
 

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
-import { childDrainBudgetMs, proxyTrustWarning, type Config } from '../config.js';
+import { childDrainBudgetMs, proxyTrustWarning, usesEmbeddedRedis, type Config } from '../config.js';
 import { rereadEnvFile } from '../env-file.js';
 import { createLogger } from '../logger.js';
 import { provideBackends } from '../stores/backends.js';
@@ -48,7 +48,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
 
   // Checked first, so a start that cannot serve ends before anything else has started. Only a
   // primary that runs embedded stores owns its DATA_DIR; with both URLs given, several may share it.
-  const ownsDataDir = !config.DATABASE_URL || !config.REDIS_URL;
+  const ownsDataDir = !config.DATABASE_URL || usesEmbeddedRedis(config);
   const running = ownsDataDir ? runningInstance(config) : undefined;
   if (running) {
     throw new Error(
@@ -59,7 +59,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
   if (config.METRICS_PORT > 0) await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
   if (!config.DATABASE_URL) await step(() => ensureServable('EMBEDDED_PG_PORT', config.EMBEDDED_PG_PORT, '127.0.0.1'));
-  if (!config.REDIS_URL) await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
+  if (usesEmbeddedRedis(config)) await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
   if (ownsDataDir) {
     const removeInstanceFile = writeInstanceFile(config);
     stops.push(async () => removeInstanceFile());
@@ -78,7 +78,8 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
 
   const metrics = await step(() => startMetricsHub(config, logger));
   stops.push(() => metrics.close());
-  const stores = { DATABASE_URL: backends.databaseUrl, REDIS_URL: backends.redisUrl, CURSOR_SECRET: backends.cursorSecret };
+  // A Redis Cluster's nodes reach the children as the primary got them (environment or ENV_FILE).
+  const stores = { DATABASE_URL: backends.databaseUrl, ...(backends.redisUrl ? { REDIS_URL: backends.redisUrl } : {}), CURSOR_SECRET: backends.cursorSecret };
   const supervisor = new Supervisor({
     logger,
     shutdownTimeoutMs: childDrainBudgetMs(config),

@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
+import { checkRedis } from '../stores/redis-client.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { defineOperation, route } from './openapi/operation.js';
 import { healthSchema, readinessSchema } from './openapi/schemas.js';
@@ -30,7 +31,8 @@ export const healthOperations = {
 
 /**
  * Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s, and
- * is 503 once the host is stopping (`deps.leaving`).
+ * is 503 once the host is stopping (`deps.leaving`). On a Redis Cluster, Redis is ready when
+ * every slot is served and every master answers.
  */
 export function healthRoutes(deps: Deps): Router {
   const router = createRouter();
@@ -43,7 +45,7 @@ export function healthRoutes(deps: Deps): Router {
       ctx.body = { status: 'stopping' };
       return;
     }
-    const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => deps.redis.ping())]);
+    const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => checkRedis(deps.redis))]);
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'unavailable', checks: { database, redis } };

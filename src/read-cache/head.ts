@@ -77,6 +77,15 @@ export function createHeadChannel(
     bump();
     regainTrust();
   });
+  // A Cluster stays ready while one node goes: a lost master's replica may take over without the
+  // last heads it acknowledged (replication is asynchronous), so distrust until the head is back.
+  if (redis.isCluster) {
+    redis.on('-node', () => {
+      trusted = false;
+      bump();
+      regainTrust();
+    });
+  }
   if (redis.status === 'ready') regainTrust();
 
   const get = async (): Promise<Published> => {

@@ -1,6 +1,7 @@
-import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { Queue, type JobsOptions } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { createRedisClient, type RedisClient } from '../stores/redis-client.js';
 
 /** The BullMQ queue that runs report aggregations. */
 export const REPORTS_QUEUE = 'reports';
@@ -10,22 +11,19 @@ export const JOB_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'
 
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
-/** BullMQ's keys live under the service's prefix, `<REDIS_PREFIX>bull:<queue>:…`, so deployments and tests can share a Redis. */
+/**
+ * BullMQ's keys: `<REDIS_PREFIX>{bull}:<queue>:…`. Under the service's prefix, so deployments and
+ * tests can share a Redis; the hash tag `{bull}` keeps every key of a queue in one Redis Cluster
+ * slot, as BullMQ's scripts need (used on one Redis too, so both behave alike).
+ */
 export function bullPrefix(config: Pick<Config, 'REDIS_PREFIX'>): string {
-  return `${config.REDIS_PREFIX}bull`;
+  return `${config.REDIS_PREFIX}{bull}`;
 }
 
-/**
- * Connection options after BullMQ's production guide, each class opening its own connections:
- * a worker waits through a Redis outage (`maxRetriesPerRequest: null`, reconnecting forever with
- * a capped back-off); a producer on the request path fails fast instead (no offline queue).
- */
-export function bullConnection(config: Pick<Config, 'REDIS_URL'>, use: 'worker' | 'producer'): ConnectionOptions {
-  if (!config.REDIS_URL) throw new Error('REDIS_URL is not set');
-  const retryStrategy = (attempt: number) => Math.min(250 * attempt, 5_000);
-  return use === 'worker'
-    ? { url: config.REDIS_URL, maxRetriesPerRequest: null, retryStrategy }
-    : { url: config.REDIS_URL, enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy };
+/** Closes a connection handed to BullMQ, which leaves connections it did not open to their owner. */
+export async function closeConnection(connection: RedisClient): Promise<void> {
+  // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
+  await connection.quit().catch(() => connection.disconnect());
 }
 
 /**
@@ -48,6 +46,7 @@ export function reportJobOptions(config: Pick<Config, 'JOB_ATTEMPTS' | 'JOB_BACK
  */
 export class ReportQueue {
   #queue: Queue | undefined;
+  #connection: RedisClient | undefined;
   #closed = false;
 
   constructor(
@@ -77,15 +76,18 @@ export class ReportQueue {
 
   async close(): Promise<void> {
     this.#closed = true;
-    const queue = this.#queue;
+    const [queue, connection] = [this.#queue, this.#connection];
     this.#queue = undefined;
-    await queue?.close();
+    this.#connection = undefined;
+    await queue?.close().catch(() => {});
+    if (connection) await closeConnection(connection);
   }
 
   #open(): Queue {
     if (this.#closed) throw new Error('report queue is closed');
     if (!this.#queue) {
-      this.#queue = new Queue(REPORTS_QUEUE, { connection: bullConnection(this.config, 'producer'), prefix: bullPrefix(this.config) });
+      this.#connection = createRedisClient(this.config, 'enqueue');
+      this.#queue = new Queue(REPORTS_QUEUE, { connection: this.#connection, prefix: bullPrefix(this.config) });
       let loggedAt = 0;
       this.#queue.on('error', (error) => {
         // An outage repeats the error on every reconnection attempt; one line per 30 s says enough.

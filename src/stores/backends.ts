@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import { usesEmbeddedRedis, type Config } from '../config.js';
 import { startEmbeddedPostgres } from './postgres.js';
 import { provideServiceRole } from './postgres-role.js';
 import { startRedis } from './redis.js';
@@ -12,7 +12,8 @@ import type { RunningService } from './service.js';
 /** Where the service's backing stores are, and what to stop on the way out. */
 export interface Backends {
   databaseUrl: string;
-  redisUrl: string;
+  /** Unset when the service uses a Redis Cluster (REDIS_CLUSTER_NODES), which the children read themselves. */
+  redisUrl?: string;
   cursorSecret: string;
   /** Embedded stores are no longer restarted: shutdown has begun. */
   hold(): void;
@@ -20,7 +21,7 @@ export interface Backends {
 }
 
 /**
- * Uses `DATABASE_URL` / `REDIS_URL` when set; otherwise starts an embedded PostgreSQL and a
+ * Uses `DATABASE_URL` / `REDIS_URL` (or `REDIS_CLUSTER_NODES`) when set; otherwise starts an embedded PostgreSQL and a
  * `redis-server` child with their data under `DATA_DIR`, so `npm start` needs nothing else.
  * The embedded stores run with least privilege (README "Least privilege"): the service connects
  * to PostgreSQL as a role that owns the schema but is no superuser, Redis requires a password,
@@ -48,7 +49,7 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
       databaseUrl = await provideServiceRole(pg.url, pgDir, findServerAccount());
     }
     let redisUrl = config.REDIS_URL;
-    if (!redisUrl) {
+    if (usesEmbeddedRedis(config)) {
       logger.info({ port: config.EMBEDDED_REDIS_PORT }, 'starting embedded Redis');
       const { secret: password } = await readOrCreateSecret(join(dataDir, REDIS_PASSWORD_FILE));
       const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>

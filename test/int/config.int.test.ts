@@ -150,5 +150,79 @@ Load('each refusal is one line that names the variable', () => {
   }
 });
 
+const Cluster = suite('REDIS_CLUSTER_NODES: a Redis Cluster instead of one Redis');
+
+Cluster('host:port lists and the redis-cluster:// form are read; credentials only from the URL form', () => {
+  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: ' cache-1:7000, 10.0.0.2:7001,[fd00::3]:7002 ' }).REDIS_CLUSTER_NODES, {
+    nodes: [
+      { host: 'cache-1', port: 7000 },
+      { host: '10.0.0.2', port: 7001 },
+      { host: 'fd00::3', port: 7002 },
+    ],
+  });
+  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'redis-cluster://app:p%40ss@cache-1:7000,cache-2:7000' }).REDIS_CLUSTER_NODES, {
+    nodes: [
+      { host: 'cache-1', port: 7000 },
+      { host: 'cache-2', port: 7000 },
+    ],
+    username: 'app',
+    password: 'p@ss',
+  });
+  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'redis-cluster://:s3cr3t@cache-1:7000' }).REDIS_CLUSTER_NODES?.password, 's3cr3t');
+  assert.is(loadConfig({}).REDIS_CLUSTER_NODES, undefined);
+});
+
+Cluster('a malformed value is one line naming the variable and the bad entry, never a credential', () => {
+  for (const [value, reason] of [
+    ['cache-1', /"cache-1" has no port/],
+    ['cache-1:7000,,cache-2:7000', /an empty entry/],
+    ['cache-1:70000', /port outside 1-65535/],
+    ['cache_!:7000', /"cache_!:7000" is not a host name or address/],
+    ['redis://cache-1:7000', /is not a cluster address \(for one Redis, set REDIS_URL\)/],
+    [':s3cr3t@cache-1:7000', /credentials go in the redis-cluster:\/\/ form or REDIS_PASSWORD/],
+    ['redis-cluster://:s3cr3t@cache-1', /"cache-1" has no port/],
+    ['redis-cluster://cache-1:7000/0', /not a path or query/],
+    ['redis-cluster://cache-1:7000,app:s3cr3t@cache-2:7000', /credentials come first/],
+    [' , ', /an empty entry/],
+  ] as Array<[string, RegExp]>) {
+    try {
+      loadConfig({ REDIS_CLUSTER_NODES: value });
+      assert.unreachable(`${value} was accepted`);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      const message = (error as Error).message;
+      assert.ok(message.startsWith('invalid REDIS_CLUSTER_NODES (value not shown): '), message);
+      assert.match(message, reason);
+      assert.match(message, /expected host:port entries separated by commas/);
+      assert.not.match(message, 's3cr3t');
+      assert.not.match(message, '\n');
+    }
+  }
+});
+
+Cluster('REDIS_URL and REDIS_CLUSTER_NODES together are refused; so is a hash tag in REDIS_PREFIX', () => {
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'redis://:s3cr3t@cache:6379', REDIS_CLUSTER_NODES: 'cache-1:7000' }),
+    (error: Error) =>
+      error instanceof ConfigError &&
+      /set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES \(a Redis Cluster\), not both/.test(error.message) &&
+      !error.message.includes('s3cr3t'),
+  );
+  assert.throws(
+    () => loadConfig({ REDIS_CLUSTER_NODES: 'cache-1:7000', REDIS_PREFIX: '{app}:' }),
+    /invalid REDIS_PREFIX="\{app\}:": must not contain \{ or \}/,
+  );
+  assert.is(loadConfig({ REDIS_PREFIX: '{app}:' }).REDIS_PREFIX, '{app}:', 'one Redis has no slots');
+});
+
+Cluster('the start refuses both addresses with one line, before anything starts', async () => {
+  const run = await runMain({ REDIS_URL: 'redis://127.0.0.1:1', REDIS_CLUSTER_NODES: '127.0.0.1:2' });
+  assert.ok(run.code !== 0 && run.code !== null, `exit ${run.code}`);
+  assert.equal(run.stderr.split('\n').filter(Boolean), [
+    'paceline: invalid REDIS_CLUSTER_NODES (value not shown): set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both',
+  ]);
+});
+
 Startup.run();
 Load.run();
+Cluster.run();

@@ -1,15 +1,11 @@
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { Cluster } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startRedis } from '../../src/stores/redis.js';
 import { createThrottler, type Decision, type Throttler } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
+import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster.js';
 
 // docs/architecture.md "Throttling": the throttle works unchanged on Redis Cluster. A real 3-master cluster of
 // redis-server processes; the checks of one turn are split into one script call per hash slot,
@@ -19,41 +15,21 @@ const TMP = process.env.TEST_TMP_DIR;
 if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 const test = suite('throttling on a Redis Cluster (3 masters)');
-const nodes: Array<Awaited<ReturnType<typeof startRedis>>> = [];
+let redisCluster: TestRedisCluster | undefined;
 let cluster: Cluster;
 let throttler: Throttler;
 
 const rule = (rate: string, scope = 'anon'): ScopeRule => ({ scope, rate: parseRate(rate), keyedBy: 'ip' });
 
 test.before(async () => {
-  const ports: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const port = await findFreePort();
-    ports.push(port);
-    nodes.push(
-      await startRedis({
-        dataDir: join(TMP, `redis-cluster-${port}`),
-        port,
-        persistent: false,
-        log: () => {},
-        extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
-      }),
-    );
-  }
-  await promisify(execFile)('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes']);
-  cluster = new Cluster(ports.map((port) => ({ host: '127.0.0.1', port })));
-  for (let attempt = 0; ; attempt++) {
-    const info = await cluster.cluster('INFO').catch(() => '');
-    if (String(info).includes('cluster_state:ok')) break;
-    if (attempt > 100) throw new Error(`cluster not ready: ${String(info)}`);
-    await sleep(100);
-  }
+  redisCluster = await startRedisCluster(join(TMP, 'redis-cluster'), { masters: 3 });
+  cluster = new Cluster(redisCluster.ports.map((port) => ({ host: '127.0.0.1', port })));
   throttler = createThrottler({ redis: cluster, keyPrefix: 'test:cluster:', timeoutMs: 5_000 });
 });
 
 test.after(async () => {
   cluster?.disconnect();
-  await Promise.allSettled(nodes.map((node) => node.stop()));
+  await redisCluster?.stop();
 });
 
 test('hundreds of concurrent requests from many clients on all masters: each client admitted exactly N', async () => {
