@@ -115,7 +115,14 @@ const schema = z.object({
   ACCESS_LOG: z.enum(['all', 'errors', 'off']).default('all'),
 });
 
-const SECRET_KEYS: ReadonlySet<string> = new Set(['DATABASE_URL', 'DATABASE_REPLICA_URLS', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_PASSWORD', 'CURSOR_SECRET']);
+const SECRET_KEYS: ReadonlySet<string> = new Set([
+  'DATABASE_URL',
+  'DATABASE_REPLICA_URLS',
+  'REDIS_URL',
+  'REDIS_CLUSTER_NODES',
+  'REDIS_PASSWORD',
+  'CURSOR_SECRET',
+]);
 
 type Parsed = z.output<typeof schema>;
 
