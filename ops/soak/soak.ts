@@ -223,11 +223,12 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   const sample = async () => samples.push({ atS: Math.round((Date.now() - started) / 1000), rss: childRss(cluster), keys: await dbsize() });
   await sample();
   let sampling = true;
+  // Its sleeps hold no reference: when the run is over the process ends rather than wait for the next minute's sample.
   const sampler = (async () => {
-    await sleep(BASELINE_AT_S * 1000);
+    await sleep(BASELINE_AT_S * 1000, undefined, { ref: false });
     if (sampling) await sample();
     for (let m = 1; sampling; m++) {
-      await sleep(Math.max(0, started + m * 60_000 - Date.now()));
+      await sleep(Math.max(0, started + m * 60_000 - Date.now()), undefined, { ref: false });
       if (sampling) await sample();
     }
   })();
