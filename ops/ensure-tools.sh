@@ -41,86 +41,47 @@ paceline_apt_install() {
 # Makes sure redis-server exists. With --always it is needed even when REDIS_URL is set
 # (the tests start their own); otherwise REDIS_URL or REDIS_CLUSTER_NODES pointing elsewhere is enough.
 ensure_redis_server() {
-  if command -v redis-server >/dev/null 2>&1; then
-    return 0
-  fi
   if [ "${1:-}" != "--always" ] && [ -n "${REDIS_URL:-}${REDIS_CLUSTER_NODES:-}" ]; then
     return 0
   fi
+  paceline_require redis-server redis-server "the embedded Redis (or set REDIS_URL)"
+}
+
+# Makes sure the command $1 exists, installing Debian's package $2 when it can (as root with
+# apt-get); otherwise ends the caller with one line naming the package and what $3 needs it for.
+paceline_require() {
+  local command="$1" package="$2" purpose="$3"
+  if command -v "$command" >/dev/null 2>&1; then
+    return 0
+  fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "redis-server not found: installing Debian's redis-server (log: $PACELINE_TOOLS_LOG)"
-    if paceline_apt_install redis-server && command -v redis-server >/dev/null 2>&1; then
+    echo "$command not found: installing Debian's $package (log: $PACELINE_TOOLS_LOG)"
+    if paceline_apt_install "$package" && command -v "$command" >/dev/null 2>&1; then
       return 0
     fi
-    echo "installing redis-server failed: see $PACELINE_TOOLS_LOG, or set REDIS_URL" >&2
+    echo "installing $package failed (see $PACELINE_TOOLS_LOG): install it (sudo apt-get install $package) for $purpose" >&2
     exit 1
   fi
-  echo "redis-server not found: install it (sudo apt-get install redis-server) or set REDIS_URL" >&2
+  echo "$command not found: install it (sudo apt-get install $package) for $purpose" >&2
   exit 1
 }
 
-# Installs prometheus when it can, for the tests that scrape metrics with it. Never fails the
-# caller: tests that use prometheus are expected to skip when it is missing.
+# prometheus (and promtool): the tests that scrape the service and check the alert rules.
 ensure_prometheus() {
-  if command -v prometheus >/dev/null 2>&1; then
-    return 0
-  fi
-  if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "prometheus not found (sudo apt-get install prometheus): its tests will be skipped"
-    return 0
-  fi
-  echo "prometheus not found: installing Debian's prometheus (log: $PACELINE_TOOLS_LOG)"
-  if ! paceline_apt_install prometheus || ! command -v prometheus >/dev/null 2>&1; then
-    echo "installing prometheus failed (see $PACELINE_TOOLS_LOG): its tests will be skipped"
-  fi
-  return 0
+  paceline_require prometheus prometheus "the tests that scrape metrics with it"
 }
 
-# Makes sure haproxy (the load balancer the multi-host test puts in front of two hosts, and the
-# example of ops/haproxy/) exists, installing Debian's package when it can.
+# haproxy: the load balancer the multi-host test puts in front of two hosts (ops/haproxy/).
 ensure_haproxy() {
-  if command -v haproxy >/dev/null 2>&1; then
-    return 0
-  fi
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "haproxy not found: installing Debian's haproxy (log: $PACELINE_TOOLS_LOG)"
-    if paceline_apt_install haproxy && command -v haproxy >/dev/null 2>&1; then
-      return 0
-    fi
-    echo "installing haproxy failed: see $PACELINE_TOOLS_LOG" >&2
-    exit 1
-  fi
-  echo "haproxy not found: install it (sudo apt-get install haproxy) and run npm test again" >&2
-  exit 1
+  paceline_require haproxy haproxy "the test of two hosts behind a load balancer"
 }
 
-# Makes sure wrk (the HTTP load generator of npm run bench) exists, installing Debian's package
-# when it can.
+# wrk: the HTTP load generator of npm run bench.
 ensure_wrk() {
-  if command -v wrk >/dev/null 2>&1; then
-    return 0
-  fi
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "wrk not found: installing Debian's wrk (log: $PACELINE_TOOLS_LOG)"
-    if paceline_apt_install wrk && command -v wrk >/dev/null 2>&1; then
-      return 0
-    fi
-    echo "installing wrk failed: see $PACELINE_TOOLS_LOG" >&2
-    exit 1
-  fi
-  echo "wrk not found: install it (sudo apt-get install wrk) and run npm run bench again" >&2
-  exit 1
+  paceline_require wrk wrk "npm run bench"
 }
 
-# Installs Debian's chromium when it can, for the test that drives the docs page (GET /api/docs/)
-# in a headless browser with playwright-core. Never fails the caller; that test fails without it.
+# chromium: the test that drives the docs page (GET /api/docs/) headless with playwright-core.
 ensure_chromium() {
-  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
-    return 0
-  fi
-  echo "chromium not found: installing Debian's chromium (log: $PACELINE_TOOLS_LOG)"
-  if ! paceline_apt_install chromium || ! command -v chromium >/dev/null 2>&1; then
-    echo "chromium could not be installed (see $PACELINE_TOOLS_LOG): install it (sudo apt-get install chromium) for the docs page test" >&2
-  fi
-  return 0
+  paceline_require chromium chromium "the docs page test"
 }
