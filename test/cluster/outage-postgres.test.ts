@@ -15,6 +15,7 @@ import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
 import type { RunningService } from '../../src/stores/service.js';
 import { testStoresEnv } from '../helpers/cluster.js';
+import { request } from '../helpers/http.js';
 
 // PostgreSQL killed (SIGKILL of the postmaster) under a mixed load of reads and writes, and
 // brought back on the same data directory and port (README "Outages"). While it is down every
@@ -57,25 +58,11 @@ let restartedAt = Infinity;
 
 async function call(kind: Call['kind'], method: string, path: string, body?: unknown, key?: string): Promise<Call> {
   const requestId = randomUUID();
-  const headers: Record<string, string> = { Authorization: `Bearer ${token}`, 'X-Request-Id': requestId };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (key) headers['Idempotency-Key'] = key;
+  const headers: Record<string, string> = { 'X-Request-Id': requestId, ...(key ? { 'Idempotency-Key': key } : {}) };
   const sentAt = Date.now();
   const record: Call = { kind, path, requestId, key, sentAt, ms: 0, status: 0, retryAfter: null, body: null };
-  try {
-    const response = await fetch(new URL(path, cluster!.base), {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(CLIENT_DEADLINE_MS),
-    });
-    const text = await response.text();
-    record.status = response.status;
-    record.retryAfter = response.headers.get('retry-after');
-    record.body = text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text;
-  } catch {
-    record.status = 0;
-  }
+  const answer = await request(cluster!.base, method, path, { token, body, headers, deadlineMs: CLIENT_DEADLINE_MS }).catch(() => undefined);
+  if (answer) Object.assign(record, { status: answer.status, retryAfter: answer.headers.get('retry-after'), body: answer.body });
   record.ms = Date.now() - sentAt;
   calls.push(record);
   return record;

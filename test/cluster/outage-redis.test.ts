@@ -12,6 +12,7 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { testStoresEnv } from '../helpers/cluster.js';
+import { request } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // Redis killed (SIGKILL) under a load of reads, writes and reports, and brought back on the same
@@ -51,26 +52,15 @@ async function call(kind: Call['kind'], method: string, path: string, body?: unk
   const requestId = randomUUID();
   const sentAt = Date.now();
   const record: Call = { kind, requestId, sentAt, ms: 0, status: 0, retryAfter: null, location: null, body: null };
-  try {
-    const response = await fetch(new URL(path, cluster!.base), {
-      method,
-      headers: {
-        ...(kind === 'anon' ? {} : { Authorization: `Bearer ${token}` }),
-        'X-Request-Id': requestId,
-        ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
-        ...headers,
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(CLIENT_DEADLINE_MS),
+  const options = { token: kind === 'anon' ? undefined : token, body, headers: { 'X-Request-Id': requestId, ...headers }, deadlineMs: CLIENT_DEADLINE_MS };
+  const answer = await request(cluster!.base, method, path, options).catch(() => undefined);
+  if (answer)
+    Object.assign(record, {
+      status: answer.status,
+      retryAfter: answer.headers.get('retry-after'),
+      location: answer.headers.get('location'),
+      body: answer.body,
     });
-    const text = await response.text();
-    record.status = response.status;
-    record.retryAfter = response.headers.get('retry-after');
-    record.location = response.headers.get('location');
-    record.body = text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text;
-  } catch {
-    record.status = 0;
-  }
   record.ms = Date.now() - sentAt;
   calls.push(record);
   return record;

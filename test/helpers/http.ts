@@ -12,6 +12,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** Sent as is instead of JSON-encoding `body`. */
   raw?: string;
+  /** Gives up (the promise rejects) when no whole answer came within this many ms. */
+  deadlineMs?: number;
 }
 
 /** One HTTP request to the service under test; redirects are not followed. */
@@ -23,7 +25,8 @@ export async function request<T = any>(base: string, method: string, path: strin
     body = JSON.stringify(options.body);
     headers['Content-Type'] ??= 'application/json';
   }
-  const response = await fetch(new URL(path, base), { method, headers, body, redirect: 'manual' });
+  const signal = options.deadlineMs === undefined ? undefined : AbortSignal.timeout(options.deadlineMs);
+  const response = await fetch(new URL(path, base), { method, headers, body, redirect: 'manual', signal });
   const text = await response.text();
   let parsed: unknown = text;
   if (text && (response.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);

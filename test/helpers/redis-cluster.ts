@@ -54,18 +54,37 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
   const { masters = 3, replicasPerMaster = 0, nodeTimeoutMs = 3_000 } = options;
   const ports: number[] = [];
   for (let i = 0; i < masters * (1 + replicasPerMaster); i++) ports.push(await findFreePort());
-  const servers = await Promise.all(
-    ports.map((port) =>
+  // Each node's cluster bus gets a free port of its own: the default, port + 10000, may be taken.
+  const busPorts: number[] = [];
+  for (const _ of ports) busPorts.push(await findFreePort());
+  const started = await Promise.allSettled(
+    ports.map((port, i) =>
       startRedis({
         dataDir: join(dataDir, `node-${port}`),
         port,
         persistent: false,
         log: () => {},
         onUnexpectedExit: () => {},
-        extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', String(nodeTimeoutMs)],
+        extraArgs: [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-port',
+          String(busPorts[i]),
+          '--cluster-config-file',
+          `nodes-${port}.conf`,
+          '--cluster-node-timeout',
+          String(nodeTimeoutMs),
+        ],
       }),
     ),
   );
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) {
+    // Nodes that did start are not left behind.
+    await Promise.allSettled(started.map((result) => (result.status === 'fulfilled' ? result.value.stop() : undefined)));
+    throw failed.reason;
+  }
+  const servers = started.map((result) => (result as PromiseFulfilledResult<Awaited<ReturnType<typeof startRedis>>>).value);
   const pids = new Map(ports.map((port, i) => [port, servers[i]!.pid]));
   const stop = async () => void (await Promise.allSettled(servers.map((server) => server.stop())));
   try {
