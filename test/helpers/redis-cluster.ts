@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePorts } from '../../src/stores/ports.js';
 import { isAlive } from '../../src/stores/processes.js';
 import { startRedis } from '../../src/stores/redis.js';
 
@@ -52,11 +52,11 @@ const READY_TIMEOUT_MS = 60_000;
  */
 export async function startRedisCluster(dataDir: string, options: RedisClusterOptions = {}): Promise<TestRedisCluster> {
   const { masters = 3, replicasPerMaster = 0, nodeTimeoutMs = 3_000 } = options;
-  const ports: number[] = [];
-  for (let i = 0; i < masters * (1 + replicasPerMaster); i++) ports.push(await findFreePort());
+  const nodes = masters * (1 + replicasPerMaster);
   // Each node's cluster bus gets a free port of its own: the default, port + 10000, may be taken.
-  const busPorts: number[] = [];
-  for (const _ of ports) busPorts.push(await findFreePort());
+  const chosen = await findFreePorts(nodes * 2);
+  const ports = chosen.slice(0, nodes);
+  const busPorts = chosen.slice(nodes);
   const started = await Promise.allSettled(
     ports.map((port, i) =>
       startRedis({
