@@ -1,28 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { parseClusterNodes } from './stores/redis-cluster-nodes.js';
-import { parseProxyList } from './throttle/proxies.js';
-import { parseRate } from './throttle/rate.js';
-
-const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.string().trim().regex(/^\d+$/, 'expected a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
-
-const rate = z
-  .string()
-  .trim()
-  .superRefine((text, ctx) => {
-    try {
-      parseRate(text);
-    } catch (error) {
-      ctx.addIssue({ code: 'custom', message: (error as Error).message });
-    }
-  });
-
-const duration = z
-  .string()
-  .trim()
-  .regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as 30s, 15m, 24h or 7d')
-  .transform(parseDuration);
+import { clusterNodes, duration, integer, proxyList, rate, scopeRates, urlList } from './config-values.js';
 
 const schema = z.object({
   ROLE: z.enum(['all', 'web', 'jobs']).default('all'),
@@ -46,12 +24,12 @@ const schema = z.object({
   // Streaming replicas that answer reads once they have replayed what the reader must see
   // (docs/architecture.md "Read replicas"), and the longest a read waits for one of their
   // connections before the primary answers it.
-  DATABASE_REPLICA_URLS: z.string().trim().superRefine(checkUrlList).transform(parseUrlList).default([]),
+  DATABASE_REPLICA_URLS: urlList.default([]),
   DATABASE_REPLICA_WAIT_MS: integer(1, 3_600_000).default(500),
   REDIS_URL: z.string().url().optional(),
   // A Redis Cluster instead of one Redis (README "Redis Cluster"): `host:port,host:port` or
   // `redis-cluster://[user:password@]host:port,…`; mutually exclusive with REDIS_URL.
-  REDIS_CLUSTER_NODES: z.string().trim().superRefine(checkClusterNodes).transform(parseClusterNodes).optional(),
+  REDIS_CLUSTER_NODES: clusterNodes.optional(),
   // Used when REDIS_URL or REDIS_CLUSTER_NODES carries no password of its own.
   REDIS_PASSWORD: z.string().optional(),
   REDIS_PREFIX: z.string().default('paceline:'),
@@ -73,12 +51,12 @@ const schema = z.object({
   THROTTLE_LOGIN: rate.default('10/15min'),
   // Rates of scopes declared by routes (`guard({ scope, rate })`), overriding their defaults:
   // `exports=5/min,search=30/min`.
-  THROTTLE_RATES: z.string().trim().superRefine(checkScopeRates).transform(parseScopeRates).default({}),
+  THROTTLE_RATES: scopeRates.default({}),
   THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
   THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
   TRUST_PROXY_HOPS: integer(0, 16).default(0),
   // The peers whose X-Forwarded-* headers count (addresses and CIDRs); unset: any peer's do.
-  TRUSTED_PROXIES: z.string().trim().superRefine(checkProxyList).transform(parseProxyList).optional(),
+  TRUSTED_PROXIES: proxyList.optional(),
   ANON_IPV6_PREFIX: integer(1, 128).default(64),
   TOKEN_TTL: duration.default(24 * 3_600_000),
   // HTTP server limits per web worker: time to receive a request's headers, time to receive the
@@ -175,83 +153,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return Object.freeze(config);
 }
 
-/** The scopes of docs/architecture.md "Throttling" are set by their own variables, never through THROTTLE_RATES. */
-const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
-  anon: 'THROTTLE_ANON',
-  user: 'THROTTLE_USER',
-  'token-obtain': 'THROTTLE_TOKEN_OBTAIN',
-  reports: 'THROTTLE_REPORTS',
-  login: 'THROTTLE_LOGIN',
-};
-
-/** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
-export function parseScopeRates(text: string): Record<string, string> {
-  const pairs = text
-    .split(',')
-    .map((pair) => pair.trim())
-    .filter(Boolean);
-  return Object.fromEntries(pairs.map((pair) => pair.split('=').map((part) => part.trim()) as [string, string]));
-}
-
-function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
-  for (const pair of text
-    .split(',')
-    .map((p) => p.trim())
-    .filter(Boolean)) {
-    const [scope, rateText, extra] = pair.split('=');
-    if (!scope?.trim() || rateText === undefined || extra !== undefined) {
-      ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
-      return;
-    }
-    const name = scope.trim();
-    if (Object.hasOwn(OWN_RATE_SETTINGS, name)) {
-      ctx.addIssue({ code: 'custom', message: `the ${name} scope has its own setting, ${OWN_RATE_SETTINGS[name]}` });
-      return;
-    }
-    try {
-      parseRate(rateText);
-    } catch (error) {
-      ctx.addIssue({ code: 'custom', message: (error as Error).message });
-    }
-  }
-}
-
-/** Reads `postgres://…,postgres://…` (DATABASE_REPLICA_URLS) into its URLs. */
-export function parseUrlList(text: string): string[] {
-  return text
-    .split(',')
-    .map((url) => url.trim())
-    .filter(Boolean);
-}
-
-// Names an entry by its place only: the URLs carry passwords.
-function checkUrlList(text: string, ctx: z.RefinementCtx): void {
-  parseUrlList(text).forEach((url, index) => {
-    if (!URL.canParse(url) || !['postgres:', 'postgresql:'].includes(new URL(url).protocol)) {
-      ctx.addIssue({ code: 'custom', message: `entry ${index + 1} is not a postgres:// URL (expected URLs separated by commas)` });
-    }
-  });
-}
-
-function checkClusterNodes(text: string, ctx: z.RefinementCtx): void {
-  try {
-    parseClusterNodes(text);
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: (error as Error).message });
-  }
-}
-
 /** True when the primary runs its own `redis-server`: neither REDIS_URL nor REDIS_CLUSTER_NODES is set. */
 export function usesEmbeddedRedis(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>): boolean {
   return !config.REDIS_URL && !config.REDIS_CLUSTER_NODES;
-}
-
-function checkProxyList(text: string, ctx: z.RefinementCtx): void {
-  try {
-    if (parseProxyList(text).length === 0) ctx.addIssue({ code: 'custom', message: 'expected addresses or CIDRs separated by commas' });
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: (error as Error).message });
-  }
 }
 
 /**
@@ -264,14 +168,6 @@ export function proxyTrustWarning(config: Pick<Config, 'ROLE' | 'TRUST_PROXY_HOP
     `TRUST_PROXY_HOPS=${config.TRUST_PROXY_HOPS} without TRUSTED_PROXIES: X-Forwarded-For, -Proto and -Host are believed from any peer, ` +
     'so a client that reaches the port directly chooses its own address; set TRUSTED_PROXIES to your proxies'
   );
-}
-
-/** Parses `30s`, `15m`, `24h`, `7d`, `500ms` to milliseconds. */
-export function parseDuration(text: string): number {
-  const match = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
-  if (!match) throw new ConfigError(`invalid duration "${text}"`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms'];
-  return Number(match[1]) * unit;
 }
 
 /**

@@ -1,0 +1,125 @@
+/**
+ * The value types of the settings in config.ts: each parses its text, or says in one line what
+ * it expected.
+ */
+import { z } from 'zod';
+import { parseClusterNodes } from './stores/redis-cluster-nodes.js';
+import { parseProxyList } from './throttle/proxies.js';
+import { parseRate } from './throttle/rate.js';
+
+/** A whole number between min and max, from its decimal text. */
+export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().trim().regex(/^\d+$/, 'expected a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
+
+/** A rate such as `20/min` or `10/15min` (docs/architecture.md "Throttling"). */
+export const rate = z
+  .string()
+  .trim()
+  .superRefine((text, ctx) => {
+    try {
+      parseRate(text);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  });
+
+/** A duration such as `30s` or `24h`, in milliseconds. */
+export const duration = z
+  .string()
+  .trim()
+  .regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as 30s, 15m, 24h or 7d')
+  .transform(parseDuration);
+
+/** The scopes of docs/architecture.md "Throttling" are set by their own variables, never through THROTTLE_RATES. */
+const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
+  anon: 'THROTTLE_ANON',
+  user: 'THROTTLE_USER',
+  'token-obtain': 'THROTTLE_TOKEN_OBTAIN',
+  reports: 'THROTTLE_REPORTS',
+  login: 'THROTTLE_LOGIN',
+};
+
+/** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
+export function parseScopeRates(text: string): Record<string, string> {
+  const pairs = text
+    .split(',')
+    .map((pair) => pair.trim())
+    .filter(Boolean);
+  return Object.fromEntries(pairs.map((pair) => pair.split('=').map((part) => part.trim()) as [string, string]));
+}
+
+function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
+  for (const pair of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const [scope, rateText, extra] = pair.split('=');
+    if (!scope?.trim() || rateText === undefined || extra !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
+      return;
+    }
+    const name = scope.trim();
+    if (Object.hasOwn(OWN_RATE_SETTINGS, name)) {
+      ctx.addIssue({ code: 'custom', message: `the ${name} scope has its own setting, ${OWN_RATE_SETTINGS[name]}` });
+      return;
+    }
+    try {
+      parseRate(rateText);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  }
+}
+
+/** Reads `postgres://…,postgres://…` (DATABASE_REPLICA_URLS) into its URLs. */
+export function parseUrlList(text: string): string[] {
+  return text
+    .split(',')
+    .map((url) => url.trim())
+    .filter(Boolean);
+}
+
+// Names an entry by its place only: the URLs carry passwords.
+function checkUrlList(text: string, ctx: z.RefinementCtx): void {
+  parseUrlList(text).forEach((url, index) => {
+    if (!URL.canParse(url) || !['postgres:', 'postgresql:'].includes(new URL(url).protocol)) {
+      ctx.addIssue({ code: 'custom', message: `entry ${index + 1} is not a postgres:// URL (expected URLs separated by commas)` });
+    }
+  });
+}
+
+function checkClusterNodes(text: string, ctx: z.RefinementCtx): void {
+  try {
+    parseClusterNodes(text);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+}
+
+function checkProxyList(text: string, ctx: z.RefinementCtx): void {
+  try {
+    if (parseProxyList(text).length === 0) ctx.addIssue({ code: 'custom', message: 'expected addresses or CIDRs separated by commas' });
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+}
+
+/** Parses `30s`, `15m`, `24h`, `7d`, `500ms` to milliseconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!match) throw new Error(`invalid duration "${text}"`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms'];
+  return Number(match[1]) * unit;
+}
+
+/** `scope=rate,scope=rate` (THROTTLE_RATES): a map of scope to rate text. */
+export const scopeRates = z.string().trim().superRefine(checkScopeRates).transform(parseScopeRates);
+
+/** `postgres://…,postgres://…` (DATABASE_REPLICA_URLS): the URLs in order. */
+export const urlList = z.string().trim().superRefine(checkUrlList).transform(parseUrlList);
+
+/** `host:port,host:port` or `redis-cluster://…` (REDIS_CLUSTER_NODES). */
+export const clusterNodes = z.string().trim().superRefine(checkClusterNodes).transform(parseClusterNodes);
+
+/** Addresses and CIDRs separated by commas (TRUSTED_PROXIES). */
+export const proxyList = z.string().trim().superRefine(checkProxyList).transform(parseProxyList);
