@@ -529,6 +529,7 @@ export interface components {
       owner?: string | null;
     };
     Credentials: {
+      /** @description Trimmed. */
       username: string;
       password: string;
     };

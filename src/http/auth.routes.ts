@@ -1,9 +1,10 @@
 import type Router from '@koa/router';
 import { issueToken, revokeToken } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
-import { Errors, requireObject } from '../errors.js';
+import { Errors } from '../errors.js';
 import { buildScopes } from '../throttle/index.js';
 import { readBody } from './body.js';
+import { readCredentials } from './credentials.input.js';
 import type { Guard } from './guard.js';
 import { createLoginLimit } from './login-limit.js';
 import { createRouter, refuseOtherMethods } from './router.js';
@@ -70,23 +71,4 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
   });
 
   return refuseOtherMethods(router, () => guard({ scope: 'token-obtain' }));
-}
-
-/** The trimmed username and the password, `''` where invalid, and the field errors if any. */
-function readCredentials(body: unknown): { username: string; password: string; errors?: Record<string, string[]> } {
-  const input = requireObject(body);
-  const errors: Record<string, string[]> = {};
-  const read = (name: 'username' | 'password') => {
-    // As DRF's CharField: numbers are taken as their text.
-    const value = typeof input[name] === 'number' ? String(input[name]) : input[name];
-    if (value === undefined) errors[name] = ['This field is required.'];
-    else if (value === null) errors[name] = ['This field may not be null.'];
-    else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];
-    else if (value.trim() === '') errors[name] = ['This field may not be blank.'];
-    else if (value.includes('\u0000')) errors[name] = ['Null characters are not allowed.'];
-    else return value;
-    return '';
-  };
-  const credentials = { username: read('username').trim(), password: read('password') };
-  return Object.keys(errors).length > 0 ? { ...credentials, errors } : credentials;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { TaskFields } from '../events/domain/task.events.js';
+import { charField } from '../char-field.js';
 import { Errors, requireObject } from '../errors.js';
 
 const TITLE_MAX = 200;
@@ -8,11 +9,11 @@ const DESCRIPTION_MAX = 10_000;
 /**
  * The body `parseTaskInput` accepts, for the API document (docs/architecture.md "API document"):
  * the same limits. The parser also takes what DRF coerces (a number as a title, `"true"` or `1`
- * as a boolean); the document names the canonical types.
+ * as a boolean, text whose trimmed form fits); the document names the canonical forms.
  */
 export const taskInputSchema = z.object({
-  title: z.string().min(1).max(TITLE_MAX).describe('Trimmed; may not be blank.'),
-  description: z.string().max(DESCRIPTION_MAX).optional().describe('Trimmed; "" when absent on create or replace.'),
+  title: charField({ max: TITLE_MAX }).describe('Trimmed; may not be blank.'),
+  description: charField({ max: DESCRIPTION_MAX, allowBlank: true }).optional().describe('Trimmed; "" when absent on create or replace.'),
   completed: z.boolean().optional().describe('false when absent on create or replace.'),
 });
 

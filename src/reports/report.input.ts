@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { charField } from '../char-field.js';
 import { Errors, requireObject } from '../errors.js';
 
 /** What a report covers: whole UTC days from `from` to `to` inclusive, optionally one owner's tasks. */
@@ -12,11 +13,17 @@ const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_FORMAT = 'Date has wrong format. Use one of these formats instead: YYYY-MM-DD.';
 const OWNER_MAX = 150;
 
+/** A day of the calendar (zod's ISO date) from year 1 on: DRF's DateField takes no year 0. */
+const calendarDay = z
+  .string()
+  .regex(new RegExp(`^(?!0000)${z.regexes.date.source.slice(1)}`))
+  .meta({ format: 'date' });
+
 /** The body `parseReportInput` accepts, for the API document: the same formats and limits. */
 export const reportInputSchema = z.object({
-  from: z.iso.date().describe('First UTC day (YYYY-MM-DD).'),
-  to: z.iso.date().describe('Last UTC day, inclusive; not before `from`, at most REPORT_MAX_DAYS days in all.'),
-  owner: z.string().min(1).max(OWNER_MAX).nullable().optional().describe("One owner's tasks; null or absent: every owner."),
+  from: calendarDay.describe('First UTC day (YYYY-MM-DD).'),
+  to: calendarDay.describe('Last UTC day, inclusive; not before `from`, at most REPORT_MAX_DAYS days in all.'),
+  owner: charField({ max: OWNER_MAX }).nullable().optional().describe("One owner's tasks; null or absent: every owner."),
 });
 
 /**
@@ -57,7 +64,9 @@ function isCalendarDate(text: string): boolean {
   const match = DATE.exec(text);
   if (!match) return false;
   const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  const date = new Date(Date.UTC(year, month - 1, day));
+  // Not Date.UTC: it reads years 0–99 as 1900–1999.
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
   return year >= 1 && date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }
 

@@ -4,6 +4,7 @@ import { reportInputSchema } from '../../reports/report.input.js';
 import type { EventView } from '../event.view.js';
 import { KEYED_BY } from '../../throttle/index.js';
 import type { ReportResource } from '../report.view.js';
+import { credentialsInputSchema } from '../credentials.input.js';
 import { taskInputSchema, taskPatchSchema } from '../task.input.js';
 import type { TaskResource } from '../task.view.js';
 
@@ -141,7 +142,7 @@ export const readinessSchema = named(
 export const taskInput = named(requests, 'TaskInput', taskInputSchema);
 export const taskPatch = named(requests, 'TaskPatch', taskPatchSchema);
 export const reportInput = named(requests, 'ReportInput', reportInputSchema);
-export const credentialsSchema = named(requests, 'Credentials', z.object({ username: z.string().min(1), password: z.string().min(1) }));
+export const credentialsSchema = named(requests, 'Credentials', credentialsInputSchema);
 
 /** True when A and B are the same type (each assignable to the other). */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
