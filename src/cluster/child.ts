@@ -1,7 +1,7 @@
 import { childDrainBudgetMs, type Config } from '../config.js';
 import { buildDeps, type Deps } from '../deps.js';
 import { reportMetricsToPrimary } from './metrics-reporter.js';
-import { LEAVING } from './supervisor.js';
+import { HANDOFFS_PENDING, HANDOFFS_SETTLED, LEAVING } from './supervisor.js';
 
 /** What a child runs on its deps; `close()` drains it. */
 interface Started {
@@ -55,6 +55,7 @@ export async function runChild(config: Config, role: string | undefined): Promis
     );
     giveUp.unref();
     await started.close();
+    await settleHandoffs(1_000);
     if (chosen.reportAfterClosing) {
       await close();
       await reporter.sendFinal();
@@ -69,4 +70,29 @@ export async function runChild(config: Config, role: string | undefined): Promis
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   process.on('disconnect', stop);
+}
+
+/**
+ * Waits until no connection the primary accepted can still be on its way to this child. The
+ * primary hands each connection over IPC; one sent before it learnt that this child stopped
+ * listening is handed back by Node only if this child still reads its channel, and one left
+ * unread when it exits stays open in the primary, unanswered, for good. The close notice went out
+ * first, so the primary's answer to this later question comes after every such connection
+ * (docs/architecture.md "Processes"). Bounded by `timeoutMs`; nothing to wait for without a primary.
+ */
+function settleHandoffs(timeoutMs: number): Promise<void> {
+  if (!process.connected) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      process.off('message', onMessage);
+      process.off('disconnect', done);
+      resolve();
+    };
+    const onMessage = (message: { type?: string }) => message?.type === HANDOFFS_SETTLED && done();
+    const timer = setTimeout(done, timeoutMs);
+    process.on('message', onMessage);
+    process.once('disconnect', done);
+    process.send!({ type: HANDOFFS_PENDING }, (error: Error | null) => error && done());
+  });
 }

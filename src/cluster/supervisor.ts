@@ -14,6 +14,12 @@ interface Slot {
 
 /** The message that tells a child its host is stopping (docs/architecture.md "Processes"). */
 export const LEAVING = 'leaving';
+/**
+ * A draining child's question, sent once its server has stopped listening, and the primary's
+ * answer: see `settleHandoffs` in child.ts (docs/architecture.md "Processes").
+ */
+export const HANDOFFS_PENDING = 'handoffs-pending';
+export const HANDOFFS_SETTLED = 'handoffs-settled';
 
 const CRASH_WINDOW_MS = 60_000;
 const CRASH_LOOP_THRESHOLD = 5;
@@ -101,6 +107,9 @@ export class Supervisor {
     const slot: Slot = { role, worker, crashes, retiring: false, generation: this.#generation };
     this.#slots.add(slot);
     worker.on('exit', (code, signal) => this.#onExit(slot, code, signal));
+    worker.on('message', (message: { type?: string }) => {
+      if (message?.type === HANDOFFS_PENDING && worker.isConnected()) worker.send({ type: HANDOFFS_SETTLED });
+    });
     return new Promise((resolve) => {
       const ready = (message: unknown) => {
         if ((message as { type?: string })?.type !== 'ready') return;

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import { Errors } from '../errors.js';
+import { AppError, Errors } from '../errors.js';
 
 /** How much of an oversize body, in multiples of the limit, is read and dropped before cutting the client off. */
 const DISCARD_FACTOR = 16;
@@ -58,14 +58,21 @@ function parseJson(raw: string): unknown {
 async function readRaw(ctx: Context, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
-  // Leaving the loop early must not destroy the request: that resets the socket under the 413.
-  for await (const chunk of ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      discardRest(ctx, limit);
-      throw Errors.payloadTooLarge(limit);
+  try {
+    // Leaving the loop early must not destroy the request: that resets the socket under the 413.
+    for await (const chunk of ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) {
+        discardRest(ctx, limit);
+        throw Errors.payloadTooLarge(limit);
+      }
+      chunks.push(chunk);
     }
-    chunks.push(chunk);
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    // The client went away mid-body, or Node cut it off (HTTP_REQUEST_TIMEOUT_MS, malformed
+    // chunks): the client's failure, logged and counted as such, never as the database's 503.
+    throw Errors.badRequest('The request body was not received in full.');
   }
   return Buffer.concat(chunks);
 }

@@ -71,7 +71,7 @@ const getKeepAlive = (path: string, requestId: string): Promise<Outcome> =>
   );
 
 /**
- * Two clients (a new connection per request, and keep-alive) looping GET /api/tasks/ with request
+ * Five clients (four with a new connection per request, one keep-alive) looping GET /api/tasks/ with request
  * ids `<tag>-<n>` until `done()` or `maxMs`, recording each outcome with its start time.
  */
 async function loopRequests(tag: string, done: () => boolean, maxMs: number): Promise<Array<{ at: number; outcome: Outcome }>> {
@@ -83,7 +83,9 @@ async function loopRequests(tag: string, done: () => boolean, maxMs: number): Pr
       results.push({ at, outcome: await send('/api/tasks/', `${tag}-${results.length}`) });
     }
   };
-  await Promise.all([client(getOnNewConnection), client(getKeepAlive)]);
+  // Several clients on new connections: each is handed to a web child by the primary, and a
+  // reload must not leave one in the hands of a child that has gone (docs/architecture.md "Processes").
+  await Promise.all([client(getOnNewConnection), client(getOnNewConnection), client(getOnNewConnection), client(getOnNewConnection), client(getKeepAlive)]);
   return results;
 }
 

@@ -27,9 +27,13 @@ export function sumOf(samples: Sample[], name: string, labels: Record<string, st
   return samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((total, s) => total + s.value, 0);
 }
 
+/** The longest a test waits on one answer of a host: far above any answer's deadline. */
+const ANSWER_WAIT_MS = 30_000;
+
 /** Fetches a host's `/metrics` and parses it. */
 export async function scrape(metricsBase: string): Promise<{ text: string; samples: Sample[] }> {
-  const response = await fetch(`${metricsBase}/metrics`);
+  // Bounded: a scrape the host never answers fails here, named, instead of hanging the file.
+  const response = await fetch(`${metricsBase}/metrics`, { signal: AbortSignal.timeout(ANSWER_WAIT_MS) });
   const text = await response.text();
   if (response.status !== 200) throw new Error(`/metrics answered ${response.status}: ${text}`);
   return { text, samples: parseMetrics(text) };
@@ -38,7 +42,7 @@ export async function scrape(metricsBase: string): Promise<{ text: string; sampl
 /**
  * One request on a connection of its own (no keep-alive), so a cluster's primary hands
  * successive requests to different workers. Resolves with the status, or `error` when the
- * connection failed before a response arrived.
+ * connection failed or went ANSWER_WAIT_MS without a byte before a response arrived.
  */
 export function requestOnNewConnection(
   base: string,
@@ -53,6 +57,10 @@ export function requestOnNewConnection(
       res.on('error', () => resolve('error'));
     });
     req.on('error', () => resolve('error'));
+    req.setTimeout(ANSWER_WAIT_MS, () => {
+      console.log(`# no answer within ${ANSWER_WAIT_MS} ms: ${method} ${path}`);
+      req.destroy();
+    });
     req.end(options.body);
   });
 }

@@ -6,6 +6,7 @@ import * as assert from 'uvu/assert';
 import { APPEND_LOCK } from '../../src/events/store/append-batch.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
+import { parseMetrics, sumOf } from '../helpers/metrics.js';
 
 const STATEMENT_TIMEOUT_MS = 400;
 const WAIT_MS = 600;
@@ -165,6 +166,22 @@ Bounded('a connection trickling its headers is closed within the headers timeout
     clearInterval(trickle);
     socket.destroy();
   }
+});
+
+Bounded("a body the client abandons is counted and logged as the client's failure, never as the database's 503", async () => {
+  const counted = async (status: string) =>
+    sumOf(parseMetrics(await app.deps.metrics.registry.metrics()), 'paceline_http_requests_total', { method: 'POST', route: '/api/auth/token/', status });
+  const [before400, before503] = [await counted('400'), await counted('503')];
+  const socket = connect(Number(new URL(app.base).port), '127.0.0.1');
+  socket.on('error', () => {});
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('POST /api/auth/token/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"user');
+  await sleep(200);
+  socket.destroy();
+  const deadline = Date.now() + 5_000;
+  while ((await counted('400')) === before400 && Date.now() < deadline) await sleep(50);
+  assert.is(await counted('400'), before400 + 1, 'the abandoned request is counted as a 400');
+  assert.is(await counted('503'), before503, 'and not as a 503');
 });
 
 Bounded('connections over HTTP_MAX_CONNECTIONS are closed as they are accepted; the service answers afterwards', async () => {
