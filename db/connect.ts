@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.js';
+import { boundAnswers, DatabaseDeadlineError } from './deadline.js';
 
 // int8 columns (ids, positions, counters) stay below 2^53; read them as numbers, not strings.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -15,10 +16,11 @@ export interface ConnectOptions {
   /** The longest a query waits for a connection of the pool before it fails (default 10 s). */
   connectionTimeoutMs?: number;
   /**
-   * pg's client-side `query_timeout`: the longest the client waits for any query's answer, even
-   * from a server that stopped answering (which no `statement_timeout` ends). Unset: none.
+   * The longest the client waits for any query's answer, even from a server that stopped
+   * answering (which no `statement_timeout` ends); past it the connection is destroyed
+   * (`boundAnswers`, db/deadline.ts). Unset: none.
    */
-  queryTimeoutMs?: number;
+  answerDeadlineMs?: number;
 }
 
 /** Opens a pooled kysely handle. `destroy()` on it closes the pool. */
@@ -29,7 +31,6 @@ export function connectDatabase(url: string, poolSize: number, applicationName =
     application_name: applicationName,
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
     ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),
-    ...(options.queryTimeoutMs !== undefined ? { query_timeout: options.queryTimeoutMs } : {}),
   });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on next use.
@@ -41,6 +42,7 @@ export function connectDatabase(url: string, poolSize: number, applicationName =
   // drops the client on release because it is no longer queryable.
   pool.on('connect', (client) => {
     client.on('error', () => {});
+    if (options.answerDeadlineMs !== undefined) boundAnswers(client, options.answerDeadlineMs);
   });
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
@@ -53,10 +55,12 @@ const WAIT_MESSAGES: ReadonlySet<unknown> = new Set(['timeout exceeded when tryi
 
 /**
  * Whether a query failed because it waited too long, with nothing written: no pool connection in
- * time, its statement cancelled by `statement_timeout` (57014), or a lock not granted within
- * `lock_timeout` (55P03). The database rolled back whatever transaction it ran in.
+ * time, its statement cancelled by `statement_timeout` (57014), a lock not granted within
+ * `lock_timeout` (55P03), or no answer within the answer deadline before a COMMIT was sent. The
+ * database rolled back, or will roll back, whatever transaction it ran in.
  */
 export function isDatabaseTimeout(error: unknown): boolean {
+  if (error instanceof DatabaseDeadlineError) return !error.inDoubt;
   const e = error as { code?: unknown; message?: unknown } | null;
   if (e?.code === '57014' || e?.code === '55P03') return true;
   return error instanceof Error && e?.code === undefined && WAIT_MESSAGES.has(e?.message);

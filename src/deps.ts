@@ -37,6 +37,9 @@ export interface Deps {
   leaving?: boolean;
 }
 
+/** How long past DATABASE_STATEMENT_TIMEOUT_MS a query may go unanswered before its connection is given up. */
+const ANSWER_GRACE_MS = 1_000;
+
 /** Builds the dependencies of a child process from its configuration; `close()` is safe twice. */
 export async function buildDeps(config: Config, role: string): Promise<{ deps: Deps; close(): Promise<void> }> {
   const logger = createLogger(config, role);
@@ -44,6 +47,8 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   const db = connectDatabase(requireSetting(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE, 'paceline', {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectionTimeoutMs: config.DATABASE_WAIT_MS,
+    // A server that stopped answering ends no statement_timeout (README "Bounded work").
+    answerDeadlineMs: config.DATABASE_STATEMENT_TIMEOUT_MS + ANSWER_GRACE_MS,
   });
   const redis = createRedisClient(config, 'requests');
   // Commands fail fast while disconnected, so a child serving before its first connection would

@@ -1,6 +1,7 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { isDatabaseTimeout, isDatabaseUnreachable } from '../../db/connect.js';
+import { DatabaseDeadlineError } from '../../db/deadline.js';
 import { AppError, Errors } from '../errors.js';
 import { CommandTimeoutError } from '../events/store/group-commit.js';
 
@@ -40,6 +41,13 @@ const RETRY_AFTER_S = 1;
  * that is unreachable or went away mid-request (see isDatabaseUnreachable for what was written).
  */
 function waitedTooLong(error: unknown): AppError | undefined {
+  // The server stopped answering while a COMMIT was in flight: it may still commit (README "Bounded work").
+  if (error instanceof DatabaseDeadlineError && error.inDoubt) {
+    return Errors.unavailable(
+      'The database did not confirm the write in time: it may still be made. Repeat the request with the same Idempotency-Key to learn its outcome.',
+      RETRY_AFTER_S,
+    );
+  }
   if (error instanceof CommandTimeoutError || isDatabaseTimeout(error)) {
     return Errors.unavailable('The database is busy and could not answer in time. Try again later.', RETRY_AFTER_S);
   }

@@ -58,7 +58,7 @@ export class ReplicaSet {
       db: connectDatabase(url, config.DATABASE_POOL_SIZE, 'paceline-replica', {
         statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
         connectionTimeoutMs: config.DATABASE_REPLICA_WAIT_MS,
-        queryTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS + config.DATABASE_REPLICA_WAIT_MS,
+        answerDeadlineMs: config.DATABASE_STATEMENT_TIMEOUT_MS + config.DATABASE_REPLICA_WAIT_MS,
       }),
       applied: -1,
       downUntil: 0,
