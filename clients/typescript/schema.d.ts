@@ -606,7 +606,7 @@ export interface components {
         'application/json': components['schemas']['Error'];
       };
     };
-    /** @description The body is larger than BODY_LIMIT_BYTES. */
+    /** @description The body is larger than BODY_LIMIT_BYTES (default 65536). */
     PayloadTooLarge: {
       headers: {
         [name: string]: unknown;
@@ -614,7 +614,7 @@ export interface components {
       content: {
         /**
          * @example {
-         *       "detail": "Request body is larger than 1048576 bytes."
+         *       "detail": "Request body is larger than 65536 bytes."
          *     }
          */
         'application/json': components['schemas']['Error'];
@@ -906,6 +906,11 @@ export interface operations {
         };
         content: {
           'application/json': {
+            openapi: string;
+          } & {
+            [key: string]: unknown;
+          };
+          'application/vnd.oai.openapi+json': {
             openapi: string;
           } & {
             [key: string]: unknown;

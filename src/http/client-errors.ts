@@ -1,9 +1,9 @@
-import { STATUS_CODES, type Server } from 'node:http';
+import { maxHeaderSize, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 /**
  * Requests Node's HTTP parser refuses before Koa sees them (an unknown method, bytes that are not
- * HTTP, headers over the size limit) still get a JSON error, as every other error does. A
+ * HTTP, a request line or headers over the size limit) still get a JSON error, as every other error does. A
  * request without the Host header HTTP/1.1 requires is let through for the app to refuse.
  */
 export function answerClientErrors(server: Server): void {
@@ -14,10 +14,32 @@ export function answerClientErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-    const body = JSON.stringify({ detail: status === 431 ? 'Request header fields too large.' : status === 408 ? 'Request timeout.' : 'Bad request.' });
+    const status =
+      error.code === 'HPE_HEADER_OVERFLOW' ? (requestLineOverflowed(error as ParserError) ? 414 : 431) : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const body = JSON.stringify({ detail: DETAILS[status] });
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   });
+}
+
+const DETAILS: Record<number, string> = {
+  400: 'Bad request.',
+  408: 'Request timeout.',
+  414: 'The request URI is too long.',
+  431: 'Request header fields too large.',
+};
+
+type ParserError = NodeJS.ErrnoException & { rawPacket?: Buffer };
+
+/**
+ * Whether the head overflowed `maxHeaderSize` within its request line (a URI too long, 414) rather
+ * than in its header fields (431). Node hands over the bytes it was parsing; when they are not the
+ * start of the request the answer stays 431.
+ */
+function requestLineOverflowed(error: ParserError): boolean {
+  const packet = error.rawPacket;
+  if (!packet || !/^[A-Z]+ /.test(packet.subarray(0, 16).toString('latin1'))) return false;
+  const lineEnd = packet.indexOf(10);
+  return lineEnd === -1 || lineEnd > maxHeaderSize;
 }

@@ -13,6 +13,10 @@ import type { Guard } from './guard.js';
 import { requestOrigin } from './request-url.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
+/** The document is JSON, also served as OpenAPI's registered media type (as DRF's schema view does). */
+const OPENAPI_JSON = 'application/vnd.oai.openapi+json';
+const SCHEMA_TYPES = ['application/json', OPENAPI_JSON] as const;
+
 /** Only this origin: no inline script or style, no other host (Swagger UI's icons are data: images). */
 const CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
@@ -77,9 +81,12 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
     return assets.get(name);
   };
 
-  route(router, docsOperations.schema, guard(), (ctx) => {
+  const schemaGuard = guard({ representations: SCHEMA_TYPES });
+  route(router, docsOperations.schema, schemaGuard, (ctx) => {
     const body = Buffer.from(JSON.stringify({ ...document, servers: [{ url: requestOrigin(ctx, deps.config) }] }));
-    send(ctx, { body, type: 'application/json; charset=utf-8', etag: tagOf(body) }, 'public, max-age=60');
+    // The same bytes under OpenAPI's own media type when the client prefers it; each its own tag.
+    const type = ctx.accepts(...SCHEMA_TYPES) === OPENAPI_JSON ? OPENAPI_JSON : 'application/json';
+    send(ctx, { body, type: `${type}; charset=utf-8`, etag: tagOf(body, type) }, 'public, max-age=60');
   });
   route(router, docsOperations.page, (ctx) => send(ctx, asset('index.html')!, 'no-cache'));
   route(router, docsOperations.asset, (ctx) => {
@@ -88,7 +95,7 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
     send(ctx, found, 'public, max-age=3600');
   });
   // As the health routes: the page and its files are not throttled, other methods refused uncounted.
-  return refuseOtherMethods(router, (path) => (path === docsOperations.schema.path ? guard() : (_ctx, next) => next()));
+  return refuseOtherMethods(router, (path) => (path === docsOperations.schema.path ? schemaGuard : (_ctx, next) => next()));
 }
 
 function send(ctx: Context, asset: Asset, cacheControl: string): void {
@@ -105,6 +112,6 @@ function send(ctx: Context, asset: Asset, cacheControl: string): void {
   ctx.body = asset.body;
 }
 
-function tagOf(body: Buffer): string {
-  return `"${createHash('sha1').update(body).digest('base64url').slice(0, 22)}"`;
+function tagOf(body: Buffer, type = ''): string {
+  return `"${createHash('sha1').update(type).update(body).digest('base64url').slice(0, 22)}"`;
 }

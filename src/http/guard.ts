@@ -13,7 +13,11 @@ export interface ScopeDeclaration {
   scope?: ScopeName;
   rate?: string;
   keyedBy?: KeyedBy;
+  /** The media types the route can answer in (default JSON only); an Accept with none of them is 406. */
+  representations?: readonly string[];
 }
+
+const JSON_ONLY = ['application/json'] as const;
 
 /**
  * The front of every API route: identify the client, count it against its throttle scope, then
@@ -25,18 +29,20 @@ export interface ScopeDeclaration {
 export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const identify = authenticate(deps);
   const throttleFor = createThrottle(deps, rules);
-  return ({ scope, rate, keyedBy = 'user' }: ScopeDeclaration = {}): Middleware => {
+  return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): Middleware => {
     if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
       const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope) ? (deps.config.THROTTLE_RATES[scope] as string) : rate;
       rules.set(scope, { scope, rate: parseRate(text), keyedBy });
     }
-    return compose([identify, throttleFor(scope), negotiate, rejectBadCredentials]);
+    return compose([identify, throttleFor(scope), negotiate(representations), rejectBadCredentials]);
   };
 }
 
-/** JSON is the only representation; a client that refuses it gets 406 (counted, as any request). */
-const negotiate: Middleware = async (ctx, next) => {
-  const accept = ctx.get('Accept');
-  if (accept && !ctx.accepts('application/json')) throw Errors.notAcceptable();
-  await next();
-};
+/** A client that accepts none of the route's representations gets 406 (counted, as any request). */
+function negotiate(representations: readonly string[]): Middleware {
+  return async (ctx, next) => {
+    const accept = ctx.get('Accept');
+    if (accept && !ctx.accepts(...representations)) throw Errors.notAcceptable();
+    await next();
+  };
+}

@@ -73,8 +73,9 @@ function isCalendarDate(text: string): boolean {
 function readOwner(input: Record<string, unknown>, errors: Record<string, string[]>): string | undefined {
   const value = input.owner;
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'string') return void (errors.owner = ['Not a valid string.']);
-  const text = value.trim();
+  // A number is taken as its text, as DRF's CharField (and a task's title) does.
+  if (typeof value !== 'string' && typeof value !== 'number') return void (errors.owner = ['Not a valid string.']);
+  const text = String(value).trim();
   if (text === '') return void (errors.owner = ['This field may not be blank.']);
   if (text.includes('\u0000')) return void (errors.owner = ['Null characters are not allowed.']);
   if ([...text].length > OWNER_MAX) return void (errors.owner = [`Ensure this field has no more than ${OWNER_MAX} characters.`]);

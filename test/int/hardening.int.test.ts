@@ -72,6 +72,12 @@ Input('requests the HTTP parser refuses still get a JSON error', async ({ app })
   const hugeHeader = await rawRequest(app.base, `GET /api/tasks/ HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
   assert.match(hugeHeader, /^HTTP\/1\.1 431 /);
   assert.match(hugeHeader, /\{"detail":"Request header fields too large\."\}$/);
+  const longUri = await rawRequest(app.base, `GET /api/tasks/?q=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  assert.match(longUri, /^HTTP\/1\.1 414 /);
+  assert.match(longUri, /\{"detail":"The request URI is too long\."\}$/);
+  const twoHosts = await rawRequest(app.base, 'GET /api/tasks/ HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n');
+  assert.match(twoHosts, /^HTTP\/1\.1 400 /);
+  assert.match(twoHosts, /\{"detail":"Bad request: more than one Host header\."\}$/);
   const noHost = await rawRequest(app.base, 'GET /api/tasks/ HTTP/1.1\r\n\r\n');
   assert.match(noHost, /^HTTP\/1\.1 400 /);
   assert.match(noHost, /Content-Type: application\/json/);

@@ -105,6 +105,23 @@ Schema('is cacheable: an ETag, and 304 for a current If-None-Match', async () =>
   assert.is(again.text, '');
 });
 
+Schema("is served as OpenAPI's own media type to a client that asks for it, and 406 to one that accepts neither", async () => {
+  const oai = await request(app.base, 'GET', '/api/schema/', { headers: { Accept: 'application/vnd.oai.openapi+json' } });
+  assert.is(oai.status, 200);
+  assert.is(oai.headers.get('content-type'), 'application/vnd.oai.openapi+json; charset=utf-8');
+  const plain = await request(app.base, 'GET', '/api/schema/', { headers: { Accept: 'application/json' } });
+  assert.is(plain.headers.get('content-type'), 'application/json; charset=utf-8');
+  assert.equal(JSON.parse(oai.text), plain.body);
+  // Two representations, two strong tags: a cache never hands one for the other.
+  assert.is.not(oai.headers.get('etag'), plain.headers.get('etag'));
+  assert.equal(Object.keys(doc.paths['/api/schema/'].get.responses['200'].content), ['application/json', 'application/vnd.oai.openapi+json']);
+  const refused = await request(app.base, 'GET', '/api/schema/', { headers: { Accept: 'text/html' } });
+  assert.is(refused.status, 406);
+  // Elsewhere JSON stays the only representation.
+  const tasks = await request(app.base, 'GET', '/api/tasks/', { headers: { Accept: 'application/vnd.oai.openapi+json' } });
+  assert.is(tasks.status, 406);
+});
+
 Schema('names every route every router registers, and nothing else', () => {
   // @koa/router marks the middleware of router.routes() with its router
   const routers = createApp(app.deps).middleware.flatMap((m) => (m as unknown as { router?: Router }).router ?? []);
@@ -138,6 +155,8 @@ Schema('documents the pagination parameters and envelopes of each style, the aut
   for (const name of ['If-Match', 'If-None-Match', 'Idempotency-Key']) assert.ok(doc.components.parameters[name], name);
   const throttled = doc.components.responses.Throttled;
   assert.equal(Object.keys(throttled.headers).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After']);
+  assert.is(doc.components.headers['Retry-After'].required, true, 'every 429 and 503 carries Retry-After');
+  assert.match(doc.components.responses.PayloadTooLarge.content['application/json'].example.detail, String(app.deps.config.BODY_LIMIT_BYTES));
   assert.ok(doc.components.responses.Unavailable.headers['Retry-After']);
   for (const [path, item] of Object.entries<Json>(doc.paths)) {
     for (const [method, op] of Object.entries<Json>(item)) {

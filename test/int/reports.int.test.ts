@@ -182,7 +182,7 @@ Numbers('bad ranges get DRF-style field errors', async () => {
     ],
     [{ from: '2026-11-30', to: '2026-11-01' }, { to: ['Ensure this date is on or after "from".'] }],
     [{ from: '2026-01-01', to: '2027-01-02' }, { to: ['Ensure the range spans no more than 366 days.'] }],
-    [{ from: '2026-01-01', to: '2026-01-02', owner: 7 }, { owner: ['Not a valid string.'] }],
+    [{ from: '2026-01-01', to: '2026-01-02', owner: { name: 'alice' } }, { owner: ['Not a valid string.'] }],
     [[], { non_field_errors: ['Invalid data. Expected a dictionary, but got list.'] }],
   ];
   for (const [body, errors] of cases) {

@@ -253,10 +253,11 @@ Errors('Accept: application/xml is 406; JSON, wildcards and no Accept are served
   }
 });
 
-Errors('every error is JSON with nosniff', async () => {
+Errors('every error is JSON with nosniff and a same-origin referrer policy', async () => {
   const response = await call('GET', '/api/tasks/abc/');
   assert.match(response.headers.get('content-type') ?? '', 'application/json');
   assert.is(response.headers.get('x-content-type-options'), 'nosniff');
+  assert.is(response.headers.get('referrer-policy'), 'same-origin');
 });
 
 Errors.run();

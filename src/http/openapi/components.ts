@@ -69,7 +69,7 @@ const headers: Record<string, Json> = {
   Location: { description: 'Absolute URL of the created resource.', schema: { type: 'string', format: 'uri' } },
   'Cache-Control': { description: '`no-cache`: revalidate with `If-None-Match`.', schema: text },
   'Idempotent-Replayed': { description: '`true` when this answer replays the first request with the same `Idempotency-Key`.', schema: { const: 'true' } },
-  'Retry-After': { description: 'Seconds to wait before trying again.', schema: integerAtLeast(0) },
+  'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: integerAtLeast(0) },
   'WWW-Authenticate': { description: 'The scheme to authenticate with: `Bearer realm="api"`.', schema: text },
   Allow: { description: "The methods of the path, in DRF's order.", schema: text },
   'RateLimit-Policy': {
@@ -103,7 +103,7 @@ const responses: Record<string, Json> = {
   }),
   NotFound: detail('No such resource (or an invalid page or cursor on a list).', 'Not found.'),
   NotAcceptable: detail('The Accept header excludes JSON, the only representation.', 'Could not satisfy the request Accept header.'),
-  PayloadTooLarge: detail('The body is larger than BODY_LIMIT_BYTES.', 'Request body is larger than 1048576 bytes.'),
+  PayloadTooLarge: detail('The body is larger than BODY_LIMIT_BYTES (default 65536).', 'Request body is larger than 65536 bytes.'),
   UnsupportedMediaType: detail(
     'The body is not `application/json` in UTF-8.',
     'Unsupported media type "none" in request. Send the body as JSON with Content-Type: application/json.',

@@ -104,7 +104,7 @@ function response(spec: ResponseSpec, throttled: boolean): Json {
   return {
     description: spec.description,
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
-    ...(bodies.length > 0 ? { content: { 'application/json': { schema } } } : {}),
+    ...(bodies.length > 0 ? { content: Object.fromEntries((spec.jsonMedia ?? ['application/json']).map((type) => [type, { schema }])) } : {}),
     ...(spec.media ? { content: { [spec.media]: { schema: { type: 'string' } } } } : {}),
   };
 }

@@ -15,6 +15,8 @@ export interface ResponseSpec {
   description: string;
   /** The JSON body, or several (any of them); none for 204 and 304. */
   body?: z.ZodType | readonly z.ZodType[];
+  /** The media types the JSON body is served as (default `application/json` only). */
+  jsonMedia?: readonly string[];
   /** A body that is not JSON (a page, a script): its media type. */
   media?: string;
   headers?: ResponseHeader[];

@@ -22,6 +22,7 @@ export const docsOperations = {
       200: {
         description: 'The document; `servers` names the origin the request came to.',
         body: z.looseObject({ openapi: z.string() }),
+        jsonMedia: ['application/json', 'application/vnd.oai.openapi+json'],
         headers: ['ETag', 'Cache-Control'],
       },
       304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] },
