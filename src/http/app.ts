@@ -74,15 +74,9 @@ const baseHeaders: Middleware = async (ctx, next) => {
   // HTTP/1.1 requires exactly one Host (RFC 9112 §3.2); Node keeps the first of several silently,
   // and its own refusal has no body (see answerClientErrors).
   if (!ctx.req.headers.host && ctx.req.httpVersion === '1.1') throw Errors.badRequest('Bad request: the Host header is missing.');
-  if (hostLines(ctx.req.rawHeaders) > 1) throw Errors.badRequest('Bad request: more than one Host header.');
+  if ((ctx.req.headersDistinct.host?.length ?? 0) > 1) throw Errors.badRequest('Bad request: more than one Host header.');
   await next();
 };
-
-function hostLines(rawHeaders: string[]): number {
-  let count = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === 4 && rawHeaders[i]!.toLowerCase() === 'host') count++;
-  return count;
-}
 
 /** `/api/tasks` → 308 to `/api/tasks/`, keeping the method and the query string, when that is a route. */
 function redirectToSlash(routers: Router[]): Middleware {

@@ -14,8 +14,7 @@ export function answerClientErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    const status =
-      error.code === 'HPE_HEADER_OVERFLOW' ? (requestLineOverflowed(error as ParserError) ? 414 : 431) : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const status = statusOf(error as ParserError);
     const body = JSON.stringify({ detail: DETAILS[status] });
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
@@ -31,6 +30,12 @@ const DETAILS: Record<number, string> = {
 };
 
 type ParserError = NodeJS.ErrnoException & { rawPacket?: Buffer };
+
+function statusOf(error: ParserError): number {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
+  if (error.code !== 'HPE_HEADER_OVERFLOW') return 400;
+  return requestLineOverflowed(error) ? 414 : 431;
+}
 
 /**
  * Whether the head overflowed `maxHeaderSize` within its request line (a URI too long, 414) rather

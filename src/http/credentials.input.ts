@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { charField } from '../char-field.js';
+import { charField, readCharField } from '../char-field.js';
 import { requireObject } from '../errors.js';
 
 /** The body `readCredentials` accepts, for the API document. The parser also takes numbers as their text. */
@@ -16,17 +16,10 @@ export const credentialsInputSchema = z.object({
 export function readCredentials(body: unknown): { username: string; password: string; errors?: Record<string, string[]> } {
   const input = requireObject(body);
   const errors: Record<string, string[]> = {};
-  const read = (name: 'username' | 'password') => {
-    // As DRF's CharField: numbers are taken as their text.
-    const value = typeof input[name] === 'number' ? String(input[name]) : input[name];
-    if (value === undefined) errors[name] = ['This field is required.'];
-    else if (value === null) errors[name] = ['This field may not be null.'];
-    else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];
-    else if (value.trim() === '') errors[name] = ['This field may not be blank.'];
-    else if (value.includes('\u0000')) errors[name] = ['Null characters are not allowed.'];
-    else return value;
-    return '';
+  // DRF's password field keeps its white space; the username is trimmed.
+  const credentials = {
+    username: readCharField(input, 'username', { required: true }, errors) ?? '',
+    password: readCharField(input, 'password', { required: true, trim: false }, errors) ?? '',
   };
-  const credentials = { username: read('username').trim(), password: read('password') };
   return Object.keys(errors).length > 0 ? { ...credentials, errors } : credentials;
 }

@@ -8,14 +8,10 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { buildDocument } from './openapi/document.js';
 import { route } from './openapi/operation.js';
-import { apiOperations, docsOperations } from './openapi/operations.js';
+import { apiOperations, docsOperations, SCHEMA_MEDIA_TYPES } from './openapi/operations.js';
 import type { Guard } from './guard.js';
 import { requestOrigin } from './request-url.js';
 import { createRouter, refuseOtherMethods } from './router.js';
-
-/** The document is JSON, also served as OpenAPI's registered media type (as DRF's schema view does). */
-const OPENAPI_JSON = 'application/vnd.oai.openapi+json';
-const SCHEMA_TYPES = ['application/json', OPENAPI_JSON] as const;
 
 /** Only this origin: no inline script or style, no other host (Swagger UI's icons are data: images). */
 const CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -81,11 +77,11 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
     return assets.get(name);
   };
 
-  const schemaGuard = guard({ representations: SCHEMA_TYPES });
+  const schemaGuard = guard({ representations: SCHEMA_MEDIA_TYPES });
   route(router, docsOperations.schema, schemaGuard, (ctx) => {
     const body = Buffer.from(JSON.stringify({ ...document, servers: [{ url: requestOrigin(ctx, deps.config) }] }));
     // The same bytes under OpenAPI's own media type when the client prefers it; each its own tag.
-    const type = ctx.accepts(...SCHEMA_TYPES) === OPENAPI_JSON ? OPENAPI_JSON : 'application/json';
+    const type = (ctx.accepts(...SCHEMA_MEDIA_TYPES) || SCHEMA_MEDIA_TYPES[0]) as string;
     send(ctx, { body, type: `${type}; charset=utf-8`, etag: tagOf(body, type) }, 'public, max-age=60');
   });
   route(router, docsOperations.page, (ctx) => send(ctx, asset('index.html')!, 'no-cache'));

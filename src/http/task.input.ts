@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { TaskFields } from '../events/domain/task.events.js';
-import { charField } from '../char-field.js';
+import { charField, readCharField } from '../char-field.js';
 import { Errors, requireObject } from '../errors.js';
 
 const TITLE_MAX = 200;
@@ -31,9 +31,9 @@ export function parseTaskInput(body: unknown, partial: boolean): Partial<TaskFie
   const input = requireObject(body);
   const errors: FieldErrors = {};
   const fields: Partial<TaskFields> = {};
-  const title = readString(input, 'title', { required: !partial, allowBlank: false, max: TITLE_MAX }, errors);
+  const title = readCharField(input, 'title', { required: !partial, max: TITLE_MAX }, errors);
   if (title !== undefined) fields.title = title;
-  const description = readString(input, 'description', { required: false, allowBlank: true, max: DESCRIPTION_MAX }, errors);
+  const description = readCharField(input, 'description', { allowBlank: true, max: DESCRIPTION_MAX }, errors);
   if (description !== undefined) fields.description = description;
   else if (!partial) fields.description = '';
   const completed = readBoolean(input, 'completed', errors);
@@ -41,30 +41,6 @@ export function parseTaskInput(body: unknown, partial: boolean): Partial<TaskFie
   else if (!partial) fields.completed = false;
   if (Object.keys(errors).length > 0) throw Errors.validation(errors);
   return fields;
-}
-
-function readString(
-  input: Record<string, unknown>,
-  name: string,
-  rule: { required: boolean; allowBlank: boolean; max: number },
-  errors: FieldErrors,
-): string | undefined {
-  if (!(name in input)) {
-    if (rule.required) errors[name] = ['This field is required.'];
-    return undefined;
-  }
-  const value = input[name];
-  if (value === null) return fail(errors, name, 'This field may not be null.');
-  if (typeof value !== 'string' && typeof value !== 'number') return fail(errors, name, 'Not a valid string.');
-  const text = String(value).trim();
-  if (text === '' && !rule.allowBlank) return fail(errors, name, 'This field may not be blank.');
-  // Every validator reports, as DRF's run_validators does; PostgreSQL text cannot hold NUL at all.
-  const messages = [
-    ...([...text].length > rule.max ? [`Ensure this field has no more than ${rule.max} characters.`] : []),
-    ...(text.includes('\u0000') ? ['Null characters are not allowed.'] : []),
-  ];
-  if (messages.length > 0) return fail(errors, name, ...messages);
-  return text;
 }
 
 const TRUE = new Set([true, 'true', 'True', 'TRUE', '1', 1, 'yes', 'on']);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { charField } from '../char-field.js';
+import { charField, readCharField } from '../char-field.js';
 import { Errors, requireObject } from '../errors.js';
 
 /** What a report covers: whole UTC days from `from` to `to` inclusive, optionally one owner's tasks. */
@@ -11,7 +11,8 @@ export interface ReportParams {
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_FORMAT = 'Date has wrong format. Use one of these formats instead: YYYY-MM-DD.';
-const OWNER_MAX = 150;
+/** A username (150 characters at most, as Django's); null or absent: every owner. */
+const OWNER_RULE = { allowNull: true, max: 150 };
 
 /** A day of the calendar (zod's ISO date) from year 1 on: DRF's DateField takes no year 0. */
 const calendarDay = z
@@ -23,7 +24,7 @@ const calendarDay = z
 export const reportInputSchema = z.object({
   from: calendarDay.describe('First UTC day (YYYY-MM-DD).'),
   to: calendarDay.describe('Last UTC day, inclusive; not before `from`, at most REPORT_MAX_DAYS days in all.'),
-  owner: charField({ max: OWNER_MAX }).nullable().optional().describe("One owner's tasks; null or absent: every owner."),
+  owner: charField(OWNER_RULE).nullable().optional().describe("One owner's tasks; null or absent: every owner."),
 });
 
 /**
@@ -37,7 +38,7 @@ export function parseReportInput(body: unknown, maxDays: number): ReportParams {
   const errors: Record<string, string[]> = {};
   const from = readDate(input, 'from', errors);
   const to = readDate(input, 'to', errors);
-  const owner = readOwner(input, errors);
+  const owner = readCharField(input, 'owner', OWNER_RULE, errors);
   if (from !== undefined && to !== undefined) {
     const days = daysBetween(from, to) + 1;
     if (days < 1) errors.to = ['Ensure this date is on or after "from".'];
@@ -68,16 +69,4 @@ function isCalendarDate(text: string): boolean {
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day);
   return year >= 1 && date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
-}
-
-function readOwner(input: Record<string, unknown>, errors: Record<string, string[]>): string | undefined {
-  const value = input.owner;
-  if (value === undefined || value === null) return undefined;
-  // A number is taken as its text, as DRF's CharField (and a task's title) does.
-  if (typeof value !== 'string' && typeof value !== 'number') return void (errors.owner = ['Not a valid string.']);
-  const text = String(value).trim();
-  if (text === '') return void (errors.owner = ['This field may not be blank.']);
-  if (text.includes('\u0000')) return void (errors.owner = ['Null characters are not allowed.']);
-  if ([...text].length > OWNER_MAX) return void (errors.owner = [`Ensure this field has no more than ${OWNER_MAX} characters.`]);
-  return text;
 }

@@ -1,4 +1,3 @@
-import { connect, createServer, type Server, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -6,6 +5,7 @@ import { connectDatabase } from '../../db/connect.js';
 import { DatabaseDeadlineError } from '../../db/deadline.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
+import { startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.js';
 
 // README "Bounded work": a PostgreSQL that stops answering (frozen, or cut off without a reset)
 // ends no statement_timeout. The app reaches its database through a loopback relay the test can
@@ -18,64 +18,14 @@ const WAIT_MS = 600;
 /** The answer deadline is the statement timeout plus 1 s; a request may also wait WAIT_MS for a connection. */
 const WITHIN_MS = STATEMENT_TIMEOUT_MS + 1_000 + WAIT_MS + 1_500;
 
-interface Relay {
-  /** `databaseUrl` with the relay in place of its server. */
-  through(databaseUrl: string): string;
-  freeze(): void;
-  thaw(): void;
-  close(): Promise<void>;
-}
-
-/** A TCP relay on loopback to the PostgreSQL server of `url`, whose traffic can be held and let go. */
-async function startRelay(url: string): Promise<Relay> {
-  const target = new URL(url);
-  const sockets = new Set<Socket>();
-  let frozen = false;
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const [from, to] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(from);
-      from.on('error', () => to.destroy());
-      from.on('close', () => sockets.delete(from));
-      from.pipe(to);
-      if (frozen) from.pause();
-    }
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = String((server.address() as { port: number }).port);
-  return {
-    through(databaseUrl) {
-      const relayed = new URL(databaseUrl);
-      relayed.hostname = '127.0.0.1';
-      relayed.port = port;
-      return relayed.toString();
-    },
-    freeze() {
-      frozen = true;
-      for (const socket of sockets) socket.pause();
-    },
-    thaw() {
-      frozen = false;
-      for (const socket of sockets) socket.resume();
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
 let app: TestApp;
-let relay: Relay;
+let relay: TcpRelay;
 let token = '';
 
 const Frozen = suite('a database that stops answering');
 
 Frozen.before(async () => {
-  relay = await startRelay(process.env.TEST_DATABASE_URL!);
+  relay = await startTcpRelay(process.env.TEST_DATABASE_URL!);
   app = await startTestApp(
     { DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS), DATABASE_WAIT_MS: String(WAIT_MS), DATABASE_POOL_SIZE: '3' },
     'frozen-db',

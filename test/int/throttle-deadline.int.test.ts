@@ -1,5 +1,3 @@
-import { once } from 'node:events';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -10,6 +8,7 @@ import { startRedis } from '../../src/stores/redis.js';
 import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
+import { startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.js';
 
 // THROTTLE_TIMEOUT_MS against a Redis 40 ms away (a delaying proxy on loopback): the worker's own
 // event-loop lag must not turn checks into store errors, and a call Redis starts too late to
@@ -22,41 +21,19 @@ const RULE: ScopeRule = { scope: 'anon', rate: parseRate('100/min'), keyedBy: 'i
 const ONE_WAY_MS = 40;
 
 const Deadline = suite("the throttle check's deadline with a distant Redis");
-let proxy: Server;
-let proxyPort = 0;
+let proxy: TcpRelay;
 let server: Awaited<ReturnType<typeof startRedis>>;
 let redis: Redis;
-const sockets = new Set<Socket>();
-
-/** Forwards to the test Redis, delaying every chunk ONE_WAY_MS in each direction. */
-function delayingProxy(target: URL): Server {
-  return createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => sockets.delete(socket));
-    }
-    client.on('data', (chunk) => void setTimeout(() => upstream.write(chunk), ONE_WAY_MS));
-    upstream.on('data', (chunk) => void setTimeout(() => client.write(chunk), ONE_WAY_MS));
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-}
 
 Deadline.before(async () => {
   // a private server: the second test pauses it
   server = await startRedis({ dataDir: join(TMP, 'redis-throttle-deadline'), port: await findFreePort(), persistent: false, log: () => {} });
-  proxy = delayingProxy(new URL(server.url));
-  proxy.listen(0, '127.0.0.1');
-  await once(proxy, 'listening');
-  proxyPort = (proxy.address() as { port: number }).port;
+  proxy = await startTcpRelay(server.url, { delayMs: ONE_WAY_MS });
   redis = new Redis(server.url);
 });
 
 Deadline.after(async () => {
-  for (const socket of sockets) socket.destroy();
-  proxy.close();
+  await proxy.close();
   redis.disconnect();
   await server.stop();
 });
@@ -83,7 +60,7 @@ function busy(ms: number): void {
 }
 
 Deadline("a call sent late by this process's own lag is still decided, with the round trip it needs", async () => {
-  const link = new Redis(proxyPort, '127.0.0.1');
+  const link = new Redis(proxy.port, '127.0.0.1');
   const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
   try {
     await warmUp(throttler, 'ip:10.1.0.1');
@@ -100,7 +77,7 @@ Deadline("a call sent late by this process's own lag is still decided, with the 
 });
 
 Deadline('a call Redis can start only after the worker has given up records nothing', async () => {
-  const link = new Redis(proxyPort, '127.0.0.1');
+  const link = new Redis(proxy.port, '127.0.0.1');
   const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
   try {
     await warmUp(throttler, 'ip:10.2.0.1');

@@ -9,6 +9,9 @@ import { statsOperations } from '../stats.routes.js';
 import { taskOperations } from '../tasks.operations.js';
 import { defineOperation, type Operation } from './operation.js';
 
+/** The media types the document is served as: JSON, and OpenAPI's registered one (as DRF's schema view). */
+export const SCHEMA_MEDIA_TYPES = ['application/json', 'application/vnd.oai.openapi+json'] as const;
+
 /** The document and its viewer (`docs.routes.ts`), documented like every route. */
 export const docsOperations = {
   schema: defineOperation({
@@ -22,7 +25,7 @@ export const docsOperations = {
       200: {
         description: 'The document; `servers` names the origin the request came to.',
         body: z.looseObject({ openapi: z.string() }),
-        jsonMedia: ['application/json', 'application/vnd.oai.openapi+json'],
+        jsonMedia: SCHEMA_MEDIA_TYPES,
         headers: ['ETag', 'Cache-Control'],
       },
       304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] },

@@ -1,0 +1,58 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/** A TCP relay on loopback to a server, whose traffic can be delayed, or held and let go. */
+export interface TcpRelay {
+  port: number;
+  /** `url` with the relay in place of its host and port. */
+  through(url: string): string;
+  /** Stops bytes in both directions; connections stay open, as with a stopped server. */
+  freeze(): void;
+  thaw(): void;
+  close(): Promise<void>;
+}
+
+/** Starts a relay to `target` (a URL with host and port); `delayMs` delays every chunk each way. */
+export async function startTcpRelay(target: string, options: { delayMs?: number } = {}): Promise<TcpRelay> {
+  const { hostname, port: targetPort } = new URL(target);
+  const sockets = new Set<Socket>();
+  let frozen = false;
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(targetPort), hostname);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(from);
+      from.on('error', () => to.destroy());
+      from.on('close', () => {
+        sockets.delete(from);
+        to.destroy();
+      });
+      from.on('data', (chunk) => (options.delayMs ? void setTimeout(() => to.write(chunk), options.delayMs) : to.write(chunk)));
+      if (frozen) from.pause();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    through(url) {
+      const relayed = new URL(url);
+      relayed.hostname = '127.0.0.1';
+      relayed.port = String(port);
+      return relayed.toString();
+    },
+    freeze() {
+      frozen = true;
+      for (const socket of sockets) socket.pause();
+    },
+    thaw() {
+      frozen = false;
+      for (const socket of sockets) socket.resume();
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
