@@ -18,7 +18,10 @@ export default tseslint.config(
   {
     languageOptions: { globals: globals.node },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
       'no-restricted-imports': ['error', { patterns: [outsideRuntime] }],
       // Parsers of query strings and integers match control characters on purpose.
@@ -35,8 +38,15 @@ export default tseslint.config(
         {
           patterns: [
             outsideRuntime,
-            { group: ['**/http/**', 'koa', '@koa/*'], message: 'The domain knows no HTTP: views, status codes and query parsing live in src/http/.' },
-            { group: ['**/pagination/**'], allowTypeImports: true, message: 'The domain may name pagination types, not call its code.' },
+            {
+              group: ['**/http/**', 'koa', '@koa/*'],
+              message: 'The domain knows no HTTP: views, status codes and query parsing live in src/http/.',
+            },
+            {
+              group: ['**/pagination/**'],
+              allowTypeImports: true,
+              message: 'The domain may name pagination types, not call its code.',
+            },
           ],
         },
       ],
@@ -47,7 +57,12 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [outsideRuntime, { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' }] },
+        {
+          patterns: [
+            outsideRuntime,
+            { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' },
+          ],
+        },
       ],
     },
   },
@@ -56,7 +71,14 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/test/**'], message: 'Benchmarks and scripts keep their fixtures in ops/; they never import test/.' }] },
+        {
+          patterns: [
+            {
+              group: ['**/test/**'],
+              message: 'Benchmarks and scripts keep their fixtures in ops/; they never import test/.',
+            },
+          ],
+        },
       ],
     },
   },

@@ -24,7 +24,12 @@ export interface ConnectOptions {
 }
 
 /** Opens a pooled kysely handle. `destroy()` on it closes the pool. */
-export function connectDatabase(url: string, poolSize: number, applicationName = 'paceline', options: ConnectOptions = {}): Kysely<Database> {
+export function connectDatabase(
+  url: string,
+  poolSize: number,
+  applicationName = 'paceline',
+  options: ConnectOptions = {},
+): Kysely<Database> {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -51,7 +56,10 @@ export function connectDatabase(url: string, poolSize: number, applicationName =
  * pg's messages when no connection of the pool was free within `connectionTimeoutMs`, or a new
  * connection was not established within it.
  */
-const WAIT_MESSAGES: ReadonlySet<unknown> = new Set(['timeout exceeded when trying to connect', 'Connection terminated due to connection timeout']);
+const WAIT_MESSAGES: ReadonlySet<unknown> = new Set([
+  'timeout exceeded when trying to connect',
+  'Connection terminated due to connection timeout',
+]);
 
 /**
  * Whether a query failed because it waited too long, with nothing written: no pool connection in
@@ -73,7 +81,15 @@ export function isDatabaseTimeout(error: unknown): boolean {
  */
 const UNREACHABLE_STATES = /^(57P0[123]|08...)$/;
 /** Socket errors of a server that is down or unreachable. */
-const UNREACHABLE_ERRNOS: ReadonlySet<unknown> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const UNREACHABLE_ERRNOS: ReadonlySet<unknown> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
 /** pg's messages for a connection that ended under a query, or a client used after it did. */
 const UNREACHABLE_MESSAGES: ReadonlySet<unknown> = new Set([
   'Connection terminated unexpectedly',

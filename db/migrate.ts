@@ -19,7 +19,10 @@ export interface MigrationRun {
  * what the release before them still works with. A database that lacks one of this release's
  * migrations while holding newer ones is refused.
  */
-export async function migrateToLatest(db: Kysely<Database>, provider: MigrationProvider = migrationProvider): Promise<MigrationRun> {
+export async function migrateToLatest(
+  db: Kysely<Database>,
+  provider: MigrationProvider = migrationProvider,
+): Promise<MigrationRun> {
   return db.connection().execute(async (conn) => {
     await sql`select pg_advisory_lock(${MIGRATION_LOCK})`.execute(conn);
     try {
@@ -28,7 +31,10 @@ export async function migrateToLatest(db: Kysely<Database>, provider: MigrationP
       const newer = executed.filter((name) => !known.includes(name));
       if (newer.length > 0) {
         const missing = known.filter((name) => !executed.includes(name));
-        if (missing.length > 0) throw new Error(`the database has migrations this release does not know (${newer.join(', ')}) but lacks ${missing.join(', ')}`);
+        if (missing.length > 0)
+          throw new Error(
+            `the database has migrations this release does not know (${newer.join(', ')}) but lacks ${missing.join(', ')}`,
+          );
         return { applied: [], newer };
       }
       const { error, results } = await new Migrator({ db: conn, provider }).migrateToLatest();
@@ -42,7 +48,9 @@ export async function migrateToLatest(db: Kysely<Database>, provider: MigrationP
 
 /** The names in Kysely's migration table (none before the first migration). */
 async function executedMigrations(db: Kysely<Database>): Promise<string[]> {
-  const { rows } = await sql<{ present: boolean }>`select to_regclass('kysely_migration') is not null as present`.execute(db);
+  const { rows } = await sql<{
+    present: boolean;
+  }>`select to_regclass('kysely_migration') is not null as present`.execute(db);
   if (!rows[0]?.present) return [];
   return (await sql<{ name: string }>`select name from kysely_migration`.execute(db)).rows.map((row) => row.name);
 }

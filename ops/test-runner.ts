@@ -61,7 +61,8 @@ function readTimeout(value: string | undefined): number {
 
 async function findTestFiles(filters: string[]): Promise<string[]> {
   const entries = await readdir('test', { recursive: true });
-  const rank = (file: string) => (file.startsWith('test/cluster/') ? 3 : file.endsWith('.unit.test.ts') ? 0 : file.endsWith('.int.test.ts') ? 1 : 2);
+  const rank = (file: string) =>
+    file.startsWith('test/cluster/') ? 3 : file.endsWith('.unit.test.ts') ? 0 : file.endsWith('.int.test.ts') ? 1 : 2;
   return entries
     .map((entry) => join('test', entry))
     .filter((file) => file.endsWith('.test.ts'))
@@ -76,9 +77,17 @@ async function startServices(): Promise<Record<string, string>> {
   await chmod(scratchRoot, 0o755);
   const scratch = join(scratchRoot, 'scratch');
   await mkdir(scratch, { mode: 0o755 });
-  const redisOpts = { dataDir: join(scratchRoot, 'redis'), port: await findFreePort(), persistent: false, password: randomBytes(18).toString('base64url') };
+  const redisOpts = {
+    dataDir: join(scratchRoot, 'redis'),
+    port: await findFreePort(),
+    persistent: false,
+    password: randomBytes(18).toString('base64url'),
+  };
   const pgOpts = { dataDir: join(scratchRoot, 'pg'), port: await findFreePort(), persistent: false };
-  const [postgres, redis] = await Promise.allSettled([startEmbeddedPostgres({ ...pgOpts, database: 'postgres' }), startRedis(redisOpts)]);
+  const [postgres, redis] = await Promise.allSettled([
+    startEmbeddedPostgres({ ...pgOpts, database: 'postgres' }),
+    startRedis(redisOpts),
+  ]);
   if (postgres.status === 'fulfilled') services.push(postgres.value);
   if (redis.status === 'fulfilled') keepRedisUp(redis.value, redisOpts);
   if (postgres.status === 'rejected') throw postgres.reason;
@@ -149,7 +158,9 @@ async function runFile(file: string, env: Record<string, string>, live: boolean)
   if (run.output !== '' && !run.output.endsWith('\n')) process.stdout.write('\n');
 
   const summary = parseSummary(run.output);
-  const failure = run.problem ?? (run.code !== 0 ? `exit ${run.signal ?? `code ${run.code}`}` : summary ? undefined : 'no uvu summary');
+  const failure =
+    run.problem ??
+    (run.code !== 0 ? `exit ${run.signal ?? `code ${run.code}`}` : summary ? undefined : 'no uvu summary');
   const result = { passed: summary?.passed ?? 0, failed: summary?.failed ?? 0 };
   if (failure !== undefined) result.failed = Math.max(result.failed, 1);
   const verdict = result.failed === 0 ? 'ok' : `FAILED${failure === undefined ? '' : ` (${failure})`}`;

@@ -32,7 +32,12 @@ export function charField(rule: CharRule = {}): z.ZodString {
  * Reads `input[name]` by `rule` with DRF's texts. Returns the text, or `undefined` when the field
  * is absent, `null` (where allowed) or invalid; an invalid field's messages go into `errors`.
  */
-export function readCharField(input: Record<string, unknown>, name: string, rule: CharRule, errors: Record<string, string[]>): string | undefined {
+export function readCharField(
+  input: Record<string, unknown>,
+  name: string,
+  rule: CharRule,
+  errors: Record<string, string[]>,
+): string | undefined {
   if (!(name in input)) return rule.required ? fail(errors, name, 'This field is required.') : undefined;
   const value = input[name];
   if (value === null) return rule.allowNull ? undefined : fail(errors, name, 'This field may not be null.');
@@ -41,7 +46,9 @@ export function readCharField(input: Record<string, unknown>, name: string, rule
   if (!rule.allowBlank && text.trim() === '') return fail(errors, name, 'This field may not be blank.');
   // Every validator reports, as DRF's run_validators does.
   const messages = [
-    ...(rule.max !== undefined && [...text].length > rule.max ? [`Ensure this field has no more than ${rule.max} characters.`] : []),
+    ...(rule.max !== undefined && [...text].length > rule.max
+      ? [`Ensure this field has no more than ${rule.max} characters.`]
+      : []),
     ...(text.includes('\u0000') ? ['Null characters are not allowed.'] : []),
   ];
   return messages.length > 0 ? fail(errors, name, ...messages) : text;

@@ -44,7 +44,9 @@ async function main(argv: string[]): Promise<number> {
       return 3;
     }
     if (!signal) {
-      process.stdout.write(`Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ${running.startedAt}\n`);
+      process.stdout.write(
+        `Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ${running.startedAt}\n`,
+      );
       return 0;
     }
     process.kill(running.pid, signal);
@@ -54,7 +56,9 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'user:create') {
     const username = args[0] ?? '';
     if (!isValidUsername(username)) return fail('user:create needs a NAME of 1-150 letters, digits or @.+-_');
-    const password = process.env.PASSWORD ?? (process.stdin.isTTY ? await prompt(`Password for ${username}: `) : await firstLineOfStdin());
+    const password =
+      process.env.PASSWORD ??
+      (process.stdin.isTTY ? await prompt(`Password for ${username}: `) : await firstLineOfStdin());
     if (password === null) return fail('no password: set PASSWORD, type it at the prompt, or pipe it on stdin');
     if (password.length < 8) return fail('the password must have at least 8 characters');
     return withDatabase(config, async (db) => {
@@ -68,7 +72,8 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'migrate') {
     return withDatabase(config, async (db) => {
       const { applied, newer } = await migrateToLatest(db);
-      if (newer.length > 0) process.stdout.write(`schema is newer than this release (${newer.join(', ')}): nothing to do\n`);
+      if (newer.length > 0)
+        process.stdout.write(`schema is newer than this release (${newer.join(', ')}): nothing to do\n`);
       else process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
       return 0;
     });
@@ -170,7 +175,9 @@ function fail(message: string): number {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`paceline: ${error instanceof ConfigError || error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(
+      `paceline: ${error instanceof ConfigError || error instanceof Error ? error.message : String(error)}\n`,
+    );
     process.exit(1);
   },
 );

@@ -9,7 +9,12 @@ import { parseRate } from './throttle/rate.js';
 
 /** A whole number between min and max, from its decimal text. */
 export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.string().trim().regex(/^\d+$/, 'expected a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, 'expected a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
 
 /** A rate such as `20/min` or `10/15min` (docs/architecture.md "Throttling"). */
 export const rate = z
@@ -83,7 +88,10 @@ export function parseUrlList(text: string): string[] {
 function checkUrlList(text: string, ctx: z.RefinementCtx): void {
   parseUrlList(text).forEach((url, index) => {
     if (!URL.canParse(url) || !['postgres:', 'postgresql:'].includes(new URL(url).protocol)) {
-      ctx.addIssue({ code: 'custom', message: `entry ${index + 1} is not a postgres:// URL (expected URLs separated by commas)` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `entry ${index + 1} is not a postgres:// URL (expected URLs separated by commas)`,
+      });
     }
   });
 }
@@ -98,7 +106,8 @@ function checkClusterNodes(text: string, ctx: z.RefinementCtx): void {
 
 function checkProxyList(text: string, ctx: z.RefinementCtx): void {
   try {
-    if (parseProxyList(text).length === 0) ctx.addIssue({ code: 'custom', message: 'expected addresses or CIDRs separated by commas' });
+    if (parseProxyList(text).length === 0)
+      ctx.addIssue({ code: 'custom', message: 'expected addresses or CIDRs separated by commas' });
   } catch (error) {
     ctx.addIssue({ code: 'custom', message: (error as Error).message });
   }

@@ -132,7 +132,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const config = result.data;
   if (config.REDIS_URL && config.REDIS_CLUSTER_NODES) {
-    throw new ConfigError('invalid REDIS_CLUSTER_NODES (value not shown): set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
+    throw new ConfigError(
+      'invalid REDIS_CLUSTER_NODES (value not shown): set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both',
+    );
   }
   // The first {…} of a key is its hash tag: one in the prefix would put every key in one slot.
   if (config.REDIS_CLUSTER_NODES && /[{}]/.test(config.REDIS_PREFIX)) {
@@ -148,7 +150,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   // A replica may answer only what the published head proves current, and only the read cache publishes it.
   if (config.DATABASE_REPLICA_URLS.length > 0 && config.READ_CACHE_BYTES === 0) {
-    throw new ConfigError('invalid DATABASE_REPLICA_URLS (value not shown): replicas need the head the read cache publishes; set READ_CACHE_BYTES above 0');
+    throw new ConfigError(
+      'invalid DATABASE_REPLICA_URLS (value not shown): replicas need the head the read cache publishes; set READ_CACHE_BYTES above 0',
+    );
   }
   return Object.freeze(config);
 }
@@ -162,7 +166,9 @@ export function usesEmbeddedRedis(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUS
  * The warning a start logs when forwarded headers are believed from any peer: proxies are
  * trusted (TRUST_PROXY_HOPS > 0) but TRUSTED_PROXIES does not say which.
  */
-export function proxyTrustWarning(config: Pick<Config, 'ROLE' | 'TRUST_PROXY_HOPS' | 'TRUSTED_PROXIES'>): string | undefined {
+export function proxyTrustWarning(
+  config: Pick<Config, 'ROLE' | 'TRUST_PROXY_HOPS' | 'TRUSTED_PROXIES'>,
+): string | undefined {
   if (config.ROLE === 'jobs' || config.TRUST_PROXY_HOPS === 0 || config.TRUSTED_PROXIES !== undefined) return undefined;
   return (
     `TRUST_PROXY_HOPS=${config.TRUST_PROXY_HOPS} without TRUSTED_PROXIES: X-Forwarded-For, -Proto and -Host are believed from any peer, ` +

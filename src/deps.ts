@@ -44,26 +44,38 @@ const ANSWER_GRACE_MS = 1_000;
 export async function buildDeps(config: Config, role: string): Promise<{ deps: Deps; close(): Promise<void> }> {
   const logger = createLogger(config, role);
   const metrics = createMetrics();
-  const db = connectDatabase(requireSetting(config.DATABASE_URL, 'DATABASE_URL'), config.DATABASE_POOL_SIZE, 'paceline', {
-    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-    connectionTimeoutMs: config.DATABASE_WAIT_MS,
-    // A server that stopped answering ends no statement_timeout (README "Bounded work").
-    answerDeadlineMs: config.DATABASE_STATEMENT_TIMEOUT_MS + ANSWER_GRACE_MS,
-  });
+  const db = connectDatabase(
+    requireSetting(config.DATABASE_URL, 'DATABASE_URL'),
+    config.DATABASE_POOL_SIZE,
+    'paceline',
+    {
+      statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      connectionTimeoutMs: config.DATABASE_WAIT_MS,
+      // A server that stopped answering ends no statement_timeout (README "Bounded work").
+      answerDeadlineMs: config.DATABASE_STATEMENT_TIMEOUT_MS + ANSWER_GRACE_MS,
+    },
+  );
   const redis = createRedisClient(config, 'requests');
   // Commands fail fast while disconnected, so a child serving before its first connection would
   // let its first requests through uncounted (or answer 503 in closed mode).
-  if (!(await untilReady(redis, REDIS_READY_WAIT_MS))) logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
+  if (!(await untilReady(redis, REDIS_READY_WAIT_MS)))
+    logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
   const readCache = config.READ_CACHE_BYTES > 0 ? createReadCache(db, redis, config, logger) : undefined;
   const appendAndCount = async (batch: readonly TaskCommand[], lockWaitMs?: number) => {
     const outcomes = await appendBatch(db, batch, readCache && publishBeforeCommit(readCache), lockWaitMs);
-    for (const outcome of outcomes) for (const event of (outcome.ok && outcome.events) || []) metrics.eventsAppended.inc({ type: event.type });
+    for (const outcome of outcomes)
+      for (const event of (outcome.ok && outcome.events) || []) metrics.eventsAppended.inc({ type: event.type });
     return outcomes;
   };
-  const commands = new GroupCommitter(appendAndCount, config.APPEND_BATCH_MAX, (size) => metrics.appendBatchSize.observe(size), {
-    waitMs: config.DATABASE_WAIT_MS,
-    isLockWaitOver,
-  });
+  const commands = new GroupCommitter(
+    appendAndCount,
+    config.APPEND_BATCH_MAX,
+    (size) => metrics.appendBatchSize.observe(size),
+    {
+      waitMs: config.DATABASE_WAIT_MS,
+      isLockWaitOver,
+    },
+  );
   const deps: Deps = {
     config,
     db,
@@ -73,7 +85,10 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     metrics,
     commands,
     readCache,
-    replicas: config.DATABASE_REPLICA_URLS.length > 0 ? new ReplicaSet(config.DATABASE_REPLICA_URLS, config, metrics, logger) : undefined,
+    replicas:
+      config.DATABASE_REPLICA_URLS.length > 0
+        ? new ReplicaSet(config.DATABASE_REPLICA_URLS, config, metrics, logger)
+        : undefined,
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX, timeoutMs: config.THROTTLE_TIMEOUT_MS }),
     // Every process must sign cursors alike; the primary generates one when none is configured.
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
@@ -84,7 +99,12 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     (closing ??= (async () => {
       await commands.close();
       // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
-      await Promise.allSettled([db.destroy(), deps.replicas?.close(), redis.quit().catch(() => redis.disconnect()), deps.reportQueue?.close()]);
+      await Promise.allSettled([
+        db.destroy(),
+        deps.replicas?.close(),
+        redis.quit().catch(() => redis.disconnect()),
+        deps.reportQueue?.close(),
+      ]);
     })());
   return { deps, close };
 }

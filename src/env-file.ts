@@ -15,10 +15,13 @@ export function readEnvFile(env: NodeJS.ProcessEnv): Record<string, string> {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ConfigError(`cannot read ENV_FILE ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new ConfigError(
+      `cannot read ENV_FILE ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
   const settings: Record<string, string> = {};
-  for (const [key, value] of Object.entries(parseEnv(text))) if (value !== undefined && (env[key] === undefined || env[key] === '')) settings[key] = value;
+  for (const [key, value] of Object.entries(parseEnv(text)))
+    if (value !== undefined && (env[key] === undefined || env[key] === '')) settings[key] = value;
   return settings;
 }
 
@@ -56,10 +59,16 @@ export function rereadEnvFile(env: NodeJS.ProcessEnv, current: Config): Reread {
     const settings = readEnvFile(env);
     const config = loadConfig({ ...env, ...settings });
     // Compared as JSON: a parsed setting (REDIS_CLUSTER_NODES) is a new object on every read.
-    const changed: string[] = SET_AT_START.filter((key) => JSON.stringify(config[key]) !== JSON.stringify(current[key]));
+    const changed: string[] = SET_AT_START.filter(
+      (key) => JSON.stringify(config[key]) !== JSON.stringify(current[key]),
+    );
     // A worker without the read cache would write without publishing the head beside workers with it.
     if (config.READ_CACHE_BYTES > 0 !== current.READ_CACHE_BYTES > 0) changed.push('READ_CACHE_BYTES (on or off)');
-    if (changed.length > 0) return { ok: false, reason: `${changed.join(', ')} changed: only a restart applies ${changed.length > 1 ? 'them' : 'it'}` };
+    if (changed.length > 0)
+      return {
+        ok: false,
+        reason: `${changed.join(', ')} changed: only a restart applies ${changed.length > 1 ? 'them' : 'it'}`,
+      };
     return { ok: true, settings, config };
   } catch (error) {
     return { ok: false, reason: (error as Error).message.split('\n')[0]! };

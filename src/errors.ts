@@ -19,11 +19,18 @@ export const Errors = {
   badRequest: (detail: string) => new AppError(400, { detail }),
   validation: (fields: Record<string, string[]>) => new AppError(400, fields),
   invalidJson: (reason: string) => new AppError(400, { detail: `JSON parse error - ${reason}` }),
-  notAuthenticated: () => new AppError(401, { detail: 'Authentication credentials were not provided.' }, { 'WWW-Authenticate': 'Bearer realm="api"' }),
-  invalidToken: (detail = 'Invalid token.') => new AppError(401, { detail }, { 'WWW-Authenticate': 'Bearer realm="api", error="invalid_token"' }),
+  notAuthenticated: () =>
+    new AppError(
+      401,
+      { detail: 'Authentication credentials were not provided.' },
+      { 'WWW-Authenticate': 'Bearer realm="api"' },
+    ),
+  invalidToken: (detail = 'Invalid token.') =>
+    new AppError(401, { detail }, { 'WWW-Authenticate': 'Bearer realm="api", error="invalid_token"' }),
   forbidden: () => new AppError(403, { detail: 'You do not have permission to perform this action.' }),
   notFound: () => new AppError(404, { detail: 'Not found.' }),
-  methodNotAllowed: (method: string, allow: string) => new AppError(405, { detail: `Method "${method}" not allowed.` }, { Allow: allow }),
+  methodNotAllowed: (method: string, allow: string) =>
+    new AppError(405, { detail: `Method "${method}" not allowed.` }, { Allow: allow }),
   notAcceptable: () => new AppError(406, { detail: 'Could not satisfy the request Accept header.' }),
   preconditionFailed: (currentEtag: string, header: 'If-Match' | 'If-None-Match') =>
     new AppError(412, {
@@ -32,10 +39,12 @@ export const Errors = {
   preconditionFailedMissing: () => new AppError(412, { detail: 'Precondition failed: the task does not exist.' }),
   payloadTooLarge: (limit: number) => new AppError(413, { detail: `Request body is larger than ${limit} bytes.` }),
   unsupportedMediaType: (detail: string) => new AppError(415, { detail }),
-  idempotencyMismatch: () => new AppError(422, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' }),
+  idempotencyMismatch: () =>
+    new AppError(422, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' }),
   throttled: (seconds: number, detail: string, headers: Record<string, string>) =>
     new AppError(429, { detail }, { ...headers, 'Retry-After': String(seconds) }),
-  unavailable: (detail: string, retryAfterS: number) => new AppError(503, { detail }, { 'Retry-After': String(retryAfterS) }),
+  unavailable: (detail: string, retryAfterS: number) =>
+    new AppError(503, { detail }, { 'Retry-After': String(retryAfterS) }),
 } as const;
 
 /**
@@ -45,6 +54,14 @@ export const Errors = {
 export function requireObject(body: unknown): Record<string, unknown> {
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) return body as Record<string, unknown>;
   if (body === null) throw Errors.validation({ non_field_errors: ['No data provided'] });
-  const got = Array.isArray(body) ? 'list' : typeof body === 'string' ? 'str' : typeof body === 'boolean' ? 'bool' : Number.isInteger(body) ? 'int' : 'float';
+  const got = Array.isArray(body)
+    ? 'list'
+    : typeof body === 'string'
+      ? 'str'
+      : typeof body === 'boolean'
+        ? 'bool'
+        : Number.isInteger(body)
+          ? 'int'
+          : 'float';
   throw Errors.validation({ non_field_errors: [`Invalid data. Expected a dictionary, but got ${got}.`] });
 }

@@ -5,12 +5,27 @@ import type { Config } from './config.js';
  * One logger per process, tagged with the process role: JSON lines on stdout, or short
  * human-readable lines when stdout is a terminal (`pretty`, by default when it is one).
  */
-export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, role: string, pretty = process.stdout.isTTY === true): Logger {
-  const options = { level: config.LOG_LEVEL, base: { pid: process.pid, role }, timestamp: pino.stdTimeFunctions.isoTime };
+export function createLogger(
+  config: Pick<Config, 'LOG_LEVEL'>,
+  role: string,
+  pretty = process.stdout.isTTY === true,
+): Logger {
+  const options = {
+    level: config.LOG_LEVEL,
+    base: { pid: process.pid, role },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
   return pretty ? pino(options, prettyDestination(process.stdout)) : pino(options);
 }
 
-const LEVELS: Readonly<Record<number, string>> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+const LEVELS: Readonly<Record<number, string>> = {
+  10: 'TRACE',
+  20: 'DEBUG',
+  30: 'INFO',
+  40: 'WARN',
+  50: 'ERROR',
+  60: 'FATAL',
+};
 const OMITTED: ReadonlySet<string> = new Set(['level', 'time', 'pid', 'role', 'msg', 'hostname']);
 
 /** `12:00:01 INFO  web#4242 request method=GET route=/api/tasks/ status=200 ms=3.1`, from one pino JSON line. */
@@ -31,7 +46,8 @@ export function formatLine(json: string): string {
 }
 
 function formatField(key: string, value: unknown): string {
-  if (key === 'err' && value && typeof value === 'object' && 'stack' in value) return `\n${String((value as { stack: unknown }).stack)}`;
+  if (key === 'err' && value && typeof value === 'object' && 'stack' in value)
+    return `\n${String((value as { stack: unknown }).stack)}`;
   return `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`;
 }
 

@@ -15,6 +15,8 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   // One line, whatever went wrong: a bad setting names the variable, anything else says what failed.
   const message = error instanceof Error ? error.message : String(error);
-  process.stderr.write(`paceline: ${error instanceof ConfigError ? '' : 'could not start: '}${message.split('\n')[0]}\n`);
+  process.stderr.write(
+    `paceline: ${error instanceof ConfigError ? '' : 'could not start: '}${message.split('\n')[0]}\n`,
+  );
   process.exit(1);
 });

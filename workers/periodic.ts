@@ -4,7 +4,12 @@ import type { Logger } from 'pino';
  * Runs `task` every `intervalMs`, never two at once, logging (not throwing) its failures.
  * `close()` stops the timer and waits for a run in progress; it is safe twice.
  */
-export function runPeriodically(name: string, intervalMs: number, task: () => Promise<void>, logger: Logger): { close(): Promise<void> } {
+export function runPeriodically(
+  name: string,
+  intervalMs: number,
+  task: () => Promise<void>,
+  logger: Logger,
+): { close(): Promise<void> } {
   let running: Promise<void> | undefined;
   let stopped = false;
   const tick = () => {

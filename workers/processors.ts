@@ -22,7 +22,12 @@ export async function startProcessors(deps: Deps): Promise<{ close(): Promise<vo
   const running: Array<{ close(): Promise<void> }> = [
     startReportsWorker(deps),
     new ReadModelFollower(deps).start(),
-    runPeriodically('retention sweep', config.RETENTION_SWEEP_INTERVAL_MS, async () => void (await sweepRetention(deps, () => closing)), logger),
+    runPeriodically(
+      'retention sweep',
+      config.RETENTION_SWEEP_INTERVAL_MS,
+      async () => void (await sweepRetention(deps, () => closing)),
+      logger,
+    ),
   ];
   if (queue) {
     running.push(
@@ -30,7 +35,10 @@ export async function startProcessors(deps: Deps): Promise<{ close(): Promise<vo
         'report sweeper',
         config.REPORT_SWEEP_INTERVAL_MS,
         async () => {
-          const ids = await unfinishedReportIds(db, new Date(deps.clock.now().getTime() - config.REPORT_SWEEP_INTERVAL_MS));
+          const ids = await unfinishedReportIds(
+            db,
+            new Date(deps.clock.now().getTime() - config.REPORT_SWEEP_INTERVAL_MS),
+          );
           for (const id of ids) await queue.enqueue(id);
         },
         logger,

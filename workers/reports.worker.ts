@@ -46,12 +46,17 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
     // Also covers a job failed by the stalled check, which never reaches the processor's catch.
     if (final) void recordReportFailure(db, job.data.reportId, error.message, true).catch(() => {});
   });
-  worker.on('stalled', (jobId) => logger.warn({ reportId: jobId }, 'report job stalled (its worker died); it will run again'));
+  worker.on('stalled', (jobId) =>
+    logger.warn({ reportId: jobId }, 'report job stalled (its worker died); it will run again'),
+  );
   return {
     // Graceful: the active report may finish; one still running shortly before the shutdown
     // deadline is interrupted (an attempt, retried later) rather than killed with its child.
     async close() {
-      const deadline = setTimeout(() => worker.cancelAllJobs('the jobs child is shutting down'), Math.max(0, childDrainBudgetMs(config) - 2_000));
+      const deadline = setTimeout(
+        () => worker.cancelAllJobs('the jobs child is shutting down'),
+        Math.max(0, childDrainBudgetMs(config) - 2_000),
+      );
       try {
         await worker.close();
       } finally {

@@ -16,7 +16,11 @@ export type PacelineClient = Client<paths>;
 
 /** A client for the server at `baseUrl`, sending `token` (from POST /api/auth/token/) when given. */
 export function createPacelineClient(baseUrl: string, token?: string, fetch?: typeof globalThis.fetch): PacelineClient {
-  return createClient<paths>({ baseUrl, headers: token ? { Authorization: `Bearer ${token}` } : {}, ...(fetch ? { fetch } : {}) });
+  return createClient<paths>({
+    baseUrl,
+    headers: token ? { Authorization: `Bearer ${token}` } : {},
+    ...(fetch ? { fetch } : {}),
+  });
 }
 
 /**
@@ -27,7 +31,9 @@ export function createPacelineClient(baseUrl: string, token?: string, fetch?: ty
 export async function* allTasks(client: PacelineClient, pageSize = 100): AsyncGenerator<Task> {
   let cursor = '';
   for (;;) {
-    const { data, error, response } = await client.GET('/api/tasks/', { params: { query: { cursor, page_size: pageSize } } });
+    const { data, error, response } = await client.GET('/api/tasks/', {
+      params: { query: { cursor, page_size: pageSize } },
+    });
     if (!data) throw new Error(`GET /api/tasks/ answered ${response.status}: ${JSON.stringify(error)}`);
     yield* data.results;
     if (!data.next) return;

@@ -1143,7 +1143,9 @@ export interface operations {
         };
         content: {
           'application/json':
-            components['schemas']['TaskPageNumberPage'] | components['schemas']['TaskLimitOffsetPage'] | components['schemas']['TaskCursorPage'];
+            | components['schemas']['TaskPageNumberPage']
+            | components['schemas']['TaskLimitOffsetPage']
+            | components['schemas']['TaskCursorPage'];
         };
       };
       /** @description An `If-None-Match` tag is still current. */
@@ -1539,7 +1541,9 @@ export interface operations {
         };
         content: {
           'application/json':
-            components['schemas']['EventPageNumberPage'] | components['schemas']['EventLimitOffsetPage'] | components['schemas']['EventCursorPage'];
+            | components['schemas']['EventPageNumberPage']
+            | components['schemas']['EventLimitOffsetPage']
+            | components['schemas']['EventCursorPage'];
         };
       };
       /** @description An `If-None-Match` tag is still current. */
@@ -1807,7 +1811,9 @@ export interface operations {
         };
         content: {
           'application/json':
-            components['schemas']['ReportPageNumberPage'] | components['schemas']['ReportLimitOffsetPage'] | components['schemas']['ReportCursorPage'];
+            | components['schemas']['ReportPageNumberPage']
+            | components['schemas']['ReportLimitOffsetPage']
+            | components['schemas']['ReportCursorPage'];
         };
       };
       400: components['responses']['BadRequest'];

@@ -20,7 +20,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('started_at', 'timestamptz')
     .addColumn('finished_at', 'timestamptz')
     .execute();
-  await db.schema.createIndex('reports_pending_idx').on('reports').column('created_at').where(sql.ref('status'), 'in', ['pending', 'running']).execute();
+  await db.schema
+    .createIndex('reports_pending_idx')
+    .on('reports')
+    .column('created_at')
+    .where(sql.ref('status'), 'in', ['pending', 'running'])
+    .execute();
 
   await db.schema
     .createTable('owner_task_counts')

@@ -74,13 +74,19 @@ async function serve(setup: Setup): Promise<void> {
     if (message === 'reset') deps.metrics.appendBatchSize.reset();
     if (message !== 'batch-sizes') return;
     const { values } = await deps.metrics.appendBatchSize.get();
-    const buckets = values.filter((v) => v.metricName?.endsWith('_bucket')).map((v): [string, number] => [String(v.labels.le), v.value]);
+    const buckets = values
+      .filter((v) => v.metricName?.endsWith('_bucket'))
+      .map((v): [string, number] => [String(v.labels.le), v.value]);
     const total = (suffix: string) => values.find((v) => v.metricName?.endsWith(suffix))?.value ?? 0;
     process.send?.({ buckets, count: total('_count'), sum: total('_sum') });
   });
 }
 
-async function prepareDatabase(adminUrl: string, name: string, variant: Variant): Promise<{ url: string; token: string }> {
+async function prepareDatabase(
+  adminUrl: string,
+  name: string,
+  variant: Variant,
+): Promise<{ url: string; token: string }> {
   const { url, db } = await createBenchDatabase(adminUrl, name);
   if (variant === 'unordered') await createUnorderedSequences(db);
   await createUser(db, 'bench', 'bench-password');
@@ -120,7 +126,10 @@ async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
       return (await reply)[0] as BatchSizes;
     }),
   );
-  const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [le, replies.reduce((n, r) => n + r.buckets[i]![1], 0)]);
+  const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [
+    le,
+    replies.reduce((n, r) => n + r.buckets[i]![1], 0),
+  ]);
   return { buckets, count: replies.reduce((n, r) => n + r.count, 0), sum: replies.reduce((n, r) => n + r.sum, 0) };
 }
 
@@ -131,8 +140,18 @@ interface Target {
   load: autocannon.Options;
 }
 
-async function startTarget(variant: Variant, mode: string, adminUrl: string, redisUrl: string, connections: number): Promise<Target> {
-  const { url: databaseUrl, token } = await prepareDatabase(adminUrl, `bench_${variant}_${mode.replace(/\W/g, '_')}`, variant);
+async function startTarget(
+  variant: Variant,
+  mode: string,
+  adminUrl: string,
+  redisUrl: string,
+  connections: number,
+): Promise<Target> {
+  const { url: databaseUrl, token } = await prepareDatabase(
+    adminUrl,
+    `bench_${variant}_${mode.replace(/\W/g, '_')}`,
+    variant,
+  );
   const httpPort = await findFreePort();
   const workers = await startWorkers({ variant, databaseUrl, redisUrl, httpPort });
   const load = {
@@ -151,7 +170,10 @@ async function startTarget(variant: Variant, mode: string, adminUrl: string, red
  * are the medians of the slices' percentiles.
  */
 async function measureMode(mode: string, adminUrl: string, redisUrl: string, seconds: number, connections: number) {
-  const targets = [await startTarget('ordered', mode, adminUrl, redisUrl, connections), await startTarget('unordered', mode, adminUrl, redisUrl, connections)];
+  const targets = [
+    await startTarget('ordered', mode, adminUrl, redisUrl, connections),
+    await startTarget('unordered', mode, adminUrl, redisUrl, connections),
+  ];
   try {
     for (const target of targets) await autocannon({ ...target.load, duration: WARMUP_S });
     for (const target of targets) for (const worker of target.workers) worker.send('reset');
@@ -207,20 +229,32 @@ function formatBatches(batches: BatchSizes): string {
 async function runPrimary(seconds: number, connections: number): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'paceline-bench-'));
   await chmod(root, 0o755);
-  const postgres = await startEmbeddedPostgres({ dataDir: join(root, 'pg'), port: await findFreePort(), persistent: true, database: 'postgres' });
-  const redis = await startRedis({ dataDir: join(root, 'redis'), port: await findFreePort(), persistent: false, log: () => {} });
+  const postgres = await startEmbeddedPostgres({
+    dataDir: join(root, 'pg'),
+    port: await findFreePort(),
+    persistent: true,
+    database: 'postgres',
+  });
+  const redis = await startRedis({
+    dataDir: join(root, 'redis'),
+    port: await findFreePort(),
+    persistent: false,
+    log: () => {},
+  });
   const cleanUp = async () => {
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
     await redis.stop();
     await postgres.stop();
     await rm(root, { recursive: true, force: true });
   };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   try {
     const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
     for (const mode of MODES) {
       const admin = connectDatabase(postgres.url, 1);
-      for (const [key, value] of Object.entries(mode.settings)) await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
+      for (const [key, value] of Object.entries(mode.settings))
+        await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
       await sql`select pg_reload_conf()`.execute(admin);
       await admin.destroy();
       rows.push(...(await measureMode(mode.name, postgres.url, redis.url, seconds, connections)));
@@ -230,7 +264,9 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
     );
     console.table(rows.map(({ batches, ...row }) => row));
     for (const mode of MODES) {
-      const [ordered, unordered] = ['ordered', 'unordered'].map((v) => rows.find((r) => r.mode === mode.name && r.variant === v)!);
+      const [ordered, unordered] = ['ordered', 'unordered'].map((v) =>
+        rows.find((r) => r.mode === mode.name && r.variant === v)!,
+      );
       console.log(
         `${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`,
       );

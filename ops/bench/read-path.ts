@@ -48,7 +48,9 @@ const tasks = setting('BENCH_TASKS', 1_000_000, 10_000); // page 990 and offset 
 const seconds = setting('BENCH_SECONDS', 10, 1);
 const rounds = setting('BENCH_ROUNDS', 3, 1);
 
-const running: { stores?: Stores; services: RunningCluster[]; bare?: ChildProcess; redis?: Redis; root?: string } = { services: [] };
+const running: { stores?: Stores; services: RunningCluster[]; bare?: ChildProcess; redis?: Redis; root?: string } = {
+  services: [],
+};
 
 async function cleanUp(): Promise<void> {
   running.bare?.kill('SIGTERM');
@@ -73,7 +75,8 @@ async function checkRows(rows: Row[]): Promise<void> {
     });
     await response.arrayBuffer();
     const expected = row.flood ? [200, 429] : post ? [201] : [200];
-    if (!expected.includes(response.status)) throw new Error(`${row.name}: ${row.load.url} answered ${response.status}`);
+    if (!expected.includes(response.status))
+      throw new Error(`${row.name}: ${row.load.url} answered ${response.status}`);
   }
 }
 
@@ -100,7 +103,8 @@ async function measure(rows: Row[], redis: Redis): Promise<Map<Row, Slice[]>> {
 function describeCommit(): string {
   try {
     const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
+    const dirty =
+      execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
     return dirty ? `${hash} with local changes` : hash;
   } catch {
     return 'unknown';
@@ -136,7 +140,12 @@ async function main(): Promise<void> {
   );
 
   const storesEnv = { DATABASE_URL: stores.databaseUrl, REDIS_URL: stores.redisUrl, CURSOR_SECRET: SECRET };
-  const service = await startService({ ...storesEnv, REDIS_PREFIX: 'bench:main:', THROTTLE_ANON: '100000/s', THROTTLE_USER: '100000/s' });
+  const service = await startService({
+    ...storesEnv,
+    REDIS_PREFIX: 'bench:main:',
+    THROTTLE_ANON: '100000/s',
+    THROTTLE_USER: '100000/s',
+  });
   running.services.push(service);
   const flood = await startService({ ...storesEnv, REDIS_PREFIX: 'bench:flood:', THROTTLE_ANON: '1/hour' });
   running.services.push(flood);
@@ -223,7 +232,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 try {
   await main();
 } catch (error) {
-  process.stderr.write(`read-path benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `read-path benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exitCode = 1;
 } finally {
   await cleanUp();

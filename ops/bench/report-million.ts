@@ -43,7 +43,12 @@ function summarise(samples: number[]): Latencies {
 }
 
 /** Times sequential GETs of `paths` in turn until `done()` says stop. */
-async function probe(base: string, paths: string[], token: string, done: () => boolean): Promise<Record<string, Latencies>> {
+async function probe(
+  base: string,
+  paths: string[],
+  token: string,
+  done: () => boolean,
+): Promise<Record<string, Latencies>> {
   const samples = new Map(paths.map((p) => [p, [] as number[]]));
   for (let i = 0; !done(); i += 1) {
     const path = paths[i % paths.length]!;
@@ -79,7 +84,12 @@ async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: nu
     await migrateToLatest(db);
     const user = await createUser(db, 'alice', 'alice-pass-123');
     if (!user.ok) throw new Error('could not create the user');
-    const seed: SeedOptions = { tasks: Math.round((EVENTS * 2) / 3), owner: user.user, start: new Date(`${RANGE.from}T00:00:00Z`), spanMs: 30 * 86_400_000 };
+    const seed: SeedOptions = {
+      tasks: Math.round((EVENTS * 2) / 3),
+      owner: user.user,
+      start: new Date(`${RANGE.from}T00:00:00Z`),
+      spanMs: 30 * 86_400_000,
+    };
     const began = Date.now();
     const total = await seedCompletedHistory(db, seed);
     await sql`analyze`.execute(db);
@@ -115,7 +125,11 @@ async function runReport(base: string, token: string, paths: string[]) {
 async function main(): Promise<void> {
   const scratch = await mkdtemp(join(tmpdir(), 'paceline-report-bench-'));
   await chmod(scratch, 0o755);
-  const postgres = await startEmbeddedPostgres({ dataDir: join(scratch, 'pg'), port: await findFreePort(), persistent: false });
+  const postgres = await startEmbeddedPostgres({
+    dataDir: join(scratch, 'pg'),
+    port: await findFreePort(),
+    persistent: false,
+  });
   const redis = await startRedis({ dataDir: join(scratch, 'redis'), port: await findFreePort(), persistent: false });
   let cluster: RunningCluster | undefined;
   try {
@@ -143,7 +157,10 @@ async function main(): Promise<void> {
     const { report, during } = await runReport(cluster.base, token, paths);
 
     const expected = expectedDays(seed, RANGE.from, RANGE.to);
-    const correct = report.status === 'done' && isDeepStrictEqual(report.result.days, expected.days) && report.result.open_at_start === expected.openAtStart;
+    const correct =
+      report.status === 'done' &&
+      isDeepStrictEqual(report.result.days, expected.days) &&
+      report.result.open_at_start === expected.openAtStart;
     const seconds = (from: string, to: string) => ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(1);
     console.log(
       `report over ${total} events: ${report.status}; queued ${seconds(report.created_at, report.started_at)} s, ` +

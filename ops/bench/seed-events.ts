@@ -57,13 +57,21 @@ export async function seedCompletedHistory(db: Kysely<Database>, options: SeedOp
       .insertInto('owner_task_counts')
       .values({ owner: owner.username, open: tasks - completed, completed })
       .execute();
-    await trx.updateTable('projection_checkpoints').set({ position: total }).where('name', '=', 'owner_task_counts').execute();
+    await trx
+      .updateTable('projection_checkpoints')
+      .set({ position: total })
+      .where('name', '=', 'owner_task_counts')
+      .execute();
   });
   return total;
 }
 
 /** The days a report from `from` to `to` must show over a seeded history, computed event by event. */
-export function expectedDays(options: SeedOptions, from: string, to: string): { openAtStart: number; days: ReportDay[] } {
+export function expectedDays(
+  options: SeedOptions,
+  from: string,
+  to: string,
+): { openAtStart: number; days: ReportDay[] } {
   const days = new Map<string, ReportDay>();
   for (let t = Date.parse(`${from}T00:00:00Z`); t <= Date.parse(`${to}T00:00:00Z`); t += 86_400_000) {
     const date = new Date(t).toISOString().slice(0, 10);

@@ -87,7 +87,9 @@ async function redisSnapshot(admin: Redis) {
 async function transactions(monitor: Kysely<Database>, database: string): Promise<number> {
   const read = async () => {
     await sql`select pg_stat_clear_snapshot()`.execute(monitor);
-    const { rows } = await sql<{ n: string }>`select xact_commit + xact_rollback as n from pg_stat_database where datname = ${database}`.execute(monitor);
+    const { rows } = await sql<{
+      n: string;
+    }>`select xact_commit + xact_rollback as n from pg_stat_database where datname = ${database}`.execute(monitor);
     return Number(rows[0]!.n);
   };
   // Backends flush their counters when idle, at the latest 10 s after their last transaction.
@@ -105,10 +107,18 @@ async function transactions(monitor: Kysely<Database>, database: string): Promis
 async function hostBatches(host: RunningCluster): Promise<{ batches: number; batchedCommands: number }> {
   const text = await (await fetch(`${host.metricsBase}/metrics`)).text();
   const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
-  return { batches: value('paceline_append_batch_size_count'), batchedCommands: value('paceline_append_batch_size_sum') };
+  return {
+    batches: value('paceline_append_batch_size_count'),
+    batchedCommands: value('paceline_append_batch_size_sum'),
+  };
 }
 
-async function snapshot(admin: Redis, monitor: Kysely<Database>, database: string, host: RunningCluster): Promise<Snapshot> {
+async function snapshot(
+  admin: Redis,
+  monitor: Kysely<Database>,
+  database: string,
+  host: RunningCluster,
+): Promise<Snapshot> {
   const xacts = await transactions(monitor, database);
   return { ...(await hostBatches(host)), transactions: xacts, ...(await redisSnapshot(admin)) };
 }
@@ -134,7 +144,8 @@ async function run(base: string, phase: Phase): Promise<Map<number, number>> {
   await Promise.all(Array.from({ length: phase.concurrency }, lane));
   agent.destroy();
   const unexpected = [...statuses.keys()].filter((status) => !phase.expect.includes(status));
-  if (unexpected.length > 0) throw new Error(`${phase.name}: unexpected statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
+  if (unexpected.length > 0)
+    throw new Error(`${phase.name}: unexpected statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
   return statuses;
 }
 
@@ -178,19 +189,35 @@ try {
       make: (n) => ({ method: 'GET', path: '/api/tasks/', headers: { 'X-Forwarded-For': clientIp(n % clients) } }),
       expect: [200],
     },
-    { name: 'page 1, one user', requests: REQUESTS, concurrency: 16, make: () => ({ method: 'GET', path: '/api/tasks/', headers: auth }), expect: [200] },
+    {
+      name: 'page 1, one user',
+      requests: REQUESTS,
+      concurrency: 16,
+      make: () => ({ method: 'GET', path: '/api/tasks/', headers: auth }),
+      expect: [200],
+    },
     {
       name: 'create, one at a time',
       requests: Math.ceil(REQUESTS / 4),
       concurrency: 1,
-      make: (n) => ({ method: 'POST', path: '/api/tasks/', headers: json, body: JSON.stringify({ title: `sizing ${n}` }) }),
+      make: (n) => ({
+        method: 'POST',
+        path: '/api/tasks/',
+        headers: json,
+        body: JSON.stringify({ title: `sizing ${n}` }),
+      }),
       expect: [201],
     },
     {
       name: 'create, 32 at once',
       requests: REQUESTS,
       concurrency: 32,
-      make: (n) => ({ method: 'POST', path: '/api/tasks/', headers: json, body: JSON.stringify({ title: `sizing many ${n}` }) }),
+      make: (n) => ({
+        method: 'POST',
+        path: '/api/tasks/',
+        headers: json,
+        body: JSON.stringify({ title: `sizing many ${n}` }),
+      }),
       expect: [201],
     },
     {
@@ -210,7 +237,9 @@ try {
   let before = await snapshot(stores.admin, monitor, database, host);
   {
     const idle = await snapshot(stores.admin, monitor, database, host);
-    rows.push(`| idle (one measuring window) | — | ${idle.commands - before.commands} in all | — | ${idle.transactions - before.transactions} in all | — |`);
+    rows.push(
+      `| idle (one measuring window) | — | ${idle.commands - before.commands} in all | — | ${idle.transactions - before.transactions} in all | — |`,
+    );
     before = idle;
   }
   for (const phase of phases) {
@@ -224,7 +253,9 @@ try {
     const commands = after.batchedCommands - before.batchedCommands;
     const xacts = after.transactions - before.transactions;
     const batching =
-      batches > 0 ? `${batches} batches, ${(commands / batches).toFixed(1)} commands and ${(xacts / batches).toFixed(2)} transactions each` : '—';
+      batches > 0
+        ? `${batches} batches, ${(commands / batches).toFixed(1)} commands and ${(xacts / batches).toFixed(2)} transactions each`
+        : '—';
     rows.push(
       `| ${phase.name} (${phase.requests}: ${[...statuses].map(([s, n]) => `${n}× ${s}`).join(', ')}; ${(phase.requests / seconds).toFixed(0)} req/s) ` +
         `| ${per(after.commands - before.commands)} | ${per(after.scriptCalls - before.scriptCalls)} | ${per(after.netIn - before.netIn)} / ${per(netOut)} ` +
@@ -251,7 +282,10 @@ try {
     }
     if (phase === phases.at(-1)) {
       const key = (await stores.admin.keys(`${PREFIX}throttle:*192.0.2.1*`))[0];
-      if (key) memory.push(`a key full at ${ANON_LIMIT}/min (${key.slice(PREFIX.length)}): MEMORY USAGE ${await stores.admin.memory('USAGE', key)} B`);
+      if (key)
+        memory.push(
+          `a key full at ${ANON_LIMIT}/min (${key.slice(PREFIX.length)}): MEMORY USAGE ${await stores.admin.memory('USAGE', key)} B`,
+        );
     }
     // The measuring above sent Redis commands of its own: start the next phase after them.
     before = { ...after, ...(await redisSnapshot(stores.admin)) };

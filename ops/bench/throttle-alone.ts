@@ -61,7 +61,9 @@ const WARMUP_S = 2;
 const IDENTS = 1000;
 const RULES = buildScopes({ anon: '100/s' });
 /** One request per client address; every connection cycles through them (each built once by autocannon). */
-const CLIENT_REQUESTS = Array.from({ length: IDENTS }, (_, i) => ({ headers: { 'x-forwarded-for': `198.18.${i >> 8}.${i & 255}` } }));
+const CLIENT_REQUESTS = Array.from({ length: IDENTS }, (_, i) => ({
+  headers: { 'x-forwarded-for': `198.18.${i >> 8}.${i & 255}` },
+}));
 const RULE = RULES.get('anon')!;
 
 const ZSET_SCRIPT = `
@@ -110,7 +112,10 @@ function serviceThrottle(redisPort: number): Koa.Middleware {
   const config = loadConfig({ TRUST_PROXY_HOPS: '1', THROTTLE_ANON: RULE.rate.text, LOG_LEVEL: 'silent' });
   const redis = new Redis(redisPort, '127.0.0.1');
   const throttler = createThrottler({ redis, keyPrefix: 'bench:', timeoutMs: config.THROTTLE_TIMEOUT_MS });
-  const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler } as Pick<Deps, 'config' | 'metrics' | 'logger' | 'throttler'>;
+  const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler } as Pick<
+    Deps,
+    'config' | 'metrics' | 'logger' | 'throttler'
+  >;
   return createThrottle(deps as Deps, RULES)();
 }
 
@@ -135,7 +140,11 @@ function roundTripOnly(redisPort: number): Koa.Middleware {
     await new Promise<void>((resume) => {
       if (waiting.push(resume) === 1) setImmediate(flush);
     });
-    ctx.set(rateLimitHeaders([{ scope: RULE.scope, allowed: true, limit, windowMs, remaining: limit - 1, resetMs: windowMs, retryAfterS: 0 }]));
+    ctx.set(
+      rateLimitHeaders([
+        { scope: RULE.scope, allowed: true, limit, windowMs, remaining: limit - 1, resetMs: windowMs, retryAfterS: 0 },
+      ]),
+    );
     return next();
   };
 }
@@ -159,7 +168,15 @@ function flexibleThrottle(redisPort: number): Koa.Middleware {
       [state, allowed] = [rejection, false];
     }
     const retryAfterS = allowed ? 0 : Math.max(1, Math.ceil(state.msBeforeNext / 1000));
-    const decision = { scope: RULE.scope, allowed, limit, windowMs, remaining: state.remainingPoints, resetMs: state.msBeforeNext, retryAfterS };
+    const decision = {
+      scope: RULE.scope,
+      allowed,
+      limit,
+      windowMs,
+      remaining: state.remainingPoints,
+      resetMs: state.msBeforeNext,
+      retryAfterS,
+    };
     ctx.set(rateLimitHeaders([decision]));
     if (allowed) return next();
     ctx.status = 429;
@@ -175,7 +192,19 @@ function serve({ variant, redisPort, httpPort }: Setup): void {
     let turn = 0;
     app.use(async (ctx, next) => {
       const { limit, windowMs } = RULE.rate;
-      ctx.set(rateLimitHeaders([{ scope: RULE.scope, allowed: true, limit, windowMs, remaining: turn++ % limit, resetMs: 500, retryAfterS: 0 }]));
+      ctx.set(
+        rateLimitHeaders([
+          {
+            scope: RULE.scope,
+            allowed: true,
+            limit,
+            windowMs,
+            remaining: turn++ % limit,
+            resetMs: 500,
+            retryAfterS: 0,
+          },
+        ]),
+      );
       return next();
     });
   }
@@ -194,7 +223,15 @@ function serve({ variant, redisPort, httpPort }: Setup): void {
   if (variant === 'flexible') app.use(flexibleThrottle(redisPort));
   if (variant === 'koa-ratelimit') {
     const { limit, windowMs } = RULE.rate;
-    app.use(koaRatelimit({ driver: 'redis', db: new Redis(redisPort, '127.0.0.1'), duration: windowMs, max: limit, id: (ctx) => ctx.get('X-Forwarded-For') }));
+    app.use(
+      koaRatelimit({
+        driver: 'redis',
+        db: new Redis(redisPort, '127.0.0.1'),
+        duration: windowMs,
+        max: limit,
+        id: (ctx) => ctx.get('X-Forwarded-For'),
+      }),
+    );
   }
   app.use((ctx) => {
     ctx.body = { ok: true };
@@ -214,9 +251,13 @@ async function freePort(): Promise<number> {
 }
 
 async function startRedis(port: number): Promise<{ process: ChildProcess; admin: Redis }> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
   const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
   for (let attempt = 0; admin.status !== 'ready'; attempt++) {
     await sleep(50);
@@ -268,7 +309,10 @@ async function sampleCpu(server: Server, admin: Redis) {
     }),
   );
   const info = await admin.info('cpu');
-  const redisSeconds = ['used_cpu_user', 'used_cpu_sys'].reduce((sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0), 0);
+  const redisSeconds = ['used_cpu_user', 'used_cpu_sys'].reduce(
+    (sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0),
+    0,
+  );
   return { node: workers.reduce((a, b) => a + b, 0), redis: redisSeconds * 1e6, loader: cpuMicros(process.cpuUsage()) };
 }
 
@@ -282,7 +326,12 @@ async function commandCounts(admin: Redis): Promise<Map<string, number>> {
 
 async function measureSlice(server: Server, admin: Redis, seconds: number) {
   const [commandsBefore, cpuBefore] = [await commandCounts(admin), await sampleCpu(server, admin)];
-  const result = await autocannon({ url: server.url, connections: CONNECTIONS, duration: seconds, requests: CLIENT_REQUESTS });
+  const result = await autocannon({
+    url: server.url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    requests: CLIENT_REQUESTS,
+  });
   const [commandsAfter, cpuAfter] = [await commandCounts(admin), await sampleCpu(server, admin)];
   let scripts = 0;
   let commands = 0;
@@ -354,7 +403,8 @@ async function runPrimary(secondsPerVariant: number, rounds: number, variants: V
     const slices = new Map<Variant, Slice[]>(variants.map((variant) => [variant, []]));
     for (let round = 0; round < rounds; round++) {
       const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
-      for (const server of order) slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
+      for (const server of order)
+        slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
     }
     console.log(
       `redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, ` +
@@ -375,8 +425,13 @@ async function runPrimary(secondsPerVariant: number, rounds: number, variants: V
 }
 
 if (cluster.isPrimary) {
-  const variants = (process.argv[4]?.split(',') ?? VARIANTS).filter((v): v is Variant => VARIANTS.includes(v as Variant));
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2), ['none', ...variants.filter((v) => v !== 'none')]);
+  const variants = (process.argv[4]?.split(',') ?? VARIANTS).filter((v): v is Variant =>
+    VARIANTS.includes(v as Variant),
+  );
+  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2), [
+    'none',
+    ...variants.filter((v) => v !== 'none'),
+  ]);
 } else {
   process.once('message', (setup: Setup) => serve(setup));
   process.send?.('ready');

@@ -54,7 +54,12 @@ async function serve(setup: Setup): Promise<void> {
   });
   const { deps } = await buildDeps(config, 'bench');
   if (setup.variant === 'redis-only') {
-    deps.throttler = createThrottler({ redis: deps.redis, keyPrefix: config.REDIS_PREFIX, timeoutMs: config.THROTTLE_TIMEOUT_MS, localRefusals: false });
+    deps.throttler = createThrottler({
+      redis: deps.redis,
+      keyPrefix: config.REDIS_PREFIX,
+      timeoutMs: config.THROTTLE_TIMEOUT_MS,
+      localRefusals: false,
+    });
   }
   createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
 }
@@ -75,14 +80,19 @@ async function startTarget(variant: Variant, databaseUrl: string, redisUrl: stri
       await once(worker, 'message');
     }),
   );
-  const load: autocannon.Options = { url: `http://127.0.0.1:${httpPort}/api/tasks/`, connections, headers: { 'x-forwarded-for': '198.18.0.1' } };
+  const load: autocannon.Options = {
+    url: `http://127.0.0.1:${httpPort}/api/tasks/`,
+    connections,
+    headers: { 'x-forwarded-for': '198.18.0.1' },
+  };
   return { variant, workers, load };
 }
 type Target = Awaited<ReturnType<typeof startTarget>>;
 
 async function commandCounts(admin: Redis): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
-  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts.set(match[1]!, Number(match[2]));
+  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    counts.set(match[1]!, Number(match[2]));
   return counts;
 }
 

@@ -23,9 +23,13 @@ const RULE = buildScopes({ anon: '100/s' }).get('anon')!;
 
 async function counters(admin: Redis) {
   const cpu = await admin.info('cpu');
-  const seconds = ['used_cpu_user', 'used_cpu_sys'].reduce((sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? 0), 0);
+  const seconds = ['used_cpu_user', 'used_cpu_sys'].reduce(
+    (sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? 0),
+    0,
+  );
   let commands = 0;
-  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (match[1] !== 'info') commands += Number(match[2]);
+  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    if (match[1] !== 'info') commands += Number(match[2]);
   return { cpuUs: seconds * 1e6, commands };
 }
 
@@ -66,7 +70,9 @@ const redis = await startRedis({ dataDir: scratch, port: await findFreePort(), p
 const admin = new Redis(redis.url);
 try {
   const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];
-  console.log(`redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time`);
+  console.log(
+    `redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time`,
+  );
   console.table(rows);
 } finally {
   admin.disconnect();

@@ -90,7 +90,12 @@ interface Target {
   load: autocannon.Options;
 }
 
-async function startTarget(variant: Variant, databaseUrl: string, redisUrl: string, connections: number): Promise<Target> {
+async function startTarget(
+  variant: Variant,
+  databaseUrl: string,
+  redisUrl: string,
+  connections: number,
+): Promise<Target> {
   const httpPort = await findFreePort();
   const workers = Array.from({ length: WORKERS }, () => cluster.fork());
   await Promise.all(
@@ -111,7 +116,11 @@ async function startTarget(variant: Variant, databaseUrl: string, redisUrl: stri
   const load: autocannon.Options = {
     url: `http://127.0.0.1:${httpPort}/api/tasks/`,
     connections,
-    requests: [{ setupRequest: (request) => ({ ...request, headers: { ...request.headers, 'x-forwarded-for': forwardedFor() } }) }],
+    requests: [
+      {
+        setupRequest: (request) => ({ ...request, headers: { ...request.headers, 'x-forwarded-for': forwardedFor() } }),
+      },
+    ],
   };
   return { variant, workers, load };
 }
@@ -183,7 +192,8 @@ async function memoryPerKey(admin: Redis): Promise<Array<{ rate: string; entries
     const key = `mem:throttle:v3:{ip:${text}}:anon`;
     for (let i = 1; i <= entries; i += 1) {
       await throttler.consume([{ rule, ident: `ip:${text}` }]);
-      if (i === 1 || i === entries) rows.push({ rate: text, entries: i, bytes: await admin.memory('USAGE', key, 'SAMPLES', 0) });
+      if (i === 1 || i === entries)
+        rows.push({ rate: text, entries: i, bytes: await admin.memory('USAGE', key, 'SAMPLES', 0) });
     }
   }
   return rows;
@@ -200,7 +210,10 @@ async function keyMemory(admin: Redis, pattern: string): Promise<{ keys: number;
   } while (cursor !== '0');
   const sample = keys.slice(0, 200);
   const sizes = await Promise.all(sample.map((key) => admin.memory('USAGE', key, 'SAMPLES', 0)));
-  return { keys: keys.length, meanBytes: Math.round(sizes.reduce<number>((n, size) => n + (size ?? 0), 0) / Math.max(1, sample.length)) };
+  return {
+    keys: keys.length,
+    meanBytes: Math.round(sizes.reduce<number>((n, size) => n + (size ?? 0), 0) / Math.max(1, sample.length)),
+  };
 }
 
 async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
@@ -208,7 +221,8 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
   try {
     const databaseUrl = await prepareDatabase(postgres.url);
     const targets: Target[] = [];
-    for (const variant of Object.keys(VARIANTS) as Variant[]) targets.push(await startTarget(variant, databaseUrl, redis.url, connections));
+    for (const variant of Object.keys(VARIANTS) as Variant[])
+      targets.push(await startTarget(variant, databaseUrl, redis.url, connections));
     for (const target of targets) await autocannon({ ...target.load, duration: WARMUP_S });
     const slices = new Map<Variant, Slice[]>(targets.map((t) => [t.variant, []]));
     for (let round = 0; round < rounds; round += 1) {

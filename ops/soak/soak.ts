@@ -71,7 +71,8 @@ function readSeconds(): number {
   return seconds;
 }
 
-const percentile = (sorted: number[], p: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!);
+const percentile = (sorted: number[], p: number) =>
+  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const mb = (bytes: number) => Math.round(bytes / 1024 / 102.4) / 10;
 
 /** The primary's children that run the entry point, with their RSS in bytes. */
@@ -135,10 +136,24 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   const started = Date.now();
   const endAt = started + seconds * 1000;
   const minutes: Minute[] = [];
-  const minuteOf = (t: number) => (minutes[Math.floor((t - started) / 60_000)] ??= { latencies: [], ok: 0, throttled: 0, client: 0, server: 0, unanswered: 0 });
+  const minuteOf = (t: number) =>
+    (minutes[Math.floor((t - started) / 60_000)] ??= {
+      latencies: [],
+      ok: 0,
+      throttled: 0,
+      client: 0,
+      server: 0,
+      unanswered: 0,
+    });
   let reports = 0;
 
-  async function send(auth: Record<string, string>, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  async function send(
+    auth: Record<string, string>,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ) {
     const sentAt = Date.now();
     let status = 0;
     let json: { id?: number } | null = null;
@@ -151,7 +166,8 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
       });
       const text = await response.text();
       status = response.status;
-      if (text && (response.headers.get('content-type') ?? '').includes('json')) json = JSON.parse(text) as { id?: number };
+      if (text && (response.headers.get('content-type') ?? '').includes('json'))
+        json = JSON.parse(text) as { id?: number };
     } catch {
       status = 0;
     }
@@ -190,8 +206,10 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
       const roll = step % 10;
       if (index === 0 && Date.now() - lastReport >= REPORT_EVERY_MS) {
         lastReport = Date.now();
-        if ((await send(token, 'POST', '/api/reports/', { from: '2026-11-01', to: '2026-11-30' })).status === 202) reports += 1;
-      } else if (roll < 3) await send(token, 'GET', ['/api/tasks/', '/api/tasks/?page=2', '/api/tasks/?limit=5&offset=5'][step % 3]!);
+        if ((await send(token, 'POST', '/api/reports/', { from: '2026-11-01', to: '2026-11-30' })).status === 202)
+          reports += 1;
+      } else if (roll < 3)
+        await send(token, 'GET', ['/api/tasks/', '/api/tasks/?page=2', '/api/tasks/?limit=5&offset=5'][step % 3]!);
       else if (roll === 3) await send(token, 'GET', '/api/tasks/?cursor=&ordering=-id');
       else if (roll === 4 && own.length > 0) await send(token, 'GET', `/api/tasks/${own[step % own.length]}/`);
       else if (roll === 5 && own.length > 0) await send(token, 'GET', `/api/tasks/${own[step % own.length]}/events/`);
@@ -200,10 +218,20 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
           const { status } = await send(token, 'DELETE', `/api/tasks/${own[0]}/`);
           if (status === 204 || status === 404) own.shift();
         } else {
-          const { status, json } = await send(token, 'POST', '/api/tasks/', { title: `soak ${index}-${step}` }, { 'Idempotency-Key': randomUUID() });
+          const { status, json } = await send(
+            token,
+            'POST',
+            '/api/tasks/',
+            { title: `soak ${index}-${step}` },
+            { 'Idempotency-Key': randomUUID() },
+          );
           if (status === 201) own.push(json!.id!);
         }
-      } else await send(token, 'PATCH', `/api/tasks/${own[step % own.length]}/`, { completed: step % 4 === 0, title: `soak ${index}-${step}` });
+      } else
+        await send(token, 'PATCH', `/api/tasks/${own[step % own.length]}/`, {
+          completed: step % 4 === 0,
+          title: `soak ${index}-${step}`,
+        });
     }
   }
 
@@ -211,7 +239,8 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
     const pace = pacer(GREEDY_PER_S, lane * 13);
     for (let step = 0; Date.now() < endAt; step++) {
       await pace();
-      if (Date.now() < endAt) await send({ 'X-Forwarded-For': ip }, 'GET', step % 2 === 0 ? '/api/tasks/' : '/api/tasks/?limit=5');
+      if (Date.now() < endAt)
+        await send({ 'X-Forwarded-For': ip }, 'GET', step % 2 === 0 ? '/api/tasks/' : '/api/tasks/?limit=5');
     }
   }
 
@@ -220,7 +249,8 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
 
   // Samples: RSS per child and DBSIZE at the start, after each minute and at the end.
   const samples: Array<{ atS: number; rss: Map<number, number>; keys: number }> = [];
-  const sample = async () => samples.push({ atS: Math.round((Date.now() - started) / 1000), rss: childRss(cluster), keys: await dbsize() });
+  const sample = async () =>
+    samples.push({ atS: Math.round((Date.now() - started) / 1000), rss: childRss(cluster), keys: await dbsize() });
   await sample();
   let sampling = true;
   // Its sleeps hold no reference: when the run is over the process ends rather than wait for the next minute's sample.
@@ -242,7 +272,13 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
 
   const rows = minutes.map((m, i) => {
     const sorted = [...m.latencies].sort((a, b) => a - b);
-    return { minute: i + 1, requests: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), ...omit(m) };
+    return {
+      minute: i + 1,
+      requests: sorted.length,
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      ...omit(m),
+    };
   });
   console.log('minute  requests  p50 ms  p99 ms     2xx    429  4xx  5xx  none');
   for (const r of rows)
@@ -255,16 +291,25 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   const settled = samples.find((s) => s.atS >= (seconds >= 120 ? 55 : BASELINE_AT_S - 1)) ?? first;
   const last = samples.at(-1)!;
   const total = (key: keyof Minute) => rows.reduce((sum, r) => sum + (r[key as keyof typeof r] as number), 0);
-  const counts = { ok: total('ok'), throttled: total('throttled'), client: total('client'), server: total('server'), unanswered: total('unanswered') };
+  const counts = {
+    ok: total('ok'),
+    throttled: total('throttled'),
+    client: total('client'),
+    server: total('server'),
+    unanswered: total('unanswered'),
+  };
   const keyBound = (tokens.length + GREEDY) * SCOPES + reports + KEYS_CONSTANT;
-  const rssBound = (pid: number) => (settled.rss.get(pid) ?? first.rss.get(pid) ?? 0) + READ_CACHE_BYTES + RSS_SLACK_BYTES;
+  const rssBound = (pid: number) =>
+    (settled.rss.get(pid) ?? first.rss.get(pid) ?? 0) + READ_CACHE_BYTES + RSS_SLACK_BYTES;
   const failures: string[] = [];
   if (counts.server > 0) failures.push(`${counts.server} answers were 5xx`);
-  if (counts.unanswered > 0) failures.push(`${counts.unanswered} requests got no answer within ${CLIENT_DEADLINE_MS} ms`);
+  if (counts.unanswered > 0)
+    failures.push(`${counts.unanswered} requests got no answer within ${CLIENT_DEADLINE_MS} ms`);
   if (counts.throttled === 0) failures.push('no request was throttled (429): the greedy clients were not limited');
   if (last.keys > keyBound) failures.push(`Redis holds ${last.keys} keys at the end, above the bound ${keyBound}`);
   for (const [pid, rss] of last.rss)
-    if (rss > rssBound(pid)) failures.push(`child ${pid} RSS ${mb(rss)} MB at the end, above the bound ${mb(rssBound(pid))} MB`);
+    if (rss > rssBound(pid))
+      failures.push(`child ${pid} RSS ${mb(rss)} MB at the end, above the bound ${mb(rssBound(pid))} MB`);
   if ([...first.rss.keys()].some((pid) => !last.rss.has(pid))) failures.push('a child was restarted during the run');
   const rss = [...last.rss.keys()].map((pid) => ({
     pid,
@@ -276,11 +321,14 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   console.log(
     `RSS (MB) per child, start → at ${settled.atS} s → end (bound): ${rss.map((r) => `${r.startMb} → ${r.settledMb} → ${r.endMb} (${r.boundMb})`).join('; ')}`,
   );
-  console.log(`Redis keys: start ${first.keys}, per minute ${samples.map((s) => s.keys).join(' ')}, end ${last.keys} (bound ${keyBound})`);
+  console.log(
+    `Redis keys: start ${first.keys}, per minute ${samples.map((s) => s.keys).join(' ')}, end ${last.keys} (bound ${keyBound})`,
+  );
   console.log(
     `totals: 2xx ${counts.ok}, 429 ${counts.throttled}, other 4xx ${counts.client}, 5xx ${counts.server}, no answer ${counts.unanswered}; reports ${reports}`,
   );
-  if (clientErrors.size > 0) console.log(`other 4xx: ${[...clientErrors].map(([what, n]) => `${what} ×${n}`).join(', ')}`);
+  if (clientErrors.size > 0)
+    console.log(`other 4xx: ${[...clientErrors].map(([what, n]) => `${what} ×${n}`).join(', ')}`);
   console.log(failures.length === 0 ? 'soak passed' : `soak FAILED: ${failures.join('; ')}`);
   return {
     seconds,

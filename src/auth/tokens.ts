@@ -18,7 +18,13 @@ export function hashToken(token: string): string {
  * Exchanges a username and password for a new bearer token (32 random bytes, hex) that expires
  * after `ttlMs`. Returns null for an unknown user or a wrong password, in the same time.
  */
-export async function issueToken(db: Kysely<Database>, username: string, password: string, ttlMs: number, now: Date): Promise<IssuedToken | null> {
+export async function issueToken(
+  db: Kysely<Database>,
+  username: string,
+  password: string,
+  ttlMs: number,
+  now: Date,
+): Promise<IssuedToken | null> {
   const user = await findUserByName(db, username);
   const matches = await verifyPassword(password, user?.password_hash ?? DECOY_HASH);
   if (!user || !matches) return null;
@@ -37,7 +43,11 @@ export async function resolveToken(db: Kysely<Database>, token: string, now: Dat
 }
 
 /** A live token's user and expiry, or null when it is unknown, revoked or expired. */
-export async function findLiveToken(db: Kysely<Database>, token: string, now: Date): Promise<{ user: User; expiresAt: Date } | null> {
+export async function findLiveToken(
+  db: Kysely<Database>,
+  token: string,
+  now: Date,
+): Promise<{ user: User; expiresAt: Date } | null> {
   const row = await db
     .selectFrom('tokens')
     .innerJoin('users', 'users.id', 'tokens.user_id')

@@ -22,7 +22,11 @@ export async function createUser(db: Kysely<Database>, username: string, passwor
 }
 
 export async function findUserByName(db: Kysely<Database>, username: string) {
-  return db.selectFrom('users').select(['id', 'username', 'password_hash']).where('username', '=', username).executeTakeFirst();
+  return db
+    .selectFrom('users')
+    .select(['id', 'username', 'password_hash'])
+    .where('username', '=', username)
+    .executeTakeFirst();
 }
 
 /** Usernames: 1–150 characters of letters, digits and @.+-_ (as Django's). */

@@ -6,7 +6,11 @@ import { rebuildProjections, type RebuildSummary } from '../events/projections/r
 export type ProgressStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };
 
 /** `npm run rebuild`: rebuilds every projection, with a progress bar on a terminal and a summary line at the end. */
-export async function rebuildWithProgress(db: Kysely<Database>, progress: ProgressStream, batchSize?: number): Promise<RebuildSummary> {
+export async function rebuildWithProgress(
+  db: Kysely<Database>,
+  progress: ProgressStream,
+  batchSize?: number,
+): Promise<RebuildSummary> {
   const result = await rebuildProjections(db, { batchSize, onProgress: drawBar(progress) });
   progress.write(
     `rebuilt from ${result.events} events in ${result.seconds.toFixed(1)} s: tasks ${result.tasks} live (last id ${result.lastTaskId}), ` +
@@ -31,7 +35,9 @@ function drawBar(stream: ProgressStream): (done: number, total: number) => void 
     const width = Math.max(10, Math.min(40, (stream.columns ?? 80) - 50));
     const filled = Math.round((done / total) * width);
     const rate = done / Math.max((now - began) / 1000, 0.001);
-    stream.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} events ${Math.round(rate)}/s`);
+    stream.write(
+      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} events ${Math.round(rate)}/s`,
+    );
     if (done >= total) stream.write('\n');
   };
 }

@@ -20,8 +20,18 @@ interface Role {
 }
 
 const ROLES = new Map<string, Role>([
-  ['web', { load: async () => (await import('../http/server.js')).serve, draining: 'draining', reportAfterClosing: true }],
-  ['jobs', { load: async () => (await import('../../workers/jobs.js')).startJobs, draining: 'jobs child draining', reportAfterClosing: false }],
+  [
+    'web',
+    { load: async () => (await import('../http/server.js')).serve, draining: 'draining', reportAfterClosing: true },
+  ],
+  [
+    'jobs',
+    {
+      load: async () => (await import('../../workers/jobs.js')).startJobs,
+      draining: 'jobs child draining',
+      reportAfterClosing: false,
+    },
+  ],
 ]);
 
 /**

@@ -36,7 +36,8 @@ export function runningInstance(config: Pick<Config, 'DATA_DIR'>): Instance | un
   } catch {
     return undefined;
   }
-  if (!Number.isInteger(instance.pid) || instance.pid <= 0 || instance.pid === process.pid || !isAlive(instance.pid)) return undefined;
+  if (!Number.isInteger(instance.pid) || instance.pid <= 0 || instance.pid === process.pid || !isAlive(instance.pid))
+    return undefined;
   return instance;
 }
 
@@ -52,7 +53,12 @@ export function describeInstance(instance: Instance): string {
 export function writeInstanceFile(config: Config): () => void {
   const path = instanceFilePath(config);
   mkdirSync(resolve(config.DATA_DIR), { recursive: true });
-  const instance: Instance = { pid: process.pid, dataDir: resolve(config.DATA_DIR), ports: instancePorts(config), startedAt: new Date().toISOString() };
+  const instance: Instance = {
+    pid: process.pid,
+    dataDir: resolve(config.DATA_DIR),
+    ports: instancePorts(config),
+    startedAt: new Date().toISOString(),
+  };
   writeFileSync(path, `${JSON.stringify(instance)}\n`);
   let removed = false;
   const remove = () => {

@@ -57,9 +57,11 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
     );
   }
   if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
-  if (config.METRICS_PORT > 0) await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
+  if (config.METRICS_PORT > 0)
+    await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
   if (!config.DATABASE_URL) await step(() => ensureServable('EMBEDDED_PG_PORT', config.EMBEDDED_PG_PORT, '127.0.0.1'));
-  if (usesEmbeddedRedis(config)) await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
+  if (usesEmbeddedRedis(config))
+    await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
   if (ownsDataDir) {
     const removeInstanceFile = writeInstanceFile(config);
     stops.push(async () => removeInstanceFile());
@@ -71,7 +73,11 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   try {
     const { applied, newer } = await step(() => migrateToLatest(migrator));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
-    if (newer.length > 0) logger.warn({ newer }, 'the database has migrations of a newer release; serving on it (a rolling deploy under way?)');
+    if (newer.length > 0)
+      logger.warn(
+        { newer },
+        'the database has migrations of a newer release; serving on it (a rolling deploy under way?)',
+      );
   } finally {
     await migrator.destroy();
   }
@@ -79,7 +85,11 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   const metrics = await step(() => startMetricsHub(config, logger));
   stops.push(() => metrics.close());
   // A Redis Cluster's nodes reach the children as the primary got them (environment or ENV_FILE).
-  const stores = { DATABASE_URL: backends.databaseUrl, ...(backends.redisUrl ? { REDIS_URL: backends.redisUrl } : {}), CURSOR_SECRET: backends.cursorSecret };
+  const stores = {
+    DATABASE_URL: backends.databaseUrl,
+    ...(backends.redisUrl ? { REDIS_URL: backends.redisUrl } : {}),
+    CURSOR_SECRET: backends.cursorSecret,
+  };
   const supervisor = new Supervisor({
     logger,
     shutdownTimeoutMs: childDrainBudgetMs(config),
@@ -91,7 +101,10 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (config.DRAIN_DELAY_MS > 0 && config.ROLE !== 'jobs') {
     announceLeaving = async () => {
       supervisor.announceLeaving();
-      logger.info({ drainDelayMs: config.DRAIN_DELAY_MS }, 'stopping: /readyz answers 503 while the web workers still serve, then they drain');
+      logger.info(
+        { drainDelayMs: config.DRAIN_DELAY_MS },
+        'stopping: /readyz answers 503 while the web workers still serve, then they drain',
+      );
       await sleep(config.DRAIN_DELAY_MS);
     };
   }
@@ -111,7 +124,12 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (stopping) return;
   const web = config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY;
   logger.info(
-    { port: web > 0 ? config.PORT : undefined, metricsPort: config.METRICS_PORT, web, jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY },
+    {
+      port: web > 0 ? config.PORT : undefined,
+      metricsPort: config.METRICS_PORT,
+      web,
+      jobs: config.ROLE === 'web' ? 0 : config.JOB_CONCURRENCY,
+    },
     web > 0 ? readyBanner(config) : 'Paceline job workers are up (ROLE=jobs: this host serves no API)',
   );
 }
@@ -138,7 +156,9 @@ async function ensureServable(setting: string, port: number, host: string): Prom
     });
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
-    throw new Error(`${setting} ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`);
+    throw new Error(
+      `${setting} ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`,
+    );
   }
   await new Promise((resolve) => probe.close(resolve));
 }

@@ -77,7 +77,10 @@ export class Supervisor {
       const old = [...this.#slots].find((s) => s.role === role && !s.retiring && s.generation < this.#generation);
       if (!old || this.#stopping) return;
       if (!(await this.#spawn(role, []))) {
-        this.options.logger.error({ role }, 'a new child exited before it was ready; reload abandoned, the old children keep serving');
+        this.options.logger.error(
+          { role },
+          'a new child exited before it was ready; reload abandoned, the old children keep serving',
+        );
         return;
       }
       await this.#retire(old);
@@ -130,10 +133,21 @@ export class Supervisor {
     const crashes = [...slot.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
     const delay = Math.min(MAX_BACKOFF_MS, 250 * 2 ** (crashes.length - 1));
     const log =
-      crashes.length >= CRASH_LOOP_THRESHOLD ? this.options.logger.error.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+      crashes.length >= CRASH_LOOP_THRESHOLD
+        ? this.options.logger.error.bind(this.options.logger)
+        : this.options.logger.warn.bind(this.options.logger);
     log(
-      { role: slot.role, pid: slot.worker.process.pid, code, signal, crashesLastMinute: crashes.length, restartInMs: delay },
-      crashes.length >= CRASH_LOOP_THRESHOLD ? 'child is crash-looping; restarting with back-off' : 'child exited unexpectedly; restarting',
+      {
+        role: slot.role,
+        pid: slot.worker.process.pid,
+        code,
+        signal,
+        crashesLastMinute: crashes.length,
+        restartInMs: delay,
+      },
+      crashes.length >= CRASH_LOOP_THRESHOLD
+        ? 'child is crash-looping; restarting with back-off'
+        : 'child exited unexpectedly; restarting',
     );
     this.options.onRestart?.(slot.role);
     const timer = setTimeout(() => {

@@ -34,7 +34,10 @@ export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
 }
 
 /** Builds the Koa application; `extraRoutes` lets later features mount their routers. */
-export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: ReturnType<typeof createGuard>) => Router> = []): Koa {
+export function createApp(
+  deps: Deps,
+  extraRoutes: Array<(deps: Deps, guard: ReturnType<typeof createGuard>) => Router> = [],
+): Koa {
   const app = new Koa();
   const rules = scopeRules(deps.config);
   const guard = createGuard(deps, rules);
@@ -52,7 +55,10 @@ export function createApp(deps: Deps, extraRoutes: Array<(deps: Deps, guard: Ret
   ];
   const undeclared = Object.keys(deps.config.THROTTLE_RATES).filter((scope) => !rules.has(scope));
   if (undeclared.length > 0) {
-    deps.logger.warn({ undeclared, declared: [...rules.keys()] }, 'THROTTLE_RATES names scopes no route declares; they have no effect');
+    deps.logger.warn(
+      { undeclared, declared: [...rules.keys()] },
+      'THROTTLE_RATES names scopes no route declares; they have no effect',
+    );
   }
   app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));
   app.use(handleErrors(deps.logger));
@@ -73,8 +79,10 @@ const baseHeaders: Middleware = async (ctx, next) => {
   ctx.set('Vary', 'Accept, Authorization');
   // HTTP/1.1 requires exactly one Host (RFC 9112 §3.2); Node keeps the first of several silently,
   // and its own refusal has no body (see answerClientErrors).
-  if (!ctx.req.headers.host && ctx.req.httpVersion === '1.1') throw Errors.badRequest('Bad request: the Host header is missing.');
-  if ((ctx.req.headersDistinct.host?.length ?? 0) > 1) throw Errors.badRequest('Bad request: more than one Host header.');
+  if (!ctx.req.headers.host && ctx.req.httpVersion === '1.1')
+    throw Errors.badRequest('Bad request: the Host header is missing.');
+  if ((ctx.req.headersDistinct.host?.length ?? 0) > 1)
+    throw Errors.badRequest('Bad request: more than one Host header.');
   await next();
 };
 

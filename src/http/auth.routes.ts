@@ -65,7 +65,10 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
     // token is already revoked here, so repeating is safe).
     await deps.readCache?.channel.rotateTokenEpoch().catch((error: unknown) => {
       deps.logger.warn({ err: error }, 'token epoch not rotated after a logout');
-      throw Errors.unavailable('The token was revoked, but not every server could be told yet. Repeat the logout shortly.', 1);
+      throw Errors.unavailable(
+        'The token was revoked, but not every server could be told yet. Repeat the logout shortly.',
+        1,
+      );
     });
     ctx.status = 204;
   });

@@ -15,8 +15,10 @@ export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Mi
     const header = ctx.get('Authorization').trim();
     const [scheme = '', ...rest] = header.split(/\s+/);
     if (/^(bearer|token)$/i.test(scheme)) {
-      if (rest.length === 0) ctx.state.authError = Errors.invalidToken('Invalid token header. No credentials provided.');
-      else if (rest.length > 1) ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
+      if (rest.length === 0)
+        ctx.state.authError = Errors.invalidToken('Invalid token header. No credentials provided.');
+      else if (rest.length > 1)
+        ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
       else {
         const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, rest[0]!) : null;
         if (user) ctx.state.user = user;
@@ -31,7 +33,11 @@ export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Mi
  * The token's user: remembered by this worker (confirmed against the token epoch while the
  * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL.
  */
-async function identify(ctx: Context, deps: Pick<Deps, 'db' | 'clock' | 'readCache'>, token: string): Promise<User | null> {
+async function identify(
+  ctx: Context,
+  deps: Pick<Deps, 'db' | 'clock' | 'readCache'>,
+  token: string,
+): Promise<User | null> {
   const now = deps.clock.now();
   const lookup = () => findLiveToken(deps.db, token, now);
   const tokens = deps.readCache?.tokens;

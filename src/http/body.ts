@@ -21,9 +21,12 @@ export async function readBody(ctx: Context, limit: number): Promise<unknown> {
   const bytes = await readRaw(ctx, limit);
   if (bytes.length === 0) return {};
   const encoding = ctx.get('Content-Encoding').trim().toLowerCase();
-  if (encoding && encoding !== 'identity') throw Errors.unsupportedMediaType(`Unsupported content coding "${encoding}" in request.`);
+  if (encoding && encoding !== 'identity')
+    throw Errors.unsupportedMediaType(`Unsupported content coding "${encoding}" in request.`);
   const [mediaType = '', ...parameters] = ctx.get('Content-Type').split(';');
-  const charset = parameters.map((p) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(p)?.[1]?.toLowerCase()).find(Boolean);
+  const charset = parameters
+    .map((p) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(p)?.[1]?.toLowerCase())
+    .find(Boolean);
   if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii') {
     throw Errors.unsupportedMediaType(`Unsupported charset "${charset}" in request: bodies are read as UTF-8.`);
   }

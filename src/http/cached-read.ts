@@ -53,7 +53,11 @@ export async function publishedHead(ctx: Context, deps: Pick<Deps, 'readCache'>)
  * REPEATABLE READ snapshot together with that snapshot's head (docs/architecture.md, "Read
  * cache"). Errors thrown by `render` (404) propagate and are not kept.
  */
-export async function readAnswer(deps: Deps, read: ReadStart, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
+export async function readAnswer(
+  deps: Deps,
+  read: ReadStart,
+  render: (db: Kysely<Database>) => Promise<Rendered>,
+): Promise<FreshAnswer> {
   const cache = deps.readCache;
   const compute = () => renderFromSnapshot(deps, read, render);
   if (!cache) return compute();
@@ -65,14 +69,20 @@ export async function readAnswer(deps: Deps, read: ReadStart, render: (db: Kysel
  * the `viewer` when given, see `startRead`); `If-None-Match` naming a tag still current is `304`
  * without touching PostgreSQL.
  */
-export async function sendList(ctx: Context, deps: Deps, render: (db: Kysely<Database>) => Promise<Rendered>, viewer?: string): Promise<void> {
+export async function sendList(
+  ctx: Context,
+  deps: Deps,
+  render: (db: Kysely<Database>) => Promise<Rendered>,
+  viewer?: string,
+): Promise<void> {
   const read = await startRead(ctx, deps, viewer);
   const asked = ctx.get('If-None-Match');
   const current = read.published === null ? undefined : currentListTag(asked, read.key, read.published);
   if (current) return sendNotModified(ctx, current);
   const answer = await readAnswer(deps, read, render);
   // RFC 9110 §13.1.2: If-None-Match compares weakly, and `*` matches any current answer.
-  if (asked.split(',').some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === answer.etag)) return sendNotModified(ctx, answer.etag);
+  if (asked.split(',').some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === answer.etag))
+    return sendNotModified(ctx, answer.etag);
   sendRead(ctx, answer);
 }
 
@@ -95,7 +105,11 @@ export function sendNotModified(ctx: Context, etag: string): void {
  * The answer rendered from one REPEATABLE READ snapshot with that snapshot's head: a replica's
  * when one has replayed the published head (docs/architecture.md, "Read replicas"), else the primary's.
  */
-async function renderFromSnapshot(deps: Deps, read: ReadStart, render: (db: Kysely<Database>) => Promise<Rendered>): Promise<FreshAnswer> {
+async function renderFromSnapshot(
+  deps: Deps,
+  read: ReadStart,
+  render: (db: Kysely<Database>) => Promise<Rendered>,
+): Promise<FreshAnswer> {
   return readSnapshot(deps, read.published, async (trx, head) => {
     const rendered = await render(trx);
     return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, read.key) };
@@ -131,7 +145,8 @@ function currentListTag(header: string, key: string, published: number): string 
   if (!header) return undefined;
   for (const tag of header.split(',')) {
     const match = LIST_TAG.exec(tag);
-    if (match !== null && Number(match[1]) >= published && match[2] === digest(key)) return tag.trim().replace(/^W\//, '');
+    if (match !== null && Number(match[1]) >= published && match[2] === digest(key))
+      return tag.trim().replace(/^W\//, '');
   }
   return undefined;
 }

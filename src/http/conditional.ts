@@ -52,5 +52,7 @@ const ANY_TAGS = /(?:^|,)\s*(?:W\/)?"(\d+)-(\d+)"\s*(?=,|$)/g;
 /** The versions of the path's task that a list of entity tags names; `weak` also counts `W/` tags. */
 function versionsNamed(header: string, ctx: Context, weak: boolean): number[] {
   const id = Number(ctx.params.id);
-  return [...header.matchAll(weak ? ANY_TAGS : STRONG_TAGS)].filter((m) => Number(m[1]) === id).map((m) => Number(m[2]));
+  return [...header.matchAll(weak ? ANY_TAGS : STRONG_TAGS)]
+    .filter((m) => Number(m[1]) === id)
+    .map((m) => Number(m[2]));
 }

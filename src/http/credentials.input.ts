@@ -13,7 +13,11 @@ export const credentialsInputSchema = z.object({
  * invalid, and the field errors if any. It does not throw on a bad field: the login budget of the
  * named user is counted before the other fields are judged (README "Password guessing").
  */
-export function readCredentials(body: unknown): { username: string; password: string; errors?: Record<string, string[]> } {
+export function readCredentials(body: unknown): {
+  username: string;
+  password: string;
+  errors?: Record<string, string[]>;
+} {
   const input = requireObject(body);
   const errors: Record<string, string[]> = {};
   // DRF's password field keeps its white space; the username is trimmed.

@@ -14,7 +14,8 @@ import { requestOrigin } from './request-url.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
 /** Only this origin: no inline script or style, no other host (Swagger UI's icons are data: images). */
-const CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /** Swagger UI's files, from the installed package (found from src/ and from dist/ alike). */
 const SWAGGER_UI = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -71,7 +72,12 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
               ? readFileSync(join(SWAGGER_UI, name))
               : undefined;
       if (!body) return undefined;
-      const type = name === 'index.html' ? 'text/html; charset=utf-8' : name === 'init.js' ? 'text/javascript; charset=utf-8' : ASSETS[name]!;
+      const type =
+        name === 'index.html'
+          ? 'text/html; charset=utf-8'
+          : name === 'init.js'
+            ? 'text/javascript; charset=utf-8'
+            : ASSETS[name]!;
       assets.set(name, { body, type, etag: tagOf(body) });
     }
     return assets.get(name);
@@ -91,7 +97,9 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
     send(ctx, found, 'public, max-age=3600');
   });
   // As the health routes: the page and its files are not throttled, other methods refused uncounted.
-  return refuseOtherMethods(router, (path) => (path === docsOperations.schema.path ? schemaGuard : (_ctx, next) => next()));
+  return refuseOtherMethods(router, (path) =>
+    path === docsOperations.schema.path ? schemaGuard : (_ctx, next) => next(),
+  );
 }
 
 function send(ctx: Context, asset: Asset, cacheControl: string): void {

@@ -53,7 +53,8 @@ function waitedTooLong(error: unknown): AppError | undefined {
   }
   // PostgreSQL down or gone mid-request (README "Outages"): the process keeps serving what it can
   // without it and answers the rest 503 until it is back, with no restart.
-  if (isDatabaseUnreachable(error)) return Errors.unavailable('The database is unavailable. Try again shortly.', RETRY_AFTER_S);
+  if (isDatabaseUnreachable(error))
+    return Errors.unavailable('The database is unavailable. Try again shortly.', RETRY_AFTER_S);
   return undefined;
 }
 

@@ -38,7 +38,8 @@ export function viewEvent(event: RecordedEvent, audience: Audience): EventView {
     version: event.version,
     type: event.type,
     data: audience === 'owner' ? event.data : audience === 'public' ? publicData(event.data) : {},
-    metadata: audience === 'owner' ? event.metadata : audience === 'public' ? pick(event.metadata, PUBLIC_METADATA) : {},
+    metadata:
+      audience === 'owner' ? event.metadata : audience === 'public' ? pick(event.metadata, PUBLIC_METADATA) : {},
     recorded_at: event.recordedAt.toISOString(),
   };
 }

@@ -64,7 +64,10 @@ export function eventRoutes(deps: Deps, guard: Guard): Router {
     const facts = await streamFacts(deps.db, [...new Set(results.map((event) => event.streamId))]);
     const last = results.at(-1)?.position ?? request.after;
     const next = buildLink({ url: requestUrl(ctx, config), query }, { after: last, limit: request.limit });
-    ctx.body = { next, results: results.map((event) => viewEvent(event, audienceOf(facts.get(event.streamId), user.id))) };
+    ctx.body = {
+      next,
+      results: results.map((event) => viewEvent(event, audienceOf(facts.get(event.streamId), user.id))),
+    };
   });
 
   return refuseOtherMethods(router, () => guard(), 'none');

@@ -31,7 +31,9 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const throttleFor = createThrottle(deps, rules);
   return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): Middleware => {
     if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
-      const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope) ? (deps.config.THROTTLE_RATES[scope] as string) : rate;
+      const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope)
+        ? (deps.config.THROTTLE_RATES[scope] as string)
+        : rate;
       rules.set(scope, { scope, rate: parseRate(text), keyedBy });
     }
     return compose([identify, throttleFor(scope), negotiate(representations), rejectBadCredentials]);

@@ -45,7 +45,10 @@ export function healthRoutes(deps: Deps): Router {
       ctx.body = { status: 'stopping' };
       return;
     }
-    const [database, redis] = await Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => checkRedis(deps.redis))]);
+    const [database, redis] = await Promise.all([
+      probe(() => sql`select 1`.execute(deps.db)),
+      probe(() => checkRedis(deps.redis)),
+    ]);
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'unavailable', checks: { database, redis } };

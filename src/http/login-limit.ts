@@ -32,7 +32,10 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
       duration.observe((performance.now() - started) / 1000);
       storeError.inc();
       storeErrors.report(error);
-      throw Errors.unavailable('Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.', STORE_DOWN_RETRY_S);
+      throw Errors.unavailable(
+        'Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.',
+        STORE_DOWN_RETRY_S,
+      );
     }
     duration.observe((performance.now() - started) / 1000);
     if (!decisions[0]?.local) storeErrors.recovered();

@@ -11,13 +11,28 @@ import { requestUrl } from './request-url.js';
  * `orderingKey` names the sort field in `?ordering=` (`id` or `-id` for tasks). The query string
  * is parsed once, here; pagination and its links work from the parsed value.
  */
-export async function renderPage<T, V>(ctx: Context, deps: Deps, source: PageSource<T>, view: (item: T) => V, orderingKey = 'id'): Promise<{ body: unknown }> {
+export async function renderPage<T, V>(
+  ctx: Context,
+  deps: Deps,
+  source: PageSource<T>,
+  view: (item: T) => V,
+  orderingKey = 'id',
+): Promise<{ body: unknown }> {
   const query = parseQuery(ctx.querystring);
   const orderingParam = readLastValue(query, 'ordering') ?? orderingKey;
   const ordering = orderingParam === orderingKey ? 'asc' : orderingParam === `-${orderingKey}` ? 'desc' : undefined;
-  if (!ordering) throw new AppError(400, { detail: `Invalid ordering "${orderingParam}": use ${orderingKey} or -${orderingKey}.` });
-  const settings = { pageSize: deps.config.PAGE_SIZE, maxPageSize: deps.config.MAX_PAGE_SIZE, cursorSecret: deps.cursorSecret };
-  const outcome = await paginate(source, { url: requestUrl(ctx, deps.config), query, ordering, orderingParam }, settings);
+  if (!ordering)
+    throw new AppError(400, { detail: `Invalid ordering "${orderingParam}": use ${orderingKey} or -${orderingKey}.` });
+  const settings = {
+    pageSize: deps.config.PAGE_SIZE,
+    maxPageSize: deps.config.MAX_PAGE_SIZE,
+    cursorSecret: deps.cursorSecret,
+  };
+  const outcome = await paginate(
+    source,
+    { url: requestUrl(ctx, deps.config), query, ordering, orderingParam },
+    settings,
+  );
   if (!outcome.ok) throw new AppError(outcome.status, { detail: outcome.detail });
   return { body: { ...outcome.body, results: outcome.body.results.map(view) } };
 }

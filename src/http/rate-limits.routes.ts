@@ -25,7 +25,9 @@ export const rateLimitOperations = {
 export function rateLimitRoutes(rules: ReadonlyMap<ScopeName, ScopeRule>, guard: Guard, enabled: boolean): Router {
   const router = createRouter();
   route(router, rateLimitOperations.list, guard(), (ctx) => {
-    ctx.body = enabled ? [...rules.values()].map((rule) => ({ scope: rule.scope, rate: rule.rate.text, keyed_by: rule.keyedBy })) : [];
+    ctx.body = enabled
+      ? [...rules.values()].map((rule) => ({ scope: rule.scope, rate: rule.rate.text, keyed_by: rule.keyedBy }))
+      : [];
   });
   return refuseOtherMethods(router, () => guard());
 }

@@ -71,7 +71,10 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     if (outcome.replayed) return sendReplay(ctx, config, outcome.replayed);
     // The report is recorded; should Redis be down, the jobs child's sweeper enqueues it later.
     await deps.reportQueue?.enqueue(outcome.report.id).catch((error: unknown) => {
-      deps.logger.warn({ err: error, reportId: outcome.report.id }, 'report recorded but not enqueued; the sweeper will retry');
+      deps.logger.warn(
+        { err: error, reportId: outcome.report.id },
+        'report recorded but not enqueued; the sweeper will retry',
+      );
     });
     sendAnswer(ctx, config, acceptReport(outcome.report));
   });

@@ -58,12 +58,18 @@ export function routeLabel(ctx: Context): string {
  * never raw paths), and a bound series skips hashing the labels on every request.
  */
 function bindSeries(metrics: Metrics) {
-  const bound = new Map<string, { requests: ReturnType<Metrics['httpRequests']['labels']>; duration: ReturnType<Metrics['httpDuration']['labels']> }>();
+  const bound = new Map<
+    string,
+    { requests: ReturnType<Metrics['httpRequests']['labels']>; duration: ReturnType<Metrics['httpDuration']['labels']> }
+  >();
   return (method: string, route: string, status: number) => {
     const key = `${method} ${status} ${route}`;
     let series = bound.get(key);
     if (!series) {
-      series = { requests: metrics.httpRequests.labels({ method, route, status: String(status) }), duration: metrics.httpDuration.labels({ method, route }) };
+      series = {
+        requests: metrics.httpRequests.labels({ method, route, status: String(status) }),
+        duration: metrics.httpDuration.labels({ method, route }),
+      };
       bound.set(key, series);
     }
     return series;

@@ -39,7 +39,11 @@ function allowedMethods(router: Router): Map<string, string> {
  * as DRF checks permission before the method. Call once every route of `router` is declared;
  * `guardFor` gives the guard for a path (the one its routes use, or the general one).
  */
-export function refuseOtherMethods(router: Router, guardFor: (path: string) => Middleware, anonymous: AnonymousAccess = 'any'): Router {
+export function refuseOtherMethods(
+  router: Router,
+  guardFor: (path: string) => Middleware,
+  anonymous: AnonymousAccess = 'any',
+): Router {
   const allowed = allowedMethods(router);
   allowByRouter.set(router, allowed);
   for (const [path, allow] of allowed) {

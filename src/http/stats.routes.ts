@@ -18,7 +18,10 @@ export const statsOperations = {
     tag: 'tasks',
     access: 'optional',
     query: { owner: z.string().describe('Only this owner.') },
-    responses: { 200: { description: 'Counts per owner.', body: statsSchema }, 400: { description: 'A malformed `owner`.', body: validationErrorSchema } },
+    responses: {
+      200: { description: 'Counts per owner.', body: statsSchema },
+      400: { description: 'A malformed `owner`.', body: validationErrorSchema },
+    },
   }),
 };
 

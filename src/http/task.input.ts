@@ -13,7 +13,9 @@ const DESCRIPTION_MAX = 10_000;
  */
 export const taskInputSchema = z.object({
   title: charField({ max: TITLE_MAX }).describe('Trimmed; may not be blank.'),
-  description: charField({ max: DESCRIPTION_MAX, allowBlank: true }).optional().describe('Trimmed; "" when absent on create or replace.'),
+  description: charField({ max: DESCRIPTION_MAX, allowBlank: true })
+    .optional()
+    .describe('Trimmed; "" when absent on create or replace.'),
   completed: z.boolean().optional().describe('false when absent on create or replace.'),
 });
 

@@ -7,7 +7,10 @@ const conditional: RequestHeader[] = ['If-Match', 'If-None-Match'];
 const read = { access: 'optional', tag: 'tasks' } as const;
 const write = { access: 'required', tag: 'tasks' } as const;
 const task = (description: string) => ({ description, body: taskSchema, headers: ['ETag' as const] });
-const notModified = { description: 'An `If-None-Match` tag is still current.', headers: ['ETag' as const, 'Cache-Control' as const] };
+const notModified = {
+  description: 'An `If-None-Match` tag is still current.',
+  headers: ['ETag' as const, 'Cache-Control' as const],
+};
 const failed = { description: 'A precondition failed (`If-Match`, `If-None-Match`).', body: errorSchema };
 const forbidden = { description: 'Only the owner may change or delete a task.', body: errorSchema };
 
@@ -32,7 +35,10 @@ export const taskOperations = {
     headers: ['Idempotency-Key'],
     body: taskInput,
     responses: {
-      201: { ...task('Created; a replay (same `Idempotency-Key`) repeats the first answer.'), headers: ['ETag', 'Location', 'Idempotent-Replayed'] },
+      201: {
+        ...task('Created; a replay (same `Idempotency-Key`) repeats the first answer.'),
+        headers: ['ETag', 'Location', 'Idempotent-Replayed'],
+      },
       422: { description: 'The `Idempotency-Key` was used with another body or endpoint.', body: errorSchema },
     },
   }),

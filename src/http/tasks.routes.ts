@@ -28,7 +28,9 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
 
   const ahead = readHeadAhead(deps);
   const ops = taskOperations;
-  route(router, ops.list, ahead, guard(), (ctx) => sendList(ctx, deps, (db) => renderPage(ctx, deps, tasksSource(db), viewTask)));
+  route(router, ops.list, ahead, guard(), (ctx) =>
+    sendList(ctx, deps, (db) => renderPage(ctx, deps, tasksSource(db), viewTask)),
+  );
   route(router, ops.create, guard(), createTask(deps));
 
   route(router, ops.retrieve, ahead, guard(), async (ctx) => {
@@ -40,7 +42,8 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     });
     // RFC 9110 §13.2.2: If-Match first, then If-None-Match (304 for a read)
     const accepted = readIfMatch(ctx);
-    if (accepted && !accepted.some((version) => etagOf({ id, version }) === answer.etag)) throw Errors.preconditionFailed(answer.etag, 'If-Match');
+    if (accepted && !accepted.some((version) => etagOf({ id, version }) === answer.etag))
+      throw Errors.preconditionFailed(answer.etag, 'If-Match');
     if (matchesEtag(ctx.get('If-None-Match'), answer.etag)) return sendNotModified(ctx, answer.etag);
     sendRead(ctx, answer);
   });
@@ -80,7 +83,9 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
 function createTask(deps: Deps) {
   return async (ctx: Context) => {
     const user = requireUser(ctx);
-    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES), false) as Required<ReturnType<typeof parseTaskInput>>;
+    const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES), false) as Required<
+      ReturnType<typeof parseTaskInput>
+    >;
     const claim = readIdempotencyClaim(ctx, fields);
     const idempotency = claim && { ...claim, render: answerCreated };
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });

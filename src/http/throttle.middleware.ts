@@ -16,7 +16,10 @@ export const STORE_DOWN_RETRY_S = 5;
  * clients, and anonymous ones (or bad credentials) against `anon`. Store failures are logged once per burst for all routes together.
  * @throws Error from `throttleFor` when the named scope has no rule (at start, where the route is declared).
  */
-export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>): (scope?: ScopeName) => Middleware {
+export function createThrottle(
+  deps: Deps,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+): (scope?: ScopeName) => Middleware {
   const storeErrors = createBurstLogger(deps, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
   primeThrottleSeries(deps.metrics, rules.keys());
   return (scope) => {
@@ -28,7 +31,12 @@ export function createThrottle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRu
   };
 }
 
-function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, storeErrors: BurstLogger, scope?: ScopeName): Middleware {
+function throttle(
+  deps: Deps,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+  storeErrors: BurstLogger,
+  scope?: ScopeName,
+): Middleware {
   const { config } = deps;
   const series = seriesFor(deps);
   // Looked up once: createThrottle has checked that a named scope has its rule.

@@ -55,7 +55,10 @@ const liveSince = () => sql<Date>`now() - ${`${IDEMPOTENCY_TTL_MS} milliseconds`
  * The live records of `claims`, read in `trx`. The task append path calls this under its global
  * lock, so no other transaction can take one of these keys before it commits.
  */
-export async function loadClaims(trx: Transaction<Database>, claims: ReadonlyArray<{ userId: number; key: string }>): Promise<Map<string, IdempotencyRecord>> {
+export async function loadClaims(
+  trx: Transaction<Database>,
+  claims: ReadonlyArray<{ userId: number; key: string }>,
+): Promise<Map<string, IdempotencyRecord>> {
   const records = new Map<string, IdempotencyRecord>();
   if (claims.length === 0) return records;
   const rows = await trx
@@ -69,7 +72,10 @@ export async function loadClaims(trx: Transaction<Database>, claims: ReadonlyArr
 }
 
 /** Stores the answers of claims that created something (an expired record of the key is replaced). */
-export async function storeClaims(trx: Transaction<Database>, claims: ReadonlyArray<UserClaim & StoredAnswer>): Promise<void> {
+export async function storeClaims(
+  trx: Transaction<Database>,
+  claims: ReadonlyArray<UserClaim & StoredAnswer>,
+): Promise<void> {
   if (claims.length === 0) return;
   await trx
     .insertInto('idempotency_keys')
@@ -83,15 +89,26 @@ export async function storeClaims(trx: Transaction<Database>, claims: ReadonlyAr
  * claims of one key serialise on its row: exactly one takes it, the others wait for its
  * transaction and then see its record.
  */
-export async function takeClaim(trx: Transaction<Database>, claim: UserClaim, answer: StoredAnswer): Promise<IdempotencyRecord | undefined> {
+export async function takeClaim(
+  trx: Transaction<Database>,
+  claim: UserClaim,
+  answer: StoredAnswer,
+): Promise<IdempotencyRecord | undefined> {
   const taken = await trx
     .insertInto('idempotency_keys')
     .values(rowOf({ ...claim, ...answer }))
-    .onConflict((oc) => oc.columns(['user_id', 'key']).doUpdateSet(replaceAll).where('idempotency_keys.created_at', '<=', liveSince()))
+    .onConflict((oc) =>
+      oc.columns(['user_id', 'key']).doUpdateSet(replaceAll).where('idempotency_keys.created_at', '<=', liveSince()),
+    )
     .returning('key')
     .executeTakeFirst();
   if (taken) return undefined;
-  const row = await trx.selectFrom('idempotency_keys').selectAll().where('user_id', '=', claim.userId).where('key', '=', claim.key).executeTakeFirstOrThrow();
+  const row = await trx
+    .selectFrom('idempotency_keys')
+    .selectAll()
+    .where('user_id', '=', claim.userId)
+    .where('key', '=', claim.key)
+    .executeTakeFirstOrThrow();
   return recordOf(row);
 }
 
@@ -118,7 +135,12 @@ function rowOf(claim: UserClaim & StoredAnswer) {
   };
 }
 
-function recordOf(row: { request_hash: string; status: number; body: unknown; resource_path: string | null }): IdempotencyRecord {
+function recordOf(row: {
+  request_hash: string;
+  status: number;
+  body: unknown;
+  resource_path: string | null;
+}): IdempotencyRecord {
   return { requestHash: row.request_hash, status: row.status, body: row.body, resourcePath: row.resource_path };
 }
 

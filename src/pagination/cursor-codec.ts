@@ -36,7 +36,10 @@ export function encodeCursor(position: CursorPosition, binding: CursorBinding, s
   const param = Buffer.from(binding.orderingParam, 'utf8');
   const payload = Buffer.alloc(HEADER_BYTES + param.length);
   payload.writeUInt8(VERSION, 0);
-  payload.writeUInt8((position.direction === 'backward' ? BACKWARD : 0) | (binding.ordering === 'desc' ? DESCENDING : 0), 1);
+  payload.writeUInt8(
+    (position.direction === 'backward' ? BACKWARD : 0) | (binding.ordering === 'desc' ? DESCENDING : 0),
+    1,
+  );
   payload.writeBigInt64BE(BigInt(position.key), 2);
   param.copy(payload, HEADER_BYTES);
   return Buffer.concat([payload, sign(payload, binding.list, secret)]).toString('base64url');

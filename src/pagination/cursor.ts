@@ -14,10 +14,18 @@ type CursorPage<T> = { results: T[]; next: CursorPosition | null; previous: Curs
  * telling whether more exist in that direction. Envelope without `count`. A token that does not
  * verify for this ordering → 404 `Invalid cursor`.
  */
-export async function paginateByCursor<T>(source: PageSource<T>, request: ParsedPageRequest, settings: PaginationSettings): Promise<PaginateOutcome<T>> {
+export async function paginateByCursor<T>(
+  source: PageSource<T>,
+  request: ParsedPageRequest,
+  settings: PaginationSettings,
+): Promise<PaginateOutcome<T>> {
   const size = readPageSize(request.query, settings);
   if (!size.ok) return size;
-  const binding: CursorBinding = { list: request.url.pathname, ordering: request.ordering, orderingParam: request.orderingParam ?? '' };
+  const binding: CursorBinding = {
+    list: request.url.pathname,
+    ordering: request.ordering,
+    orderingParam: request.orderingParam ?? '',
+  };
   const token = readLastValue(request.query, 'cursor') ?? '';
   const position = token === '' ? null : decodeCursor(token, binding, settings.cursorSecret);
   if (token !== '' && position === null) return INVALID_CURSOR;
@@ -27,10 +35,18 @@ export async function paginateByCursor<T>(source: PageSource<T>, request: Parsed
       : await readForward(source, position?.key ?? null, size.value, request.ordering);
   const buildCursorLink = (target: CursorPosition | null) =>
     target === null ? null : buildLink(request, { cursor: encodeCursor(target, binding, settings.cursorSecret) });
-  return { ok: true, body: { next: buildCursorLink(page.next), previous: buildCursorLink(page.previous), results: page.results } };
+  return {
+    ok: true,
+    body: { next: buildCursorLink(page.next), previous: buildCursorLink(page.previous), results: page.results },
+  };
 }
 
-async function readForward<T>(source: PageSource<T>, after: number | null, size: number, ordering: Ordering): Promise<CursorPage<T>> {
+async function readForward<T>(
+  source: PageSource<T>,
+  after: number | null,
+  size: number,
+  ordering: Ordering,
+): Promise<CursorPage<T>> {
   const rows = await source.seek(after, size + 1, ordering);
   const results = rows.slice(0, size);
   const first = results[0];
@@ -42,7 +58,12 @@ async function readForward<T>(source: PageSource<T>, after: number | null, size:
   return { results, next, previous };
 }
 
-async function readBackward<T>(source: PageSource<T>, before: number, size: number, ordering: Ordering): Promise<CursorPage<T>> {
+async function readBackward<T>(
+  source: PageSource<T>,
+  before: number,
+  size: number,
+  ordering: Ordering,
+): Promise<CursorPage<T>> {
   const rows = await source.seek(before, size + 1, ordering === 'asc' ? 'desc' : 'asc');
   const results = rows.slice(0, size).reverse();
   const first = results[0];

@@ -8,7 +8,11 @@ import type { ParsedPageRequest, PageSource, PaginateOutcome, PaginationSettings
  * is a 200 with empty results. Links always carry the effective `limit`; `previous` steps back
  * one limit from the requested offset and drops `offset` when that would be 0 or less.
  */
-export async function paginateByLimitOffset<T>(source: PageSource<T>, request: ParsedPageRequest, settings: PaginationSettings): Promise<PaginateOutcome<T>> {
+export async function paginateByLimitOffset<T>(
+  source: PageSource<T>,
+  request: ParsedPageRequest,
+  settings: PaginationSettings,
+): Promise<PaginateOutcome<T>> {
   const limit = readLimit(request.query, settings);
   if (!limit.ok) return limit;
   const offset = readOffset(request.query);

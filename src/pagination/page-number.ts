@@ -15,16 +15,26 @@ type Read<T> = { number: number; count: number; items: T[] };
  * or `last`; `page_size` as in `readPageSize`. A page beyond the last, below 1 or not an integer →
  * 404 `Invalid page.`; page 1 of an empty collection is a 200 with `count: 0`.
  */
-export async function paginateByPageNumber<T>(source: PageSource<T>, request: ParsedPageRequest, settings: PaginationSettings): Promise<PaginateOutcome<T>> {
+export async function paginateByPageNumber<T>(
+  source: PageSource<T>,
+  request: ParsedPageRequest,
+  settings: PaginationSettings,
+): Promise<PaginateOutcome<T>> {
   const size = readPageSize(request.query, settings);
   if (!size.ok) return size;
   const raw = readLastValue(request.query, 'page') ?? '1';
-  const read = raw === 'last' ? await readLastPage(source, size.value, request) : await readPage(source, raw, size.value, request);
+  const read =
+    raw === 'last' ? await readLastPage(source, size.value, request) : await readPage(source, raw, size.value, request);
   if (read === null) return INVALID_PAGE;
   return { ok: true, body: shapeBody(read, size.value, request) };
 }
 
-async function readPage<T>(source: PageSource<T>, raw: string, size: number, request: ParsedPageRequest): Promise<Read<T> | null> {
+async function readPage<T>(
+  source: PageSource<T>,
+  raw: string,
+  size: number,
+  request: ParsedPageRequest,
+): Promise<Read<T> | null> {
   const number = parsePythonInt(raw);
   if (number === null || number < 1n) return null;
   const offset = (number - 1n) * BigInt(size);
@@ -35,7 +45,11 @@ async function readPage<T>(source: PageSource<T>, raw: string, size: number, req
   return { number: Number(number), count, items };
 }
 
-async function readLastPage<T>(source: PageSource<T>, size: number, request: ParsedPageRequest): Promise<Read<T> | null> {
+async function readLastPage<T>(
+  source: PageSource<T>,
+  size: number,
+  request: ParsedPageRequest,
+): Promise<Read<T> | null> {
   let number = 1;
   let read = await source.page(0, size, request.ordering);
   for (let attempt = 1; attempt < LAST_PAGE_READS && countPages(read.count, size) !== number; attempt += 1) {

@@ -13,7 +13,11 @@ import type { PageRequest, PageSource, PaginateOutcome, PaginationSettings } fro
  * 400 for mixed styles or a malformed `limit`/`offset`/`page_size`, 404 for an invalid page or
  * cursor. Errors thrown by `source` propagate.
  */
-export async function paginate<T>(source: PageSource<T>, request: PageRequest, settings: PaginationSettings): Promise<PaginateOutcome<T>> {
+export async function paginate<T>(
+  source: PageSource<T>,
+  request: PageRequest,
+  settings: PaginationSettings,
+): Promise<PaginateOutcome<T>> {
   const query = request.query ?? parseQuery(request.url.search);
   const choice = selectStyle(query);
   if (!choice.ok) return choice;

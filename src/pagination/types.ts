@@ -33,7 +33,8 @@ export interface PageSource<T> {
 
 /** The list body: with `count` for page-number and limit/offset, without it for cursor pages. */
 export type Envelope<T> =
-  { count: number; next: string | null; previous: string | null; results: T[] } | { next: string | null; previous: string | null; results: T[] };
+  | { count: number; next: string | null; previous: string | null; results: T[] }
+  | { next: string | null; previous: string | null; results: T[] };
 
 /** Refusal of a request; the route turns it into a `{detail}` response with this status. */
 export type PaginationFailure = { ok: false; status: 400 | 404; detail: string };

@@ -18,7 +18,12 @@ const REPUBLISH_INTERVAL_MS = 1_000;
  * lost (a flushed or new Redis), the process puts it back from PostgreSQL under the append lock;
  * until then every read goes to PostgreSQL.
  */
-export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, config: Config, logger: Logger): ReadCache {
+export function createReadCache(
+  db: Kysely<Database>,
+  redis: Redis | Cluster,
+  config: Config,
+  logger: Logger,
+): ReadCache {
   const putHeadBack = () => republishHead(db, (head) => channel.publish(head));
   let republishing: Promise<void> | undefined;
   let lastRepublish = 0;
@@ -27,7 +32,9 @@ export function createReadCache(db: Kysely<Database>, redis: Redis | Cluster, co
     lastRepublish = Date.now();
     republishing = putHeadBack()
       .then(() => logger.info('read cache: head republished after it was found lost'))
-      .catch((error: unknown) => logger.warn({ err: error }, 'read cache: could not republish the head; reads go to PostgreSQL'))
+      .catch((error: unknown) =>
+        logger.warn({ err: error }, 'read cache: could not republish the head; reads go to PostgreSQL'),
+      )
       .finally(() => (republishing = undefined));
   };
   // One hash tag: both keys live in one slot of a Redis Cluster, so one MGET reads them.
@@ -52,7 +59,10 @@ export function publishBeforeCommit(cache: ReadCache): BeforeCommit {
     try {
       await cache.channel.publish(head);
     } catch {
-      throw Errors.unavailable('The change could not be published to the other servers (Redis unreachable), so it was not made. Try again shortly.', 1);
+      throw Errors.unavailable(
+        'The change could not be published to the other servers (Redis unreachable), so it was not made. Try again shortly.',
+        1,
+      );
     }
   };
 }

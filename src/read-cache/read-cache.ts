@@ -69,7 +69,11 @@ export class ReadCache {
     try {
       const answer = await computing.answer;
       if (generation === this.channel.generation()) {
-        this.#lru.set(key, { ...answer, generation, bytes: answer.body.length + key.length * 2 + ENTRY_OVERHEAD_BYTES });
+        this.#lru.set(key, {
+          ...answer,
+          generation,
+          bytes: answer.body.length + key.length * 2 + ENTRY_OVERHEAD_BYTES,
+        });
       }
       return answer;
     } finally {

@@ -65,7 +65,8 @@ export class ReplicaSet {
       failures: 0,
     }));
     for (const target of ['replica', 'primary'] as const) {
-      for (const reason of READ_REASONS[target]) if (reason !== 'no_replica') metrics.dbReads.inc({ target, reason }, 0);
+      for (const reason of READ_REASONS[target])
+        if (reason !== 'no_replica') metrics.dbReads.inc({ target, reason }, 0);
     }
   }
 
@@ -85,7 +86,8 @@ export class ReplicaSet {
     if (current.length === 0) {
       await Promise.all(up.map((replica) => this.#probe(replica)));
       current = up.filter((replica) => replica.downUntil <= now && replica.applied >= published);
-      if (current.length === 0) return this.#onPrimary(primary, up.some((replica) => replica.downUntil <= now) ? 'lagging' : 'error', work);
+      if (current.length === 0)
+        return this.#onPrimary(primary, up.some((replica) => replica.downUntil <= now) ? 'lagging' : 'error', work);
     }
     const replica = current[this.#next++ % current.length]!;
     try {
@@ -152,7 +154,11 @@ async function onPrimary<T>(primary: Kysely<Database>, work: SnapshotWork<T>): P
  * `work` in one REPEATABLE READ snapshot of `db`, told the snapshot's head, which is read first;
  * `{ ok: false }` without running `work` when `accept` refuses that head.
  */
-async function snapshot<T>(db: Kysely<Database>, accept: (head: number) => boolean, work: SnapshotWork<T>): Promise<{ ok: true; value: T } | { ok: false }> {
+async function snapshot<T>(
+  db: Kysely<Database>,
+  accept: (head: number) => boolean,
+  work: SnapshotWork<T>,
+): Promise<{ ok: true; value: T } | { ok: false }> {
   return db
     .transaction()
     .setIsolationLevel('repeatable read')
@@ -164,7 +170,9 @@ async function snapshot<T>(db: Kysely<Database>, accept: (head: number) => boole
 
 /** The last position committed (and, on a replica, replayed): one row by primary key. */
 async function readHead(db: Kysely<Database>): Promise<number> {
-  const { rows } = await sql<{ head: number }>`select value::bigint as head from counters where name = ${COUNTER_NAMES.lastPosition}`.execute(db);
+  const { rows } = await sql<{
+    head: number;
+  }>`select value::bigint as head from counters where name = ${COUNTER_NAMES.lastPosition}`.execute(db);
   return Number(rows[0]?.head ?? 0);
 }
 
@@ -176,7 +184,11 @@ export interface ReadTargets {
 }
 
 /** `work` on one snapshot whose head is at or above `published` when a replica has one, else on the primary. */
-export async function readSnapshot<T>(targets: ReadTargets, published: number | null, work: SnapshotWork<T>): Promise<T> {
+export async function readSnapshot<T>(
+  targets: ReadTargets,
+  published: number | null,
+  work: SnapshotWork<T>,
+): Promise<T> {
   if (targets.replicas) return targets.replicas.read(targets.db, published, work);
   targets.metrics.dbReads.inc({ target: 'primary', reason: 'no_replica' });
   return onPrimary(targets.db, work);
@@ -186,7 +198,11 @@ export async function readSnapshot<T>(targets: ReadTargets, published: number | 
  * `work` that needs no head of its own (one statement), on a replica that has replayed the
  * published head (asked for only when there are replicas), else on the primary.
  */
-export async function readLatest<T>(targets: ReadTargets, published: () => Promise<number | null>, work: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+export async function readLatest<T>(
+  targets: ReadTargets,
+  published: () => Promise<number | null>,
+  work: (db: Kysely<Database>) => Promise<T>,
+): Promise<T> {
   if (targets.replicas) return targets.replicas.read(targets.db, await published(), (trx) => work(trx));
   targets.metrics.dbReads.inc({ target: 'primary', reason: 'no_replica' });
   return work(targets.db);

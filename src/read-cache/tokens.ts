@@ -36,7 +36,12 @@ export class TokenCache {
    */
   recall(tokenHash: string, now: Date, lookup: TokenLookup): { user: User; confirm: Promise<boolean> } | undefined {
     const entry = this.#tokens.get(tokenHash);
-    if (!entry || entry.generation !== this.channel.generation() || entry.expiresAt <= now.getTime() || Date.now() - entry.rememberedAt > MAX_AGE_MS) {
+    if (
+      !entry ||
+      entry.generation !== this.channel.generation() ||
+      entry.expiresAt <= now.getTime() ||
+      Date.now() - entry.rememberedAt > MAX_AGE_MS
+    ) {
       return undefined;
     }
     const confirm = this.channel.readBoth().then(async ({ tokens }) => {
@@ -61,7 +66,13 @@ export class TokenCache {
     this.#tokens.delete(tokenHash);
     if (!found || epoch === null) return found?.user ?? null;
     if (generation !== this.channel.generation()) return found.user;
-    this.#tokens.set(tokenHash, { user: found.user, expiresAt: found.expiresAt.getTime(), epoch, rememberedAt: Date.now(), generation });
+    this.#tokens.set(tokenHash, {
+      user: found.user,
+      expiresAt: found.expiresAt.getTime(),
+      epoch,
+      rememberedAt: Date.now(),
+      generation,
+    });
     if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as string);
     return found.user;
   }

@@ -48,7 +48,11 @@ const DAY_MS = 86_400_000;
  * one row per day whatever the log's size. Events before `from` count only towards the open tasks
  * at the start; events after `to` are skipped. With `owner`, only that owner's tasks count.
  */
-export async function aggregateReport(db: Kysely<Database>, params: ReportParams, options: AggregateOptions): Promise<ReportResult> {
+export async function aggregateReport(
+  db: Kysely<Database>,
+  params: ReportParams,
+  options: AggregateOptions,
+): Promise<ReportResult> {
   const head = await db
     .selectFrom('counters')
     .select(['value', sql<Date>`now()`.as('now')])
@@ -87,7 +91,14 @@ async function tallyBatch(db: Kysely<Database>, after: number, upTo: number, end
 
 /** Adds a batch's tally of a day to the earlier ones (a day can span several batches). */
 function addTallies(sum: (Tally & { open_delta: number }) | undefined, row: Tally & { open_delta: number }) {
-  if (!sum) return { created: row.created, completed: row.completed, reopened: row.reopened, deleted: row.deleted, open_delta: row.open_delta };
+  if (!sum)
+    return {
+      created: row.created,
+      completed: row.completed,
+      reopened: row.reopened,
+      deleted: row.deleted,
+      open_delta: row.open_delta,
+    };
   return {
     created: sum.created + row.created,
     completed: sum.completed + row.completed,
@@ -97,16 +108,32 @@ function addTallies(sum: (Tally & { open_delta: number }) | undefined, row: Tall
   };
 }
 
-function summarise(params: ReportParams, openAtStart: number, tallies: Map<string, Tally & { open_delta: number }>, upTo: number, asOf: Date): ReportResult {
+function summarise(
+  params: ReportParams,
+  openAtStart: number,
+  tallies: Map<string, Tally & { open_delta: number }>,
+  upTo: number,
+  asOf: Date,
+): ReportResult {
   const days: ReportDay[] = [];
   const totals: Tally = { created: 0, completed: 0, reopened: 0, deleted: 0 };
   let open = openAtStart;
-  const last = Math.min(Date.parse(`${params.to}T00:00:00Z`), Date.parse(`${asOf.toISOString().slice(0, 10)}T00:00:00Z`));
+  const last = Math.min(
+    Date.parse(`${params.to}T00:00:00Z`),
+    Date.parse(`${asOf.toISOString().slice(0, 10)}T00:00:00Z`),
+  );
   for (let t = Date.parse(`${params.from}T00:00:00Z`); t <= last; t += DAY_MS) {
     const date = new Date(t).toISOString().slice(0, 10);
     const tally = tallies.get(date) ?? { created: 0, completed: 0, reopened: 0, deleted: 0, open_delta: 0 };
     open += tally.open_delta;
-    days.push({ date, created: tally.created, completed: tally.completed, reopened: tally.reopened, deleted: tally.deleted, open_at_end: open });
+    days.push({
+      date,
+      created: tally.created,
+      completed: tally.completed,
+      reopened: tally.reopened,
+      deleted: tally.deleted,
+      open_at_end: open,
+    });
     for (const key of ['created', 'completed', 'reopened', 'deleted'] as const) totals[key] += tally[key];
   }
   return { ...params, open_at_start: openAtStart, days, totals, as_of_position: upTo, as_of: asOf.toISOString() };

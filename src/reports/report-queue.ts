@@ -59,10 +59,16 @@ export class ReportQueue {
     const queue = this.#open();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the jobs store did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS);
+      timer = setTimeout(
+        () => reject(new Error(`the jobs store did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)),
+        ENQUEUE_TIMEOUT_MS,
+      );
     });
     try {
-      await Promise.race([queue.add('aggregate', { reportId }, { ...reportJobOptions(this.config), jobId: reportId }), timeout]);
+      await Promise.race([
+        queue.add('aggregate', { reportId }, { ...reportJobOptions(this.config), jobId: reportId }),
+        timeout,
+      ]);
     } finally {
       clearTimeout(timer);
     }
@@ -71,7 +77,10 @@ export class ReportQueue {
   /** Jobs in each state of `JOB_STATES`. */
   async counts(): Promise<Record<(typeof JOB_STATES)[number], number>> {
     const counts = await this.#open().getJobCounts(...JOB_STATES);
-    return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as Record<(typeof JOB_STATES)[number], number>;
+    return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as Record<
+      (typeof JOB_STATES)[number],
+      number
+    >;
   }
 
   async close(): Promise<void> {

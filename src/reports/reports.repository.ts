@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, ReportsTable } from '../../db/database.js';
-import { decideReplay, takeClaim, type IdempotencyClaim, type RenderAnswer, type StoredAnswer } from '../idempotency/idempotency.js';
+import {
+  decideReplay,
+  takeClaim,
+  type IdempotencyClaim,
+  type RenderAnswer,
+  type StoredAnswer,
+} from '../idempotency/idempotency.js';
 import type { ReportResult } from './aggregate.js';
 import type { ReportParams } from './report.input.js';
 import type { PageSource } from '../pagination/types.js';
@@ -23,7 +29,12 @@ export type CreateReportOutcome =
  */
 export async function createReport(
   db: Kysely<Database>,
-  request: { userId: number; params: ReportParams; idempotency?: IdempotencyClaim & { render: RenderAnswer<ReportRecord> }; now: Date },
+  request: {
+    userId: number;
+    params: ReportParams;
+    idempotency?: IdempotencyClaim & { render: RenderAnswer<ReportRecord> };
+    now: Date;
+  },
 ): Promise<CreateReportOutcome> {
   const report: ReportRecord = {
     id: randomUUID(),
@@ -81,10 +92,19 @@ export async function completeReport(db: Kysely<Database>, id: string, result: R
 }
 
 /** Records a failed attempt: `failed` when no attempt is left, otherwise back to `pending` for the retry. */
-export async function recordReportFailure(db: Kysely<Database>, id: string, error: string, final: boolean): Promise<void> {
+export async function recordReportFailure(
+  db: Kysely<Database>,
+  id: string,
+  error: string,
+  final: boolean,
+): Promise<void> {
   await db
     .updateTable('reports')
-    .set({ status: final ? 'failed' : 'pending', error: error.slice(0, 2_000), finished_at: final ? sql<Date>`now()` : null })
+    .set({
+      status: final ? 'failed' : 'pending',
+      error: error.slice(0, 2_000),
+      finished_at: final ? sql<Date>`now()` : null,
+    })
     .where('id', '=', id)
     .where('status', 'in', ['pending', 'running'])
     .execute();

@@ -53,7 +53,13 @@ export async function provideBackends(config: Config, logger: Logger): Promise<B
       logger.info({ port: config.EMBEDDED_REDIS_PORT }, 'starting embedded Redis');
       const { secret: password } = await readOrCreateSecret(join(dataDir, REDIS_PASSWORD_FILE));
       const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
-        startRedis({ dataDir: join(dataDir, 'redis'), port: config.EMBEDDED_REDIS_PORT, persistent: true, password, onUnexpectedExit }),
+        startRedis({
+          dataDir: join(dataDir, 'redis'),
+          port: config.EMBEDDED_REDIS_PORT,
+          persistent: true,
+          password,
+          onUnexpectedExit,
+        }),
       );
       started.push(redis);
       redisUrl = redis.url;
@@ -112,7 +118,10 @@ export async function keepRunning(
     const now = Date.now();
     exits = [...exits.filter((at) => now - at < RESTART_WINDOW_MS), now];
     const delay = Math.min(MAX_RESTART_DELAY_MS, 500 * 2 ** (exits.length - 1));
-    logger.error({ store: name, exit: how, exitsLastMinute: exits.length, restartInMs: delay }, `embedded ${name} exited unexpectedly; restarting it`);
+    logger.error(
+      { store: name, exit: how, exitsLastMinute: exits.length, restartInMs: delay },
+      `embedded ${name} exited unexpectedly; restarting it`,
+    );
     restarting = (async () => {
       try {
         await sleep(delay, undefined, { signal: cancel.signal });
@@ -154,6 +163,10 @@ export async function keepRunning(
 async function cursorSecretUnderDataDir(dataDir: string, logger: Logger): Promise<string> {
   const file = join(dataDir, 'cursor-secret');
   const { secret, created } = await readOrCreateSecret(file);
-  if (created) logger.warn({ file }, 'CURSOR_SECRET unset: generated one; set the same CURSOR_SECRET on every host behind one load balancer');
+  if (created)
+    logger.warn(
+      { file },
+      'CURSOR_SECRET unset: generated one; set the same CURSOR_SECRET on every host behind one load balancer',
+    );
   return secret;
 }

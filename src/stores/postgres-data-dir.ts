@@ -57,7 +57,9 @@ function pacelineParent(pid: number): number | undefined {
   try {
     const parent = Number(/^PPid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
     const argv = readFileSync(`/proc/${parent}/cmdline`, 'utf8').split('\0');
-    return parent > 1 && argv.some((arg) => /(^|\/)(src\/main\.ts|dist\/src\/main\.js)$/.test(arg)) ? parent : undefined;
+    return parent > 1 && argv.some((arg) => /(^|\/)(src\/main\.ts|dist\/src\/main\.js)$/.test(arg))
+      ? parent
+      : undefined;
   } catch {
     return undefined;
   }

@@ -148,7 +148,12 @@ async function startServer(server: EmbeddedPostgresClass, port: number, recent: 
   return child;
 }
 
-async function stopServer(server: EmbeddedPostgresClass, child: ChildProcess, dataDir: string, persistent: boolean): Promise<void> {
+async function stopServer(
+  server: EmbeddedPostgresClass,
+  child: ChildProcess,
+  dataDir: string,
+  persistent: boolean,
+): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) {
     // Fast shutdown (SIGINT), then immediate shutdown if it is stuck.
     const escalate = setTimeout(() => child.kill('SIGQUIT'), STOP_TIMEOUT_MS);

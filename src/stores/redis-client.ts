@@ -34,7 +34,11 @@ export function createRedisClient(config: RedisSettings, use: RedisUse): RedisCl
         // Before the first slot map, and whenever every node is gone, commands queue or fail as for one Redis.
         enableOfflineQueue: options.enableOfflineQueue ?? true,
         clusterRetryStrategy: retryStrategy,
-        redisOptions: { ...options, ...(cluster.username ? { username: cluster.username } : {}), ...(password ? { password } : {}) },
+        redisOptions: {
+          ...options,
+          ...(cluster.username ? { username: cluster.username } : {}),
+          ...(password ? { password } : {}),
+        },
       },
     );
   } else {
@@ -48,7 +52,10 @@ export function createRedisClient(config: RedisSettings, use: RedisUse): RedisCl
   return client;
 }
 
-function optionsFor(config: RedisSettings, use: RedisUse): RedisOptions & { retryStrategy: (attempt: number) => number } {
+function optionsFor(
+  config: RedisSettings,
+  use: RedisUse,
+): RedisOptions & { retryStrategy: (attempt: number) => number } {
   switch (use) {
     case 'requests':
       return {
@@ -60,7 +67,11 @@ function optionsFor(config: RedisSettings, use: RedisUse): RedisOptions & { retr
     case 'jobs':
       return { maxRetriesPerRequest: null, retryStrategy: (attempt) => Math.min(250 * attempt, 5_000) };
     case 'enqueue':
-      return { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: (attempt) => Math.min(250 * attempt, 5_000) };
+      return {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        retryStrategy: (attempt) => Math.min(250 * attempt, 5_000),
+      };
   }
 }
 
@@ -72,7 +83,8 @@ function optionsFor(config: RedisSettings, use: RedisUse): RedisOptions & { retr
 export async function checkRedis(client: RedisClient): Promise<void> {
   if (!(client instanceof Cluster)) return void (await client.ping());
   const info = String(await client.cluster('INFO'));
-  if (!info.includes('cluster_state:ok')) throw new Error(`the cluster is not serving every slot: ${/cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown'}`);
+  if (!info.includes('cluster_state:ok'))
+    throw new Error(`the cluster is not serving every slot: ${/cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown'}`);
   const masters = client.nodes('master');
   if (masters.length === 0) throw new Error('no master known yet');
   await Promise.all(masters.map((node) => node.ping()));

@@ -6,7 +6,8 @@ export interface ClusterNodes {
 }
 
 const SCHEME = 'redis-cluster://';
-const EXPECTED = 'expected host:port entries separated by commas (cache-1:6379,cache-2:6379) or redis-cluster://[user:password@]host:port,host:port';
+const EXPECTED =
+  'expected host:port entries separated by commas (cache-1:6379,cache-2:6379) or redis-cluster://[user:password@]host:port,host:port';
 
 /**
  * Reads `REDIS_CLUSTER_NODES`: `host:port,host:port,…` or `redis-cluster://[user:password@]host:port,…`
@@ -23,9 +24,12 @@ export function parseClusterNodes(text: string): ClusterNodes {
       Object.assign(parsed, readCredentials(rest.slice(0, at)));
       rest = rest.slice(at + 1);
     }
-    if (/[/?#]/.test(rest)) throw new Error(`a redis-cluster:// URL holds only nodes, not a path or query; ${EXPECTED}`);
+    if (/[/?#]/.test(rest))
+      throw new Error(`a redis-cluster:// URL holds only nodes, not a path or query; ${EXPECTED}`);
   } else if (rest.includes('://')) {
-    throw new Error(`"${rest.slice(0, rest.indexOf('://') + 3)}" is not a cluster address (for one Redis, set REDIS_URL); ${EXPECTED}`);
+    throw new Error(
+      `"${rest.slice(0, rest.indexOf('://') + 3)}" is not a cluster address (for one Redis, set REDIS_URL); ${EXPECTED}`,
+    );
   } else if (rest.includes('@')) {
     throw new Error(`credentials go in the redis-cluster:// form or REDIS_PASSWORD; ${EXPECTED}`);
   }
@@ -48,7 +52,8 @@ function readNode(entry: string): { host: string; port: number } {
 
 function readCredentials(userinfo: string): { username?: string; password?: string } {
   // A raw comma here means the credentials were not written first, or not percent-encoded.
-  if (userinfo.includes(',')) throw new Error(`credentials come first, percent-encoded, before every node; ${EXPECTED}`);
+  if (userinfo.includes(','))
+    throw new Error(`credentials come first, percent-encoded, before every node; ${EXPECTED}`);
   const colon = userinfo.indexOf(':');
   const decode = (part: string) => {
     try {

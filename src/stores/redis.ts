@@ -53,11 +53,15 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
   // after its clients have drained, rather than Redis going first.
   // The password goes in a config read from stdin ('-'), never in the arguments `ps` shows.
   const config = opts.password === undefined ? undefined : `requirepass ${quoted(opts.password)}\n`;
-  const child = spawn('redis-server', [...(config ? ['-'] : []), ...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])], {
-    stdio: [config ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    detached: true,
-    ...(account ?? {}),
-  });
+  const child = spawn(
+    'redis-server',
+    [...(config ? ['-'] : []), ...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])],
+    {
+      stdio: [config ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      detached: true,
+      ...(account ?? {}),
+    },
+  );
   child.stdin?.on('error', () => {}); // a server that failed to start closed it; its exit says why
   if (config) child.stdin!.end(config);
   const recent: string[] = [];
@@ -126,7 +130,12 @@ function exitOf(child: ChildProcess): Promise<Exit> {
   });
 }
 
-async function waitUntilReady(port: number, password: string | undefined, exited: Promise<Exit>, recent: string[]): Promise<void> {
+async function waitUntilReady(
+  port: number,
+  password: string | undefined,
+  exited: Promise<Exit>,
+  recent: string[],
+): Promise<void> {
   let exit: Exit | undefined;
   void exited.then((value) => (exit = value));
   const deadline = Date.now() + READY_TIMEOUT_MS;

@@ -8,7 +8,10 @@ import type { ServerAccount } from './server-account.js';
  * owner only (0600) when the file does not exist yet; `owner`, when given, is made its owner.
  * `created` says whether it was generated now. The secret itself is never logged.
  */
-export async function readOrCreateSecret(file: string, owner?: ServerAccount): Promise<{ secret: string; created: boolean }> {
+export async function readOrCreateSecret(
+  file: string,
+  owner?: ServerAccount,
+): Promise<{ secret: string; created: boolean }> {
   try {
     const secret = (await readFile(file, 'utf8')).trim();
     if (secret !== '') return { secret, created: false };

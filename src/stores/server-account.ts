@@ -16,7 +16,8 @@ export interface ServerAccount {
  */
 export function findServerAccount(): ServerAccount | undefined {
   if (process.getuid?.() !== 0) return undefined;
-  const id = (flag: string): number => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
+  const id = (flag: string): number =>
+    Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
   try {
     return { uid: id('-u'), gid: id('-g') };
   } catch {
@@ -31,7 +32,11 @@ export function findServerAccount(): ServerAccount | undefined {
  * (mkdtemp and a strict umask make 0700 directories), and checks that `account` can reach
  * `dataDir` through every existing parent. Throws one line naming the directory that blocks it.
  */
-export async function prepareParents(dataDir: string, account: ServerAccount | undefined, server = 'PostgreSQL'): Promise<void> {
+export async function prepareParents(
+  dataDir: string,
+  account: ServerAccount | undefined,
+  server = 'PostgreSQL',
+): Promise<void> {
   const parent = dirname(dataDir);
   const firstCreated = await mkdir(parent, { recursive: true });
   if (firstCreated !== undefined) {
@@ -45,7 +50,10 @@ export async function prepareParents(dataDir: string, account: ServerAccount | u
   if (account === undefined) return;
   for (let dir = parent; ; dir = dirname(dir)) {
     if (!canEnter(dir, account)) {
-      throw new Error(`${server} runs as the "postgres" user, which cannot enter ${dir}: ` + `run "chmod o+x ${dir}" or put the data directory elsewhere`);
+      throw new Error(
+        `${server} runs as the "postgres" user, which cannot enter ${dir}: ` +
+          `run "chmod o+x ${dir}" or put the data directory elsewhere`,
+      );
     }
     if (dir === dirname(dir)) return;
   }

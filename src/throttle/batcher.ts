@@ -80,7 +80,9 @@ export class Batcher {
   };
 
   private clockFor(batch: Pending[]): RedisClock {
-    const server = this.redis.isCluster ? ((this.redis as Cluster).slots[hashSlot(batch[0]?.keys[0] as string)]?.[0] ?? '') : '';
+    const server = this.redis.isCluster
+      ? ((this.redis as Cluster).slots[hashSlot(batch[0]?.keys[0] as string)]?.[0] ?? '')
+      : '';
     let clock = this.clocks.get(server);
     if (!clock) this.clocks.set(server, (clock = createRedisClock()));
     return clock;
@@ -118,7 +120,10 @@ export class Batcher {
     const sentAt = performance.now();
     // When this process stops waiting: the deadline, or, for a call this process's own lag sent
     // late, a few round trips after sending (only the store's slowness counts against a check).
-    const grace = Math.min(timeoutMs ?? 0, Math.max(LATE_SEND_GRACE_MS, LATE_SEND_ROUND_TRIPS * (link?.roundTripMs ?? 0)));
+    const grace = Math.min(
+      timeoutMs ?? 0,
+      Math.max(LATE_SEND_GRACE_MS, LATE_SEND_ROUND_TRIPS * (link?.roundTripMs ?? 0)),
+    );
     const giveUpAt = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Math.max(since + timeoutMs, sentAt + grace);
     const call: Call = { batch, since, clock, link, sentAt, giveUpAt, settled: false, timer: undefined };
     if (timeoutMs !== undefined) {

@@ -90,7 +90,12 @@ const COMMAND = 'pacelineThrottleRing';
  * window frees (see refusals.ts), so a flood of refused requests costs Redis nothing; turned off
  * only to measure that.
  */
-export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: string; timeoutMs?: number; localRefusals?: boolean }): Throttler {
+export function createThrottler(deps: {
+  redis: Redis | Cluster;
+  keyPrefix: string;
+  timeoutMs?: number;
+  localRefusals?: boolean;
+}): Throttler {
   const { redis, keyPrefix, timeoutMs, localRefusals = true } = deps;
   redis.defineCommand(COMMAND, { lua: RING_SCRIPT });
   const run = (redis as unknown as Record<`${typeof COMMAND}Buffer`, RingCommand>)[`${COMMAND}Buffer`].bind(redis);
@@ -104,7 +109,8 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
       return new Promise<Decision[]>((resolve, reject) => {
         if (checks.length === 0) return resolve([]);
         const keys = checks.map((check) => throttleKey(keyPrefix, check));
-        if (keys.length > 1 && new Set(keys).size < keys.length) throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
+        if (keys.length > 1 && new Set(keys).size < keys.length)
+          throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
         if (checks.length > MAX_RULES) throw new Error(`a request may name at most ${MAX_RULES} throttle scopes`);
         if (redis.isCluster && keys.some((key) => hashSlot(key) !== hashSlot(keys[0] as string))) {
           throw new Error(`on a Redis Cluster the checks of one request must share an ident: ${keys.join(', ')}`);
@@ -124,7 +130,8 @@ export function createThrottler(deps: { redis: Redis | Cluster; keyPrefix: strin
 
 /** The Redis key of one check. @throws Error if the ident contains a brace (it would split the hash tag). */
 export function throttleKey(keyPrefix: string, check: Check): string {
-  if (check.ident.includes('{') || check.ident.includes('}')) throw new Error(`throttle ident must not contain braces: ${check.ident}`);
+  if (check.ident.includes('{') || check.ident.includes('}'))
+    throw new Error(`throttle ident must not contain braces: ${check.ident}`);
   return `${keyPrefix}throttle:v3:{${check.ident}}:${check.rule.scope}`;
 }
 

@@ -13,7 +13,11 @@ import { formatIpv6, maskIpv6, parseIpv6, unmapIpv4 } from './ipv6.js';
  *
  * @returns the address, or `''` when the socket address is unknown (the socket is gone).
  */
-export function clientIp(socketAddress: string | undefined, xForwardedFor: string | undefined, trustProxyHops: number): string {
+export function clientIp(
+  socketAddress: string | undefined,
+  xForwardedFor: string | undefined,
+  trustProxyHops: number,
+): string {
   const hops = Math.trunc(trustProxyHops);
   if (hops > 0 && xForwardedFor) {
     const addresses = xForwardedFor.split(',');

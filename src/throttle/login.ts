@@ -17,6 +17,9 @@ export function normaliseUsername(username: string): string {
  * One ident per name: its key has one Redis Cluster hash slot, as every throttle key.
  */
 export function loginIdent(username: string, secret: string): string {
-  const digest = createHmac('sha256', secret).update('paceline login throttle\u0000').update(normaliseUsername(username)).digest('base64url');
+  const digest = createHmac('sha256', secret)
+    .update('paceline login throttle\u0000')
+    .update(normaliseUsername(username))
+    .digest('base64url');
   return `login:${digest.slice(0, 22)}`;
 }

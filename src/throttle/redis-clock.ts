@@ -23,7 +23,8 @@ export interface LinkEstimate {
 export function createRedisClock() {
   const least = () => ({ current: Number.POSITIVE_INFINITY, previous: Number.POSITIVE_INFINITY });
   let [offset, roundTrip, spanStart] = [least(), least(), Number.NEGATIVE_INFINITY];
-  const add = (figure: { current: number; previous: number }, value: number) => (figure.current = Math.min(figure.current, value));
+  const add = (figure: { current: number; previous: number }, value: number) =>
+    (figure.current = Math.min(figure.current, value));
   const read = (figure: { current: number; previous: number }) => Math.min(figure.current, figure.previous);
   return {
     /** undefined until a call has answered. */

@@ -75,7 +75,12 @@ export class Refusals {
    * Redis's clock has since stepped forward.) `resetMs` is rounded up to whole ms, hence the 1
    * taken off. A check Redis found room for forgets any refusal of its log held here.
    */
-  learn(checks: ReadonlyArray<Check>, keys: ReadonlyArray<string>, decisions: ReadonlyArray<Decision>, sentAt: number): void {
+  learn(
+    checks: ReadonlyArray<Check>,
+    keys: ReadonlyArray<string>,
+    decisions: ReadonlyArray<Decision>,
+    sentAt: number,
+  ): void {
     for (let i = 0; i < decisions.length; i++) {
       const decision = decisions[i] as Decision;
       if (decision.allowed && this.until.size === 0) continue;
@@ -122,5 +127,14 @@ function refused(rule: ScopeRule, waitMs: number): Decision {
  */
 function notAsked(rule: ScopeRule): Decision {
   const { limit, windowMs } = rule.rate;
-  return { scope: rule.scope, allowed: true, limit, windowMs, remaining: limit, resetMs: 0, retryAfterS: 0, local: true };
+  return {
+    scope: rule.scope,
+    allowed: true,
+    limit,
+    windowMs,
+    remaining: limit,
+    resetMs: 0,
+    retryAfterS: 0,
+    local: true,
+  };
 }

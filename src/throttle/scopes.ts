@@ -38,7 +38,10 @@ const SCOPE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
  *
  * @throws Error on a bad scope name, a bad rate (see `parseRate`), or a scope whose key is unknown.
  */
-export function buildScopes(rates: Readonly<Record<ScopeName, string>>, keyedBy: Readonly<Record<ScopeName, KeyedBy>> = {}): ReadonlyMap<ScopeName, ScopeRule> {
+export function buildScopes(
+  rates: Readonly<Record<ScopeName, string>>,
+  keyedBy: Readonly<Record<ScopeName, KeyedBy>> = {},
+): ReadonlyMap<ScopeName, ScopeRule> {
   const table = new Map<ScopeName, ScopeRule>();
   for (const [scope, text] of Object.entries(rates)) {
     if (!SCOPE_NAME.test(scope)) throw new Error(`invalid throttle scope name ${JSON.stringify(scope)}`);

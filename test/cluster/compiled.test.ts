@@ -36,7 +36,11 @@ Compiled.before(async () => {
   const database = await createTestDatabase('compiled');
   databaseUrl = database.url;
   dropDatabase = database.drop;
-  cluster = await startCluster({ ...testStoresEnv('compiled', database.url), WEB_CONCURRENCY: '2', JOB_CONCURRENCY: '1' }, 60_000, 'dist');
+  cluster = await startCluster(
+    { ...testStoresEnv('compiled', database.url), WEB_CONCURRENCY: '2', JOB_CONCURRENCY: '1' },
+    60_000,
+    'dist',
+  );
 });
 
 Compiled.after(async () => {
@@ -49,44 +53,56 @@ Compiled('the build copies the runtime files that are not TypeScript beside thei
   assert.is(lua('dist/src/throttle/ring.lua'), lua('src/throttle/ring.lua'));
 });
 
-Compiled('it is ready and serves the task list, throttled as deployed (the ring script loaded from dist/)', async () => {
-  assert.is((await request(cluster.base, 'GET', '/readyz')).status, 200);
-  const list = await request(cluster.base, 'GET', '/api/tasks/');
-  assert.is(list.status, 200, list.text);
-  assert.equal(list.body.results, []);
-  assert.ok(list.headers.get('ratelimit'), 'the anon scope answered with its RateLimit field');
-});
+Compiled(
+  'it is ready and serves the task list, throttled as deployed (the ring script loaded from dist/)',
+  async () => {
+    assert.is((await request(cluster.base, 'GET', '/readyz')).status, 200);
+    const list = await request(cluster.base, 'GET', '/api/tasks/');
+    assert.is(list.status, 200, list.text);
+    assert.equal(list.body.results, []);
+    assert.ok(list.headers.get('ratelimit'), 'the anon scope answered with its RateLimit field');
+  },
+);
 
-Compiled('it serves the API document and the docs page with its Swagger UI files from the installed package', async () => {
-  const schema = await request(cluster.base, 'GET', '/api/schema/');
-  assert.is(schema.status, 200, schema.text);
-  assert.is(schema.body.openapi, '3.1.0');
-  assert.equal(schema.body.servers, [{ url: cluster.base }]);
-  const page = await request(cluster.base, 'GET', '/api/docs/');
-  assert.is(page.status, 200);
-  assert.match(page.text, /swagger-ui-bundle\.js/);
-  for (const file of ['swagger-ui-bundle.js', 'swagger-ui.css', 'init.js']) {
-    const asset = await request(cluster.base, 'GET', `/api/docs/${file}`);
-    assert.is(asset.status, 200, file);
-    assert.ok(asset.text.length > (file === 'init.js' ? 50 : 10_000), file);
-  }
-});
+Compiled(
+  'it serves the API document and the docs page with its Swagger UI files from the installed package',
+  async () => {
+    const schema = await request(cluster.base, 'GET', '/api/schema/');
+    assert.is(schema.status, 200, schema.text);
+    assert.is(schema.body.openapi, '3.1.0');
+    assert.equal(schema.body.servers, [{ url: cluster.base }]);
+    const page = await request(cluster.base, 'GET', '/api/docs/');
+    assert.is(page.status, 200);
+    assert.match(page.text, /swagger-ui-bundle\.js/);
+    for (const file of ['swagger-ui-bundle.js', 'swagger-ui.css', 'init.js']) {
+      const asset = await request(cluster.base, 'GET', `/api/docs/${file}`);
+      assert.is(asset.status, 200, file);
+      assert.ok(asset.text.length > (file === 'init.js' ? 50 : 10_000), file);
+    }
+  },
+);
 
-Compiled('no process of the service runs tsx or esbuild: the primary runs dist/src/main.js and forks its children without a loader', async () => {
-  const primary = cluster.child.pid!;
-  // The job worker is forked once the web workers are ready.
-  for (let waited = 0; tree(primary).length < 4 && waited < 30_000; waited += 100) await sleep(100);
-  const processes = tree(primary).map(describe);
-  assert.equal(processes[0]!.argv.slice(1), ['dist/src/main.js']);
-  assert.ok(processes.length >= 4, `the primary, two web workers and a job worker: ${JSON.stringify(processes)}`);
-  for (const proc of processes) {
-    const line = `${proc.argv.join(' ')} NODE_OPTIONS=${proc.nodeOptions}`;
-    assert.not.match(line, /tsx|esbuild/, `process ${proc.pid}: ${line}`);
-  }
-});
+Compiled(
+  'no process of the service runs tsx or esbuild: the primary runs dist/src/main.js and forks its children without a loader',
+  async () => {
+    const primary = cluster.child.pid!;
+    // The job worker is forked once the web workers are ready.
+    for (let waited = 0; tree(primary).length < 4 && waited < 30_000; waited += 100) await sleep(100);
+    const processes = tree(primary).map(describe);
+    assert.equal(processes[0]!.argv.slice(1), ['dist/src/main.js']);
+    assert.ok(processes.length >= 4, `the primary, two web workers and a job worker: ${JSON.stringify(processes)}`);
+    for (const proc of processes) {
+      const line = `${proc.argv.join(' ')} NODE_OPTIONS=${proc.nodeOptions}`;
+      assert.not.match(line, /tsx|esbuild/, `process ${proc.pid}: ${line}`);
+    }
+  },
+);
 
 Compiled('the CLI runs compiled too', () => {
-  const migrate = spawnSync(process.execPath, ['dist/src/cli.js', 'migrate'], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: databaseUrl } });
+  const migrate = spawnSync(process.execPath, ['dist/src/cli.js', 'migrate'], {
+    encoding: 'utf8',
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+  });
   assert.is(migrate.status, 0, migrate.stderr);
   assert.is(migrate.stdout, 'schema is up to date\n');
 });

@@ -16,7 +16,14 @@ import { createUnorderedBus, createUnorderedSequences } from '../../ops/bench/fi
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
-import { checkWalk, pollIdVisibility, spawnWriters, walkWithCursor, type Walk, type WriterOptions } from '../helpers/writers.js';
+import {
+  checkWalk,
+  pollIdVisibility,
+  spawnWriters,
+  walkWithCursor,
+  type Walk,
+  type WriterOptions,
+} from '../helpers/writers.js';
 
 // docs/architecture.md "Pagination" "Cursor guarantee under concurrent writes" and "Events": "commit order = id order =
 // position order", checked on the real entry point (4 web workers) with writer processes
@@ -51,7 +58,9 @@ async function loginWriters(base: string, db: Kysely<Database>): Promise<string[
   for (let i = 0; i < WRITERS; i += 1) {
     const username = `writer${i}`;
     await createUser(db, username, `${username}-password`);
-    const response = await request(base, 'POST', '/api/auth/token/', { body: { username, password: `${username}-password` } });
+    const response = await request(base, 'POST', '/api/auth/token/', {
+      body: { username, password: `${username}-password` },
+    });
     if (response.status !== 200) throw new Error(`login ${username}: ${response.status} ${response.text}`);
     tokens.push(response.body.token as string);
   }
@@ -78,7 +87,11 @@ async function runRound(target: Target, writing: WriterOptions): Promise<RoundRe
   });
   const [written, walksByReader, polled] = await Promise.all([finished, Promise.all(readers), polling]);
   const walks = walksByReader.flat();
-  const problems = [...written.failures, ...polled.problems, ...walks.flatMap((walk) => checkWalk(walk, written.created))];
+  const problems = [
+    ...written.failures,
+    ...polled.problems,
+    ...walks.flatMap((walk) => checkWalk(walk, written.created)),
+  ];
   return { created: written.created.length, walks, polls: polled.polls, problems };
 }
 
@@ -111,7 +124,10 @@ ordered.before(async () => {
   });
   clusterTarget = { base: cluster.base, db, tokens: await loginWriters(cluster.base, db) };
   for (let n = 0; n < 20; n += 1) {
-    await request(cluster.base, 'POST', '/api/tasks/', { token: clusterTarget.tokens[0], body: { title: `seed ${n}` } });
+    await request(cluster.base, 'POST', '/api/tasks/', {
+      token: clusterTarget.tokens[0],
+      body: { title: `seed ${n}` },
+    });
   }
 });
 
@@ -121,14 +137,17 @@ ordered.after(async () => {
   await dropClusterDb?.();
 });
 
-ordered('every walk sees each task that existed at its start once, in strict order, and ascending walks every acknowledged task', async () => {
-  for (let round = 1; round <= ROUNDS; round += 1) {
-    const report = await runRound(clusterTarget, { durationMs: 2_500, concurrency: 4, maxPosts: 3_000 });
-    console.log(describe(`round ${round}`, report));
-    assert.equal(report.problems, [], `round ${round}`);
-    assert.ok(report.created > 0 && report.walks.length >= READERS.length);
-  }
-});
+ordered(
+  'every walk sees each task that existed at its start once, in strict order, and ascending walks every acknowledged task',
+  async () => {
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      const report = await runRound(clusterTarget, { durationMs: 2_500, concurrency: 4, maxPosts: 3_000 });
+      console.log(describe(`round ${round}`, report));
+      assert.equal(report.problems, [], `round ${round}`);
+      assert.ok(report.created > 0 && report.walks.length >= READERS.length);
+    }
+  },
+);
 
 ordered('event positions are 1..N and TaskCreated positions follow task id order', async () => {
   const { events, problems } = await checkEventOrder(clusterTarget.db);
@@ -188,7 +207,9 @@ unordered('readers or the visibility poll see an id before a smaller one, and po
   console.log(`# e.g. ${report.problems.slice(0, 3).join(' | ')}`);
   assert.ok(report.problems.length > 0, 'the reader/poller check must fail for the plain-sequence append');
   const events = await checkEventOrder(variantTarget.db);
-  console.log(`# events table: ${events.events} events, ${events.problems.length}+ problems, e.g. ${events.problems[0]}`);
+  console.log(
+    `# events table: ${events.events} events, ${events.problems.length}+ problems, e.g. ${events.problems[0]}`,
+  );
   assert.ok(events.problems.length > 0, 'the event order check must fail for the plain-sequence append');
 });
 

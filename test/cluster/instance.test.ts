@@ -16,7 +16,15 @@ const Refusal = suite('a start that cannot succeed names the setting or the runn
 /** Runs the entry point with `env` until it exits; its whole output. */
 async function startExpectingRefusal(env: Record<string, string>): Promise<{ code: number; output: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', METRICS_HOST: '127.0.0.1', ...env },
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      METRICS_PORT: '0',
+      METRICS_HOST: '127.0.0.1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -40,12 +48,21 @@ Refusal('a busy METRICS_PORT, EMBEDDED_PG_PORT or EMBEDDED_REDIS_PORT is named b
       ['EMBEDDED_PG_PORT', { DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', EMBEDDED_PG_PORT: port }],
       [
         'EMBEDDED_REDIS_PORT',
-        { DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', EMBEDDED_PG_PORT: String(await findFreePort()), EMBEDDED_REDIS_PORT: port },
+        {
+          DATA_DIR: dataDir,
+          DATABASE_URL: '',
+          REDIS_URL: '',
+          EMBEDDED_PG_PORT: String(await findFreePort()),
+          EMBEDDED_REDIS_PORT: port,
+        },
       ],
     ] as const) {
       const { code, output } = await startExpectingRefusal(env);
       assert.is(code, 1, output);
-      assert.is(output.trim(), `paceline: could not start: ${setting} ${port} on 127.0.0.1 cannot be served: another process is listening on it`);
+      assert.is(
+        output.trim(),
+        `paceline: could not start: ${setting} ${port} on 127.0.0.1 cannot be served: another process is listening on it`,
+      );
     }
   } finally {
     holder.close();
@@ -53,24 +70,30 @@ Refusal('a busy METRICS_PORT, EMBEDDED_PG_PORT or EMBEDDED_REDIS_PORT is named b
   }
 });
 
-Refusal('a second start on a DATA_DIR whose primary runs names that primary and its ports, and advises no kill', async () => {
-  const dataDir = await mkdtemp(join(process.env.TEST_TMP_DIR!, 'lifecycle-second-'));
-  const primary = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
-  try {
-    const ports = { PORT: 8000, METRICS_PORT: 9464, EMBEDDED_PG_PORT: 54329, EMBEDDED_REDIS_PORT: 63799 };
-    await writeFile(join(dataDir, 'paceline.pid'), JSON.stringify({ pid: primary.pid, dataDir, ports, startedAt: new Date().toISOString() }));
-    const { code, output } = await startExpectingRefusal({ DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '' });
-    assert.is(code, 1, output);
-    assert.is(
-      output.trim(),
-      `paceline: could not start: Paceline is already running on DATA_DIR ${dataDir}: primary PID ${primary.pid} ` +
-        '(PORT 8000, METRICS_PORT 9464, EMBEDDED_PG_PORT 54329, EMBEDDED_REDIS_PORT 63799). Use that one, stop it with `npm run cli -- stop`, or start this one with another DATA_DIR',
-    );
-    assert.not.match(output, /kill/);
-  } finally {
-    primary.kill('SIGKILL');
-    await rm(dataDir, { recursive: true, force: true });
-  }
-});
+Refusal(
+  'a second start on a DATA_DIR whose primary runs names that primary and its ports, and advises no kill',
+  async () => {
+    const dataDir = await mkdtemp(join(process.env.TEST_TMP_DIR!, 'lifecycle-second-'));
+    const primary = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+    try {
+      const ports = { PORT: 8000, METRICS_PORT: 9464, EMBEDDED_PG_PORT: 54329, EMBEDDED_REDIS_PORT: 63799 };
+      await writeFile(
+        join(dataDir, 'paceline.pid'),
+        JSON.stringify({ pid: primary.pid, dataDir, ports, startedAt: new Date().toISOString() }),
+      );
+      const { code, output } = await startExpectingRefusal({ DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '' });
+      assert.is(code, 1, output);
+      assert.is(
+        output.trim(),
+        `paceline: could not start: Paceline is already running on DATA_DIR ${dataDir}: primary PID ${primary.pid} ` +
+          '(PORT 8000, METRICS_PORT 9464, EMBEDDED_PG_PORT 54329, EMBEDDED_REDIS_PORT 63799). Use that one, stop it with `npm run cli -- stop`, or start this one with another DATA_DIR',
+      );
+      assert.not.match(output, /kill/);
+    } finally {
+      primary.kill('SIGKILL');
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  },
+);
 
 Refusal.run();

@@ -20,7 +20,12 @@ let databaseUrl: string;
 let dropDatabase: () => Promise<void> = async () => {};
 let token: string;
 // 3,000 tasks and 1,500 completions over three days: 45 batches of 100 events, 60 ms apart.
-const seed: SeedOptions = { tasks: 3_000, owner: { id: 1, username: 'alice' }, start: new Date('2026-11-01T06:00:00Z'), spanMs: 3 * 86_400_000 };
+const seed: SeedOptions = {
+  tasks: 3_000,
+  owner: { id: 1, username: 'alice' },
+  start: new Date('2026-11-01T06:00:00Z'),
+  spanMs: 3 * 86_400_000,
+};
 const range = { from: '2026-11-01', to: '2026-11-03' };
 
 /** The pid the jobs child logged when its processors started (the latest one). */
@@ -65,7 +70,9 @@ test.before(async () => {
     SHUTDOWN_TIMEOUT_MS: '20000',
     THROTTLE_USER: '100000/min',
   });
-  const login = await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } });
+  const login = await request(cluster.base, 'POST', '/api/auth/token/', {
+    body: { username: 'alice', password: 'alice-pass-123' },
+  });
   token = login.body.token;
 });
 
@@ -89,16 +96,29 @@ test('a report whose jobs child is SIGKILLed midway is retried and done once, wi
   assert.is.not(jobsChildPid(), victim, 'the primary restarted the jobs child');
   const expected = expectedDays(seed, range.from, range.to);
   const totals = { created: 0, completed: 0, reopened: 0, deleted: 0 };
-  for (const day of expected.days) for (const key of Object.keys(totals) as Array<keyof typeof totals>) totals[key] += day[key];
+  for (const day of expected.days)
+    for (const key of Object.keys(totals) as Array<keyof typeof totals>) totals[key] += day[key];
   const { as_of, ...result } = report.result as { as_of: string };
   assert.ok(!Number.isNaN(Date.parse(as_of)), 'the report says when it read the log');
-  assert.equal(result, { ...range, owner: null, open_at_start: expected.openAtStart, days: expected.days, totals, as_of_position: 4_500 });
+  assert.equal(result, {
+    ...range,
+    owner: null,
+    open_at_start: expected.openAtStart,
+    days: expected.days,
+    totals,
+    as_of_position: 4_500,
+  });
 
   const db = connectDatabase(databaseUrl, 1);
   const rows = await db.selectFrom('reports').select(['id', 'status']).execute();
   await db.destroy();
   assert.equal(rows, [{ id: accepted.body.id, status: 'done' }]);
-  for (let i = 0; i < 50 && sumOf((await scrape(cluster.metricsBase)).samples, 'paceline_jobs', { queue: 'reports', state: 'completed' }) !== 1; i += 1)
+  for (
+    let i = 0;
+    i < 50 &&
+    sumOf((await scrape(cluster.metricsBase)).samples, 'paceline_jobs', { queue: 'reports', state: 'completed' }) !== 1;
+    i += 1
+  )
     await sleep(100);
   const samples = (await scrape(cluster.metricsBase)).samples;
   assert.is(sumOf(samples, 'paceline_jobs', { queue: 'reports', state: 'completed' }), 1, 'one completed job');
@@ -111,7 +131,11 @@ test('SIGTERM lets the active report finish before the host exits 0', async () =
   await poll(path, (body) => body.status === 'running');
   assert.is(await cluster.stop('SIGTERM'), 0);
   const db = connectDatabase(databaseUrl, 1);
-  const row = await db.selectFrom('reports').select(['status', 'attempts']).where('id', '=', accepted.body.id).executeTakeFirstOrThrow();
+  const row = await db
+    .selectFrom('reports')
+    .select(['status', 'attempts'])
+    .where('id', '=', accepted.body.id)
+    .executeTakeFirstOrThrow();
   await db.destroy();
   assert.equal(row, { status: 'done', attempts: 1 });
 });
@@ -125,7 +149,9 @@ test('a report longer than the shutdown allows is interrupted, not killed, and f
     THROTTLE_USER: '100000/min',
   };
   cluster = await startCluster({ ...slow, REPORT_BATCH_DELAY_MS: '300', SHUTDOWN_TIMEOUT_MS: '3000' });
-  token = (await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })).body.token;
+  token = (
+    await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })
+  ).body.token;
   const accepted = await request(cluster.base, 'POST', '/api/reports/', { token, body: range });
   const path = new URL(accepted.headers.get('location')!).pathname;
   await poll(path, (body) => body.status === 'running');
@@ -133,10 +159,16 @@ test('a report longer than the shutdown allows is interrupted, not killed, and f
   assert.not.match(cluster.output(), /"level":50[^\n]*(SIGKILL|uncaught)/i);
 
   cluster = await startCluster({ ...slow, REPORT_BATCH_DELAY_MS: '0' });
-  token = (await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })).body.token;
+  token = (
+    await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })
+  ).body.token;
   const report = await poll(path, (body) => body.status === 'done' || body.status === 'failed');
   assert.is(report.status, 'done');
-  assert.is((report as unknown as { attempts: number }).attempts, 2, 'the interrupted attempt, then the one that finished');
+  assert.is(
+    (report as unknown as { attempts: number }).attempts,
+    2,
+    'the interrupted attempt, then the one that finished',
+  );
   assert.is((report.result as { as_of_position: number }).as_of_position, 4_500);
 });
 

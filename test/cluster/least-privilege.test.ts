@@ -46,7 +46,10 @@ async function stop(): Promise<void> {
 
 /** The children of the primary: its workers and its stores, with their command lines. */
 function children(): Array<{ pid: number; argv: string[] }> {
-  return childPids(cluster!.child.pid!).map((pid) => ({ pid, argv: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean) }));
+  return childPids(cluster!.child.pid!).map((pid) => ({
+    pid,
+    argv: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean),
+  }));
 }
 
 const redisServer = () => children().find(({ argv }) => argv[0]?.startsWith('redis-server'))!;
@@ -147,7 +150,11 @@ test('Redis refuses a client without the password, and runs as an unprivileged a
   assert.is((statSync(join(dataDir, 'redis')).mode & 0o777).toString(8), '700');
 
   const child = children().find(({ argv }) => !argv[0]!.startsWith('redis-server') && !argv[0]!.endsWith('postgres'))!;
-  assert.is(envOf(child.pid, 'REDIS_URL'), `redis://:${encodeURIComponent(password)}@127.0.0.1:${port}`, 'children get the password in their REDIS_URL');
+  assert.is(
+    envOf(child.pid, 'REDIS_URL'),
+    `redis://:${encodeURIComponent(password)}@127.0.0.1:${port}`,
+    'children get the password in their REDIS_URL',
+  );
 });
 
 test('the service connects to PostgreSQL as a role that is no superuser and owns every table, the old ones too', async () => {
@@ -159,7 +166,10 @@ test('the service connects to PostgreSQL as a role that is no superuser and owns
     'SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = current_user',
   );
   assert.equal(role, { rolsuper: false, rolcreatedb: false, rolcreaterole: false });
-  const tables = await query<{ tablename: string; tableowner: string }>(serviceUrl, "SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'public'");
+  const tables = await query<{ tablename: string; tableowner: string }>(
+    serviceUrl,
+    "SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'public'",
+  );
   assert.ok(tables.length >= 10 && tables.some((t) => t.tablename === 'users'), tables.map((t) => t.tablename).join());
   assert.equal(
     tables.filter((t) => t.tableowner !== 'paceline'),
@@ -169,13 +179,19 @@ test('the service connects to PostgreSQL as a role that is no superuser and owns
   // Read as the superuser: the service role sees its own sessions only.
   const adminUrl = Object.assign(new URL(serviceUrl), { username: 'postgres' });
   adminUrl.password = encodeURIComponent((await readFile(join(dataDir, 'pg/.paceline-password'), 'utf8')).trim());
-  const sessions = await query<{ usename: string }>(adminUrl.href, "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'paceline%'");
+  const sessions = await query<{ usename: string }>(
+    adminUrl.href,
+    "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'paceline%'",
+  );
   assert.equal(
     sessions.map((s) => s.usename),
     ['paceline'],
     'every connection of the workers is the service role',
   );
-  const [owner] = await query<{ owner: string }>(serviceUrl, 'SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = current_database()');
+  const [owner] = await query<{ owner: string }>(
+    serviceUrl,
+    'SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = current_database()',
+  );
   assert.is(owner!.owner, 'paceline');
   try {
     await query(serviceUrl, 'CREATE ROLE intruder SUPERUSER');
@@ -198,7 +214,11 @@ test('a restart reuses every password, and no password appears in the output or 
   const secrets = await Promise.all(files.map(async (file) => (await readFile(join(dataDir, file), 'utf8')).trim()));
   await stop();
   await start();
-  assert.equal(await Promise.all(files.map(async (file) => (await readFile(join(dataDir, file), 'utf8')).trim())), secrets, 'the same passwords');
+  assert.equal(
+    await Promise.all(files.map(async (file) => (await readFile(join(dataDir, file), 'utf8')).trim())),
+    secrets,
+    'the same passwords',
+  );
   const signIn = await fetch(`${cluster!.base}/api/auth/token/`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },

@@ -39,7 +39,11 @@ function children(role: 'web' | 'jobs'): number[] {
 }
 
 /** Polls until `check` returns a value, for at most `timeoutMs`. */
-async function waitFor<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -52,11 +56,15 @@ async function waitFor<T>(what: string, check: () => T | undefined | Promise<T |
 /** GET on a connection of its own, so the primary hands successive requests to different workers. */
 function getOnNewConnection(path: string, requestId: string): Promise<Outcome> {
   return new Promise((resolve) => {
-    const req = httpRequest(new URL(path, cluster.base), { agent: false, headers: { 'X-Request-Id': requestId }, timeout: 10_000 }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'response error'));
-    });
+    const req = httpRequest(
+      new URL(path, cluster.base),
+      { agent: false, headers: { 'X-Request-Id': requestId }, timeout: 10_000 },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'response error'));
+      },
+    );
     req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
     req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
     req.end();
@@ -65,7 +73,10 @@ function getOnNewConnection(path: string, requestId: string): Promise<Outcome> {
 
 /** GET through fetch's keep-alive pool, as most clients send them. */
 const getKeepAlive = (path: string, requestId: string): Promise<Outcome> =>
-  fetch(new URL(path, cluster.base), { headers: { 'X-Request-Id': requestId }, signal: AbortSignal.timeout(10_000) }).then(
+  fetch(new URL(path, cluster.base), {
+    headers: { 'X-Request-Id': requestId },
+    signal: AbortSignal.timeout(10_000),
+  }).then(
     async (response) => (await response.arrayBuffer(), response.status),
     (error: Error & { cause?: { code?: string } }) => error.cause?.code ?? error.name,
   );
@@ -74,7 +85,11 @@ const getKeepAlive = (path: string, requestId: string): Promise<Outcome> =>
  * Five clients (four with a new connection per request, one keep-alive) looping GET /api/tasks/ with request
  * ids `<tag>-<n>` until `done()` or `maxMs`, recording each outcome with its start time.
  */
-async function loopRequests(tag: string, done: () => boolean, maxMs: number): Promise<Array<{ at: number; outcome: Outcome }>> {
+async function loopRequests(
+  tag: string,
+  done: () => boolean,
+  maxMs: number,
+): Promise<Array<{ at: number; outcome: Outcome }>> {
   const results: Array<{ at: number; outcome: Outcome }> = [];
   const deadline = Date.now() + maxMs;
   const client = async (send: (path: string, requestId: string) => Promise<Outcome>) => {
@@ -85,7 +100,13 @@ async function loopRequests(tag: string, done: () => boolean, maxMs: number): Pr
   };
   // Several clients on new connections: each is handed to a web child by the primary, and a
   // reload must not leave one in the hands of a child that has gone (docs/architecture.md "Processes").
-  await Promise.all([client(getOnNewConnection), client(getOnNewConnection), client(getOnNewConnection), client(getOnNewConnection), client(getKeepAlive)]);
+  await Promise.all([
+    client(getOnNewConnection),
+    client(getOnNewConnection),
+    client(getOnNewConnection),
+    client(getOnNewConnection),
+    client(getKeepAlive),
+  ]);
   return results;
 }
 
@@ -105,14 +126,21 @@ function servedBy(prefix: string): Map<string, number> {
 }
 
 /** A POST whose headers the server has read (it answered 100 Continue) and whose body is still to come. */
-function startSlowPost(body: string): Promise<{ finish(): Promise<{ status: number; body: string } | { error: string }> }> {
+function startSlowPost(
+  body: string,
+): Promise<{ finish(): Promise<{ status: number; body: string } | { error: string }> }> {
   return new Promise((resolveStarted, rejectStarted) => {
     let settle: (value: { status: number; body: string } | { error: string }) => void = () => {};
     const finished = new Promise<{ status: number; body: string } | { error: string }>((resolve) => (settle = resolve));
     const req = httpRequest(new URL('/api/tasks/', cluster.base), {
       method: 'POST',
       agent: false,
-      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Expect: '100-continue', Authorization: `Bearer ${token}` },
+      headers: {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(body),
+        Expect: '100-continue',
+        Authorization: `Bearer ${token}`,
+      },
     });
     req.on('continue', () => resolveStarted({ finish: () => (req.end(body), finished) }));
     req.on('response', (res: IncomingMessage) => {
@@ -145,8 +173,12 @@ Lifecycle.before(async () => {
     THROTTLE_ENABLED: 'false',
     SHUTDOWN_TIMEOUT_MS: '15000',
   });
-  await waitFor('two web workers and a job worker', () => (children('web').length === 2 && children('jobs').length === 1 ? true : undefined));
-  const login = await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } });
+  await waitFor('two web workers and a job worker', () =>
+    children('web').length === 2 && children('jobs').length === 1 ? true : undefined,
+  );
+  const login = await request(cluster.base, 'POST', '/api/auth/token/', {
+    body: { username: 'alice', password: 'alice-pass-123' },
+  });
   assert.is(login.status, 200, login.text);
   token = login.body.token;
 });
@@ -158,7 +190,9 @@ Lifecycle.after(async () => {
 
 Lifecycle('both web workers serve: requests on new connections are answered by two distinct pids', async () => {
   const web = children('web');
-  const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) => getOnNewConnection('/api/tasks/', `lc-serve-${i}`)));
+  const outcomes = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => getOnNewConnection('/api/tasks/', `lc-serve-${i}`)),
+  );
   assert.equal([...new Set(outcomes)], [200]);
   const served = await waitFor(
     'the request log lines',
@@ -230,11 +264,21 @@ Lifecycle('SIGHUP, even twice in a row, replaces the web workers one at a time w
 Lifecycle('SIGTERM: in-flight requests complete, then the whole tree exits 0 leaving no process behind', async () => {
   const tree = [...children('web'), ...children('jobs')];
   assert.is(tree.length, 3);
-  const slow = await Promise.all(Array.from({ length: 10 }, (_, i) => startSlowPost(JSON.stringify({ title: `in flight ${i}` }))));
+  const slow = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => startSlowPost(JSON.stringify({ title: `in flight ${i}` }))),
+  );
   const drainsBefore = cluster.output().split('"msg":"draining"').length;
   const stopped = cluster.stop('SIGTERM');
-  await waitFor('both web workers to drain', () => (cluster.output().split('"msg":"draining"').length >= drainsBefore + 2 ? true : undefined), 30_000);
-  await waitFor('new connections to be refused', async () => ((await getOnNewConnection('/healthz', 'lc-late')) === 'ECONNREFUSED' ? true : undefined), 10_000);
+  await waitFor(
+    'both web workers to drain',
+    () => (cluster.output().split('"msg":"draining"').length >= drainsBefore + 2 ? true : undefined),
+    30_000,
+  );
+  await waitFor(
+    'new connections to be refused',
+    async () => ((await getOnNewConnection('/healthz', 'lc-late')) === 'ECONNREFUSED' ? true : undefined),
+    10_000,
+  );
   const answers = await Promise.all(slow.map((s) => s.finish()));
   assert.equal(
     answers.map((a) => ('status' in a ? a.status : a.error)),
@@ -258,14 +302,22 @@ ProcessManager('SIGTERM to the PID of `npm start` stops the service and everythi
   const database = await createTestDatabase('lifecycle-npm');
   let started: number[] = [];
   try {
-    cluster = await startCluster({ ...testStoresEnv('lifecycle-npm', database.url), WEB_CONCURRENCY: '1', THROTTLE_ENABLED: 'false' }, 60_000, true);
+    cluster = await startCluster(
+      { ...testStoresEnv('lifecycle-npm', database.url), WEB_CONCURRENCY: '1', THROTTLE_ENABLED: 'false' },
+      60_000,
+      true,
+    );
     const primary = childPids(cluster.child.pid!);
     assert.is(primary.length, 1, 'npm runs the service as its child');
     const web = childPids(primary[0]!);
     started = [...primary, ...web];
     assert.ok(web.length >= 1, 'the primary has its web worker');
     assert.is(await cluster.stop('SIGTERM'), 0, cluster.output().slice(-3000));
-    await waitFor('the primary and its workers to exit', () => ([...primary, ...web].some(isAlive) ? undefined : true), 20_000);
+    await waitFor(
+      'the primary and its workers to exit',
+      () => ([...primary, ...web].some(isAlive) ? undefined : true),
+      20_000,
+    );
     assert.is(await getOnNewConnection('/healthz', 'lc-npm-late'), 'ECONNREFUSED');
   } finally {
     await cluster?.stop('SIGKILL');
@@ -279,75 +331,84 @@ ProcessManager.run();
 
 const Refusal = suite('a start that cannot succeed ends at once with one line');
 
-Refusal('PORT held by another process: exit 1 with one line naming PORT, no worker forked, no stack trace', async () => {
-  const database = await createTestDatabase('lifecycle-port');
-  const holder = createServer();
-  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
-  const port = (holder.address() as AddressInfo).port;
-  try {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
-        ...testStoresEnv('lifecycle-port', database.url),
-        LOG_LEVEL: 'warn',
-        HOST: '127.0.0.1',
-        PORT: String(port),
-        METRICS_PORT: '0',
-        METRICS_HOST: '127.0.0.1',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += chunk));
-    child.stderr.on('data', (chunk) => (output += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    const [code] = await once(child, 'exit');
-    clearTimeout(timer);
-    assert.is(code, 1, output);
-    assert.is(output.trim(), `paceline: could not start: PORT ${port} on 127.0.0.1 cannot be served: another process is listening on it`);
-  } finally {
-    holder.close();
-    await database.drop();
-  }
-});
+Refusal(
+  'PORT held by another process: exit 1 with one line naming PORT, no worker forked, no stack trace',
+  async () => {
+    const database = await createTestDatabase('lifecycle-port');
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const port = (holder.address() as AddressInfo).port;
+    try {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+        env: {
+          ...process.env,
+          ...testStoresEnv('lifecycle-port', database.url),
+          LOG_LEVEL: 'warn',
+          HOST: '127.0.0.1',
+          PORT: String(port),
+          METRICS_PORT: '0',
+          METRICS_HOST: '127.0.0.1',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk) => (output += chunk));
+      child.stderr.on('data', (chunk) => (output += chunk));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const [code] = await once(child, 'exit');
+      clearTimeout(timer);
+      assert.is(code, 1, output);
+      assert.is(
+        output.trim(),
+        `paceline: could not start: PORT ${port} on 127.0.0.1 cannot be served: another process is listening on it`,
+      );
+    } finally {
+      holder.close();
+      await database.drop();
+    }
+  },
+);
 
 Refusal.run();
 
 const Bounded = suite('a stop, embedded stores included, ends within SHUTDOWN_TIMEOUT_MS');
 
-Bounded("a connection that never finishes its request holds the drain to its limit, yet npm start's tree (stores too) exits 0 in time", async () => {
-  const tmp = process.env.TEST_TMP_DIR;
-  if (!tmp) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
-  const dataDir = await mkdtemp(join(tmp, 'lifecycle-bounded-'));
-  await chmod(dataDir, 0o711); // run as root, the embedded PostgreSQL runs as the postgres user
-  const socket = new Socket();
-  try {
-    cluster = await startCluster({
-      DATABASE_URL: '',
-      REDIS_URL: '',
-      DATA_DIR: dataDir,
-      CURSOR_SECRET: 'lifecycle-bounded-secret-0123456789',
-      EMBEDDED_PG_PORT: String(await findFreePort()),
-      EMBEDDED_REDIS_PORT: String(await findFreePort()),
-      WEB_CONCURRENCY: '1',
-      JOB_CONCURRENCY: '1',
-      SHUTDOWN_TIMEOUT_MS: '6000',
-    });
-    await new Promise<void>((resolve) => socket.connect(cluster.port, '127.0.0.1', resolve));
-    socket.on('error', () => {});
-    socket.write('GET /api/tasks/ HTTP/1.1\r\nHost: x\r\n'); // headers never finished
-    await sleep(200);
-    const started = Date.now();
-    const code = await cluster.stop('SIGTERM', 30_000);
-    const took = Date.now() - started;
-    assert.is(code, 0, cluster.output().slice(-3000));
-    assert.ok(took < 6_000, `stopped in ${took} ms`);
-    assert.is(childPids(cluster.child.pid!).length, 0);
-  } finally {
-    socket.destroy();
-    await cluster?.stop('SIGKILL');
-    await rm(dataDir, { recursive: true, force: true });
-  }
-});
+Bounded(
+  "a connection that never finishes its request holds the drain to its limit, yet npm start's tree (stores too) exits 0 in time",
+  async () => {
+    const tmp = process.env.TEST_TMP_DIR;
+    if (!tmp) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
+    const dataDir = await mkdtemp(join(tmp, 'lifecycle-bounded-'));
+    await chmod(dataDir, 0o711); // run as root, the embedded PostgreSQL runs as the postgres user
+    const socket = new Socket();
+    try {
+      cluster = await startCluster({
+        DATABASE_URL: '',
+        REDIS_URL: '',
+        DATA_DIR: dataDir,
+        CURSOR_SECRET: 'lifecycle-bounded-secret-0123456789',
+        EMBEDDED_PG_PORT: String(await findFreePort()),
+        EMBEDDED_REDIS_PORT: String(await findFreePort()),
+        WEB_CONCURRENCY: '1',
+        JOB_CONCURRENCY: '1',
+        SHUTDOWN_TIMEOUT_MS: '6000',
+      });
+      await new Promise<void>((resolve) => socket.connect(cluster.port, '127.0.0.1', resolve));
+      socket.on('error', () => {});
+      socket.write('GET /api/tasks/ HTTP/1.1\r\nHost: x\r\n'); // headers never finished
+      await sleep(200);
+      const started = Date.now();
+      const code = await cluster.stop('SIGTERM', 30_000);
+      const took = Date.now() - started;
+      assert.is(code, 0, cluster.output().slice(-3000));
+      assert.ok(took < 6_000, `stopped in ${took} ms`);
+      assert.is(childPids(cluster.child.pid!).length, 0);
+    } finally {
+      socket.destroy();
+      await cluster?.stop('SIGKILL');
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  },
+);
 
 Bounded.run();

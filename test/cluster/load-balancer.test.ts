@@ -88,7 +88,11 @@ async function setUp(): Promise<void> {
     DATABASE_POOL_SIZE: '4',
   };
   for (const name of ['host1', 'host2']) {
-    ports.push({ PORT: String(await findFreePort()), METRICS_PORT: String(await findFreePort()), DATA_DIR: join(scratch, name) });
+    ports.push({
+      PORT: String(await findFreePort()),
+      METRICS_PORT: String(await findFreePort()),
+      DATA_DIR: join(scratch, name),
+    });
   }
   hosts.push(...(await Promise.all([0, 1].map((i) => startCluster(hostEnv(i), 120_000)))));
   balancer = await startHaproxy(
@@ -135,17 +139,30 @@ test(`${CLIENTS} clients from their own addresses, ${ANON_LIMIT + EXTRA} request
     const throttled = mine.filter((s) => s === 429).length;
     seen.anonAllowed += allowed;
     seen.anonThrottled += throttled;
-    assert.equal({ allowed, throttled }, { allowed: ANON_LIMIT, throttled: EXTRA }, `client ${clients[c]}: ${mine.join(' ')}`);
+    assert.equal(
+      { allowed, throttled },
+      { allowed: ANON_LIMIT, throttled: EXTRA },
+      `client ${clients[c]}: ${mine.join(' ')}`,
+    );
   });
   // Roundrobin spread them: each host decided a good share of them.
   for (const host of hosts) {
-    const decided = sumOf((await scrape(host.metricsBase)).samples, 'paceline_throttle_decisions_total', { scope: 'anon' });
-    assert.ok(decided >= (CLIENTS * (ANON_LIMIT + EXTRA)) / 4, `host on ${host.port} decided ${decided} anonymous requests`);
+    const decided = sumOf((await scrape(host.metricsBase)).samples, 'paceline_throttle_decisions_total', {
+      scope: 'anon',
+    });
+    assert.ok(
+      decided >= (CLIENTS * (ANON_LIMIT + EXTRA)) / 4,
+      `host on ${host.port} decided ${decided} anonymous requests`,
+    );
   }
 });
 
 test('cursor walks through the balancer stay exact while writers POST to both hosts', async () => {
-  const writers = spawnWriters(balancer!.base, tokens.slice(0, 3), { durationMs: 3_000, concurrency: 3, maxPosts: 1_500 });
+  const writers = spawnWriters(balancer!.base, tokens.slice(0, 3), {
+    durationMs: 3_000,
+    concurrency: 3,
+    maxPosts: 1_500,
+  });
   let active = true;
   const finished = writers.finished.finally(() => (active = false));
   await writers.firstCreated;
@@ -162,7 +179,9 @@ test('cursor walks through the balancer stay exact while writers POST to both ho
   ).flat();
   const written = await finished;
   const problems = [...written.failures, ...walks.flatMap((walk) => checkWalk(walk, written.created))];
-  console.log(`# ${written.created.length} tasks created through the balancer; ${walks.length} walks of ${walks.reduce((n, w) => n + w.pages, 0)} pages`);
+  console.log(
+    `# ${written.created.length} tasks created through the balancer; ${walks.length} walks of ${walks.reduce((n, w) => n + w.pages, 0)} pages`,
+  );
   assert.equal(problems, []);
   assert.ok(written.created.length > 0 && walks.length >= orderings.length);
   seen.created += written.created.length;
@@ -209,11 +228,15 @@ test('a rolling restart of both hosts through the balancer fails no request', as
       const status = await new Promise<number | string>((resolve) => {
         const headers: Record<string, string> = { Authorization: `Bearer ${tokens[lane % tokens.length]}` };
         if (post) Object.assign(headers, { 'Content-Type': 'application/json', 'Idempotency-Key': randomUUID() });
-        const req = httpRequest(new URL('/api/tasks/', balancer!.base), { method: post ? 'POST' : 'GET', agent, headers }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-          res.on('error', (error) => resolve(String(error)));
-        });
+        const req = httpRequest(
+          new URL('/api/tasks/', balancer!.base),
+          { method: post ? 'POST' : 'GET', agent, headers },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+            res.on('error', (error) => resolve(String(error)));
+          },
+        );
         req.on('error', (error) => resolve(String(error)));
         req.end(post ? JSON.stringify({ title: `steady ${lane}.${n}` }) : undefined);
       });

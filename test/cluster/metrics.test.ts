@@ -18,15 +18,24 @@ let cluster: RunningCluster;
 let dropDatabase: () => Promise<void> = async () => {};
 const seen = new Map<string, number>(); // "METHOD route status" → responses the client got
 
-async function hit(method: string, path: string, route: string, options: { headers?: Record<string, string>; body?: string } = {}) {
+async function hit(
+  method: string,
+  path: string,
+  route: string,
+  options: { headers?: Record<string, string>; body?: string } = {},
+) {
   const status = await requestOnNewConnection(cluster.base, method, path, options);
   const key = `${method} ${route} ${status}`;
   seen.set(key, (seen.get(key) ?? 0) + 1);
   return status;
 }
 const saw = (method: string, route: string, status: number) => seen.get(`${method} ${route} ${status}`) ?? 0;
-const reported = (samples: Awaited<ReturnType<typeof scrape>>['samples'], method: string, route: string, status: number) =>
-  sumOf(samples, 'paceline_http_requests_total', { method, route, status: String(status) });
+const reported = (
+  samples: Awaited<ReturnType<typeof scrape>>['samples'],
+  method: string,
+  route: string,
+  status: number,
+) => sumOf(samples, 'paceline_http_requests_total', { method, route, status: String(status) });
 
 /** The primary's workers: its children that run the entry point (tsx's esbuild service is a child too). */
 function workerPids(): number[] {
@@ -46,7 +55,8 @@ async function waitForChildren(count: number, old: number[], timeoutMs = 60_000)
   for (;;) {
     const pids = workerPids();
     if (pids.length === count && pids.every((pid) => !old.includes(pid))) return pids;
-    if (Date.now() > deadline) throw new Error(`children are ${pids.join(',')}; expected ${count} new ones besides ${old.join(',')}`);
+    if (Date.now() > deadline)
+      throw new Error(`children are ${pids.join(',')}; expected ${count} new ones besides ${old.join(',')}`);
     await sleep(100);
   }
 }
@@ -69,7 +79,10 @@ test.after(async () => {
 
 test('host /metrics counts equal the 200s and 429s the client saw in two scopes, summed over both workers', async () => {
   for (let i = 0; i < 20; i += 1) await hit('GET', '/api/tasks/', '/api/tasks/');
-  const login = { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: 'nobody', password: 'wrong-password' }) };
+  const login = {
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ username: 'nobody', password: 'wrong-password' }),
+  };
   for (let i = 0; i < 7; i += 1) await hit('POST', '/api/auth/token/', '/api/auth/token/', login);
   assert.is(saw('GET', '/api/tasks/', 200), 8, 'anon admits 8 a minute');
   assert.is(saw('GET', '/api/tasks/', 429), 12);
@@ -85,7 +98,8 @@ test('host /metrics counts equal the 200s and 429s the client saw in two scopes,
   ] as const) {
     assert.is(reported(samples, method, route, status), saw(method, route, status), `${method} ${route} ${status}`);
   }
-  const decisions = (scope: string, decision: string) => sumOf(samples, 'paceline_throttle_decisions_total', { scope, decision });
+  const decisions = (scope: string, decision: string) =>
+    sumOf(samples, 'paceline_throttle_decisions_total', { scope, decision });
   assert.is(decisions('anon', 'allowed'), 8);
   assert.is(decisions('anon', 'throttled'), 12);
   assert.is(decisions('token-obtain', 'allowed'), 3);
@@ -96,7 +110,10 @@ test('host /metrics counts equal the 200s and 429s the client saw in two scopes,
     'unused scopes are present at 0',
   );
   assert.is(sumOf(samples, 'paceline_throttle_check_duration_seconds_count', { scope: 'anon' }), 20);
-  assert.is(sumOf(samples, 'paceline_http_request_duration_seconds_count', { method: 'GET', route: '/api/tasks/' }), 20);
+  assert.is(
+    sumOf(samples, 'paceline_http_request_duration_seconds_count', { method: 'GET', route: '/api/tasks/' }),
+    20,
+  );
   assert.ok(sumOf(samples, 'process_cpu_seconds_total') > 0, 'Node process metrics are exported');
 });
 
@@ -109,7 +126,11 @@ test('labels hold route templates and known methods, never raw paths, ids or add
   await hit('POST', '/api/rate-limits/', '/api/rate-limits/');
   await hit('PROPFIND', '/api/tasks/', '/api/tasks/');
   const { text, samples } = await scrape(cluster.metricsBase);
-  assert.is(reported(samples, 'GET', '/api/tasks/:id/', 429), 1, 'a throttled request is labelled with its route template');
+  assert.is(
+    reported(samples, 'GET', '/api/tasks/:id/', 429),
+    1,
+    'a throttled request is labelled with its route template',
+  );
   assert.is(reported(samples, 'GET', 'unmatched', 404), 1);
   // The anon budget is spent by now: OPTIONS and a 405 are counted and refused like any request.
   assert.is(reported(samples, 'OPTIONS', '/api/tasks/', 429), 1);
@@ -120,7 +141,10 @@ test('labels hold route templates and known methods, never raw paths, ids or add
   const labelValues = samples.flatMap((s) => Object.values(s.labels)).join('\n');
   for (const leak of ['424242', '9876', '31337', '/no/such', '127.0.0.1', '203.0.113', 'PROPFIND', 'nobody'])
     assert.not.ok(labelValues.includes(leak), `a /metrics label contains ${leak}`);
-  assert.not.ok(/203\.0\.113|\/no\/such|PROPFIND/.test(text), '/metrics mentions a client address, raw path or raw method');
+  assert.not.ok(
+    /203\.0\.113|\/no\/such|PROPFIND/.test(text),
+    '/metrics mentions a client address, raw path or raw method',
+  );
   const http = samples.filter((s) => s.name.startsWith('paceline_http_'));
   for (const s of http) assert.match(s.labels.route!, /^(unmatched|\/[a-z/:_-]*)$/, `route label ${s.labels.route}`);
   for (const s of http) assert.match(s.labels.method!, /^(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS|_OTHER)$/);
@@ -137,7 +161,11 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   process.kill(victim!, 'SIGKILL');
   await sleep(100);
   const afterKill = (await scrape(cluster.metricsBase)).samples;
-  assert.is(reported(afterKill, 'GET', '/api/tasks/', 200), reported(before, 'GET', '/api/tasks/', 200), 'counts right after the kill');
+  assert.is(
+    reported(afterKill, 'GET', '/api/tasks/', 200),
+    reported(before, 'GET', '/api/tasks/', 200),
+    'counts right after the kill',
+  );
   assert.is(sumOf(afterKill, 'paceline_throttle_decisions_total'), sumOf(before, 'paceline_throttle_decisions_total'));
   await waitForChildren(2, [victim!]);
 
@@ -153,14 +181,22 @@ test('a SIGKILLed worker keeps its reported counts; drained workers keep every c
   await sleep(200); // the primary reads the last worker's final report and exit in the same moment
   const after = (await scrape(cluster.metricsBase)).samples;
   assert.ok(saw('GET', '/healthz', 200) > 20, 'traffic ran during the reload');
-  assert.is(reported(after, 'GET', '/healthz', 200), saw('GET', '/healthz', 200), 'a drained worker reports its last requests');
+  assert.is(
+    reported(after, 'GET', '/healthz', 200),
+    saw('GET', '/healthz', 200),
+    'a drained worker reports its last requests',
+  );
   for (const [route, status] of [
     ['/api/tasks/', 200],
     ['/api/tasks/', 429],
     ['/api/auth/token/', 429],
   ] as const) {
     const method = route === '/api/tasks/' ? 'GET' : 'POST';
-    assert.is(reported(after, method, route, status), saw(method, route, status), `${route} ${status} after kill and reload`);
+    assert.is(
+      reported(after, method, route, status),
+      saw(method, route, status),
+      `${route} ${status} after kill and reload`,
+    );
   }
   assert.is(sumOf(after, 'paceline_worker_restarts_total', { role: 'web' }), 1);
   assert.is(sumOf(after, 'paceline_worker_restarts_total', { role: 'jobs' }), 0);
@@ -183,7 +219,8 @@ function scrapeOnNewConnection(): Promise<{ status: number; text: string }> {
 }
 
 test('twenty scrapes arriving during a collection share the next one, and every one gets the whole, current sum', async () => {
-  const collections = (samples: Awaited<ReturnType<typeof scrape>>['samples']) => sumOf(samples, 'paceline_metrics_collections_total');
+  const collections = (samples: Awaited<ReturnType<typeof scrape>>['samples']) =>
+    sumOf(samples, 'paceline_metrics_collections_total');
   const before = collections((await scrape(cluster.metricsBase)).samples);
   // One web worker is stopped for a second, as a busy child would be: the first scrape's
   // collection waits for its answer while the other nineteen arrive, however loaded the machine.

@@ -61,8 +61,14 @@ async function call(kind: Call['kind'], method: string, path: string, body?: unk
   const headers: Record<string, string> = { 'X-Request-Id': requestId, ...(key ? { 'Idempotency-Key': key } : {}) };
   const sentAt = Date.now();
   const record: Call = { kind, path, requestId, key, sentAt, ms: 0, status: 0, retryAfter: null, body: null };
-  const answer = await request(cluster!.base, method, path, { token, body, headers, deadlineMs: CLIENT_DEADLINE_MS }).catch(() => undefined);
-  if (answer) Object.assign(record, { status: answer.status, retryAfter: answer.headers.get('retry-after'), body: answer.body });
+  const answer = await request(cluster!.base, method, path, {
+    token,
+    body,
+    headers,
+    deadlineMs: CLIENT_DEADLINE_MS,
+  }).catch(() => undefined);
+  if (answer)
+    Object.assign(record, { status: answer.status, retryAfter: answer.headers.get('retry-after'), body: answer.body });
   record.ms = Date.now() - sentAt;
   calls.push(record);
   return record;
@@ -89,7 +95,11 @@ async function client(index: number, stopped: () => boolean): Promise<void> {
     else if (roll <= 6 || mine.length < 2) {
       const id = await create(step * 10 + index);
       if (id !== undefined) mine.push(id);
-    } else if (roll <= 8) await call('change', 'PATCH', `/api/tasks/${mine.at(-1)}/`, { title: `changed ${step}`, completed: step % 2 === 0 });
+    } else if (roll <= 8)
+      await call('change', 'PATCH', `/api/tasks/${mine.at(-1)}/`, {
+        title: `changed ${step}`,
+        completed: step % 2 === 0,
+      });
     else {
       const answer = await call('delete', 'DELETE', `/api/tasks/${mine[0]}/`);
       if (answer.status === 204 || answer.status === 404) mine.shift();
@@ -124,7 +134,13 @@ async function startPostgres(): Promise<RunningService> {
     try {
       // persistent: fsync and synchronous_commit on, as npm start runs it; a throwaway server's
       // asynchronous commit would lose acknowledged commits still in the killed server's WAL buffers.
-      return await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort, persistent: true, database: 'outage', onUnexpectedExit: () => {} });
+      return await startEmbeddedPostgres({
+        dataDir: pgDir,
+        port: pgPort,
+        persistent: true,
+        database: 'outage',
+        onUnexpectedExit: () => {},
+      });
     } catch (error) {
       if (attempt >= 10) throw error;
       await sleep(1_000);
@@ -190,24 +206,48 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
 
   // No 5xx other than 503, none without Retry-After and a detail, and no request hung.
   const hung = calls.filter((c) => c.status === 0);
-  assert.is(hung.length, 0, `requests with no answer within ${CLIENT_DEADLINE_MS} ms: ${hung.map((c) => `${c.kind} ${c.ms}ms`).join(', ')}`);
-  const bad = calls.filter((c) => c.status >= 500 && !(c.status === 503 && Number(c.retryAfter) > 0 && typeof c.body?.detail === 'string'));
-  assert.is(bad.length, 0, `5xx answers other than a 503 with Retry-After and a detail: ${JSON.stringify(bad.slice(0, 3))}`);
+  assert.is(
+    hung.length,
+    0,
+    `requests with no answer within ${CLIENT_DEADLINE_MS} ms: ${hung.map((c) => `${c.kind} ${c.ms}ms`).join(', ')}`,
+  );
+  const bad = calls.filter(
+    (c) => c.status >= 500 && !(c.status === 503 && Number(c.retryAfter) > 0 && typeof c.body?.detail === 'string'),
+  );
+  assert.is(
+    bad.length,
+    0,
+    `5xx answers other than a 503 with Retry-After and a detail: ${JSON.stringify(bad.slice(0, 3))}`,
+  );
   const during = calls.filter((c) => c.sentAt > killedAt + 200 && c.sentAt + c.ms < restartedAt);
   const refused = during.filter((c) => c.status === 503);
   assert.ok(refused.length >= 5, `requests during the outage were refused (${refused.length} of ${during.length})`);
   const slow = refused.filter((c) => c.ms > OUTAGE_ANSWER_BOUND_MS);
   assert.is(slow.length, 0, `503s slower than ${OUTAGE_ANSWER_BOUND_MS} ms: ${slow.map((c) => c.ms).join(', ')}`);
-  assert.is(during.filter((c) => c.kind !== 'list' && c.kind !== 'detail' && c.status < 300).length, 0, 'no write acknowledged while PostgreSQL was down');
+  assert.is(
+    during.filter((c) => c.kind !== 'list' && c.kind !== 'detail' && c.status < 300).length,
+    0,
+    'no write acknowledged while PostgreSQL was down',
+  );
 
   const db = connectDatabase(databaseUrl, 1);
   try {
     const events = (
-      await sql<{ position: number; stream_id: number; version: number; type: string; data: any; request_id: string | null }>`
-      select position, stream_id, version, type, data, metadata->>'request_id' as request_id from events order by position`.execute(db)
+      await sql<{
+        position: number;
+        stream_id: number;
+        version: number;
+        type: string;
+        data: any;
+        request_id: string | null;
+      }>`
+      select position, stream_id, version, type, data, metadata->>'request_id' as request_id from events order by position`.execute(
+        db,
+      )
     ).rows;
     const byRequest = new Map<string, typeof events>();
-    for (const event of events) if (event.request_id) byRequest.set(event.request_id, [...(byRequest.get(event.request_id) ?? []), event]);
+    for (const event of events)
+      if (event.request_id) byRequest.set(event.request_id, [...(byRequest.get(event.request_id) ?? []), event]);
 
     // Every acknowledged change and delete is in the log; no refused write is.
     const writes = calls.filter((c) => c.kind === 'change' || c.kind === 'delete');
@@ -218,11 +258,13 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
       );
     const failedWrites = calls.filter((c) => c.kind !== 'list' && c.kind !== 'detail' && c.status >= 500);
     assert.ok(failedWrites.length > 0, 'some writes were refused during the outage');
-    for (const c of failedWrites) assert.not.ok(byRequest.has(c.requestId), `refused ${c.kind} ${c.path} (${c.status}) was not written`);
+    for (const c of failedWrites)
+      assert.not.ok(byRequest.has(c.requestId), `refused ${c.kind} ${c.path} (${c.status}) was not written`);
 
     // Creates, by Idempotency-Key: created exactly once when acknowledged, never when refused.
     const attempts = new Map<string, Call[]>();
-    for (const c of calls.filter((c) => c.kind === 'create')) attempts.set(c.key!, [...(attempts.get(c.key!) ?? []), c]);
+    for (const c of calls.filter((c) => c.kind === 'create'))
+      attempts.set(c.key!, [...(attempts.get(c.key!) ?? []), c]);
     for (const [key, tries] of attempts) {
       const created = tries.flatMap((c) => byRequest.get(c.requestId) ?? []).filter((e) => e.type === 'TaskCreated');
       const acknowledged = tries.filter((c) => c.status === 201);
@@ -233,7 +275,8 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
           `key ${key} created exactly once: ${JSON.stringify(tries)} ${JSON.stringify(events.filter((e) => e.stream_id === acknowledged[0]!.body.id))} killed ${killedAt} restarted ${restartedAt}`,
         );
         for (const c of acknowledged) assert.is(c.body.id, created[0]!.stream_id, `key ${key} answered its task`);
-      } else if (tries.every((c) => c.status >= 400)) assert.is(created.length, 0, `key ${key}, refused every time, created nothing`);
+      } else if (tries.every((c) => c.status >= 400))
+        assert.is(created.length, 0, `key ${key}, refused every time, created nothing`);
     }
 
     // Reads answered while PostgreSQL was down came from the read cache: each must equal the
@@ -242,7 +285,9 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
       Math.max(
         0,
         ...calls
-          .filter((c) => c.kind !== 'list' && c.kind !== 'detail' && c.status < 300 && c.status > 0 && c.sentAt + c.ms < time)
+          .filter(
+            (c) => c.kind !== 'list' && c.kind !== 'detail' && c.status < 300 && c.status > 0 && c.sentAt + c.ms < time,
+          )
           .flatMap((c) => byRequest.get(c.requestId) ?? [])
           .map((e) => e.position),
       );
@@ -250,7 +295,10 @@ test('answers promptly while PostgreSQL is down, recovers in the same processes,
     for (const read of served) {
       const floor = lastAckedBefore(read.sentAt);
       const ok = events.some((e) => e.position >= floor && sameAsStoreAt(read, events, e.position));
-      assert.ok(ok, `${read.path} served during the outage matches the store at or after position ${floor}: ${JSON.stringify(read.body).slice(0, 300)}`);
+      assert.ok(
+        ok,
+        `${read.path} served during the outage matches the store at or after position ${floor}: ${JSON.stringify(read.body).slice(0, 300)}`,
+      );
     }
   } finally {
     await db.destroy();
@@ -273,7 +321,13 @@ function sameAsStoreAt(
   for (const e of events) {
     if (e.position > position) break;
     if (e.type === 'TaskDeleted') tasks.delete(e.stream_id);
-    else tasks.set(e.stream_id, { ...(tasks.get(e.stream_id) ?? { title: '', completed: false }), ...e.data, ...completion(e.type), version: e.version });
+    else
+      tasks.set(e.stream_id, {
+        ...(tasks.get(e.stream_id) ?? { title: '', completed: false }),
+        ...e.data,
+        ...completion(e.type),
+        version: e.version,
+      });
   }
   const show = (id: number, t: Folded) => `${id}:${t.title}:${t.version}:${t.completed}`;
   if (read.kind === 'detail') {
@@ -281,7 +335,9 @@ function sameAsStoreAt(
     const task = tasks.get(id);
     return task !== undefined && show(id, task) === show(read.body.id, read.body);
   }
-  const ids = [...tasks.keys()].sort((a, b) => b - a).slice(0, read.body.results.length === 5 || read.path.includes('limit=5') ? 5 : 10);
+  const ids = [...tasks.keys()]
+    .sort((a, b) => b - a)
+    .slice(0, read.body.results.length === 5 || read.path.includes('limit=5') ? 5 : 10);
   const want = ids.map((id) => show(id, tasks.get(id)!)).join(',');
   const got = read.body.results.map((t: Folded & { id: number }) => show(t.id, t)).join(',');
   return read.body.count === tasks.size && got === want;

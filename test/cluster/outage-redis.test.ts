@@ -48,11 +48,22 @@ interface Call {
 }
 const calls: Call[] = [];
 
-async function call(kind: Call['kind'], method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Call> {
+async function call(
+  kind: Call['kind'],
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Call> {
   const requestId = randomUUID();
   const sentAt = Date.now();
   const record: Call = { kind, requestId, sentAt, ms: 0, status: 0, retryAfter: null, location: null, body: null };
-  const options = { token: kind === 'anon' ? undefined : token, body, headers: { 'X-Request-Id': requestId, ...headers }, deadlineMs: CLIENT_DEADLINE_MS };
+  const options = {
+    token: kind === 'anon' ? undefined : token,
+    body,
+    headers: { 'X-Request-Id': requestId, ...headers },
+    deadlineMs: CLIENT_DEADLINE_MS,
+  };
   const answer = await request(cluster!.base, method, path, options).catch(() => undefined);
   if (answer)
     Object.assign(record, {
@@ -72,7 +83,13 @@ async function client(index: number, stopped: () => boolean): Promise<void> {
     const roll = (step + index) % 4;
     if (roll < 2) await call('list', 'GET', `/api/tasks/?ordering=-id${roll === 1 ? '&limit=5' : ''}`);
     else if (roll === 2 || last === undefined) {
-      const created = await call('create', 'POST', '/api/tasks/', { title: `c${index}-${step}` }, { 'Idempotency-Key': randomUUID() });
+      const created = await call(
+        'create',
+        'POST',
+        '/api/tasks/',
+        { title: `c${index}-${step}` },
+        { 'Idempotency-Key': randomUUID() },
+      );
       if (created.status === 201) last = created.body.id;
     } else await call('change', 'PATCH', `/api/tasks/${last}/`, { title: `changed ${step}` });
     await sleep(20);
@@ -181,26 +198,48 @@ test('admits, reads and refuses writes cleanly while Redis is down; recovers in 
   assert.is(await admittedFrom('198.51.100.3', 10), 5, 'the anonymous limit counts again after the outage');
   const after = await call('report', 'POST', '/api/reports/', { ...reportBody, to: '2026-11-03' });
   assert.is(after.status, 202);
-  assert.is((await waitForReport(during.location!, 60_000)).status, 'done', 'the report accepted during the outage is done');
-  assert.is((await waitForReport(after.location!, 60_000)).status, 'done', 'a report requested after the outage is done');
-  assert.not.match(cluster!.output(), new RegExp(`not enqueued[^\\n]*${after.body.id}|${after.body.id}[^\\n]*not enqueued`), 'the producer reconnected');
+  assert.is(
+    (await waitForReport(during.location!, 60_000)).status,
+    'done',
+    'the report accepted during the outage is done',
+  );
+  assert.is(
+    (await waitForReport(after.location!, 60_000)).status,
+    'done',
+    'a report requested after the outage is done',
+  );
+  assert.not.match(
+    cluster!.output(),
+    new RegExp(`not enqueued[^\\n]*${after.body.id}|${after.body.id}[^\\n]*not enqueued`),
+    'the producer reconnected',
+  );
 
   // Every answer was prompt; the only 5xx are 503s with Retry-After and a detail.
   assert.is(calls.filter((c) => c.status === 0).length, 0, 'no request went unanswered');
-  const bad = calls.filter((c) => c.status >= 500 && !(c.status === 503 && Number(c.retryAfter) > 0 && typeof c.body?.detail === 'string'));
+  const bad = calls.filter(
+    (c) => c.status >= 500 && !(c.status === 503 && Number(c.retryAfter) > 0 && typeof c.body?.detail === 'string'),
+  );
   assert.is(bad.length, 0, `5xx other than a 503 with Retry-After and a detail: ${JSON.stringify(bad.slice(0, 3))}`);
   const down = calls.filter((c) => c.sentAt > killedAt + 200 && c.sentAt + c.ms < restartedAt);
   assert.is(down.filter((c) => c.ms > OUTAGE_ANSWER_BOUND_MS).length, 0, 'every answer during the outage was prompt');
   const downWrites = down.filter((c) => c.kind === 'create' || c.kind === 'change');
-  assert.ok(downWrites.length > 0 && downWrites.every((c) => c.status === 503), `writes during the outage: ${downWrites.map((c) => c.status).join(',')}`);
+  assert.ok(
+    downWrites.length > 0 && downWrites.every((c) => c.status === 503),
+    `writes during the outage: ${downWrites.map((c) => c.status).join(',')}`,
+  );
   assert.match(downWrites[0]!.body.detail, /Redis/);
   const downReads = down.filter((c) => c.kind === 'list');
-  assert.ok(downReads.length > 0 && downReads.every((c) => c.status === 200), `reads during the outage: ${downReads.map((c) => c.status).join(',')}`);
+  assert.ok(
+    downReads.length > 0 && downReads.every((c) => c.status === 200),
+    `reads during the outage: ${downReads.map((c) => c.status).join(',')}`,
+  );
 
   // The log holds every acknowledged write and no refused one.
   const db = connectDatabase(databaseUrl, 1);
   try {
-    const ids = new Set((await sql<{ id: string }>`select metadata->>'request_id' as id from events`.execute(db)).rows.map((r) => r.id));
+    const ids = new Set(
+      (await sql<{ id: string }>`select metadata->>'request_id' as id from events`.execute(db)).rows.map((r) => r.id),
+    );
     const writes = calls.filter((c) => c.kind === 'create' || c.kind === 'change');
     for (const c of writes) {
       if (c.status === 200 || c.status === 201) assert.ok(ids.has(c.requestId), `acknowledged ${c.kind} is in the log`);

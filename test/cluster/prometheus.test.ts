@@ -38,7 +38,9 @@ let dropDatabase: () => Promise<void> = async () => {};
 async function seedSeries(base: string, databaseUrl: string): Promise<string> {
   const db = connectDatabase(databaseUrl, 1);
   await createUser(db, 'watcher', 'watcher-password').finally(() => db.destroy());
-  const login = await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'watcher-password' } });
+  const login = await request(base, 'POST', '/api/auth/token/', {
+    body: { username: 'watcher', password: 'watcher-password' },
+  });
   assert.is(login.status, 200, login.text);
   const token = login.body.token as string;
   assert.is((await request(base, 'GET', '/api/tasks/')).status, 200);
@@ -51,9 +53,14 @@ async function seedSeries(base: string, databaseUrl: string): Promise<string> {
 /** The traffic the dashboard shows: creates, lists, a 404, 400s and 429s in anon, user and token-obtain. */
 async function driveTraffic(base: string, token: string): Promise<void> {
   for (let i = 0; i < 4; i += 1)
-    assert.is((await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'no' } })).status, i < 2 ? 400 : 429);
-  for (let i = 0; i < 7; i += 1) assert.is((await request(base, 'POST', '/api/tasks/', { token, body: { title: `watch ${i}` } })).status, 201);
-  for (let i = 0; i < 10; i += 1) assert.is((await request(base, 'GET', '/api/tasks/', { token })).status, i < 6 ? 200 : 429);
+    assert.is(
+      (await request(base, 'POST', '/api/auth/token/', { body: { username: 'watcher', password: 'no' } })).status,
+      i < 2 ? 400 : 429,
+    );
+  for (let i = 0; i < 7; i += 1)
+    assert.is((await request(base, 'POST', '/api/tasks/', { token, body: { title: `watch ${i}` } })).status, 201);
+  for (let i = 0; i < 10; i += 1)
+    assert.is((await request(base, 'GET', '/api/tasks/', { token })).status, i < 6 ? 200 : 429);
   for (let i = 0; i < 6; i += 1) assert.is((await request(base, 'GET', '/api/tasks/')).status, i < 3 ? 200 : 429);
   assert.is((await request(base, 'GET', '/healthz')).status, 200);
 }
@@ -91,9 +98,11 @@ test.before(async () => {
     JOB_METRICS_INTERVAL_MS: '1000',
   });
   await untilJobWorkerReports();
-  prometheus = await startPrometheus(join(process.env.TEST_TMP_DIR!, `prometheus-${randomBytes(3).toString('hex')}`), `127.0.0.1:${cluster.metricsPort}`, [
-    RULES,
-  ]);
+  prometheus = await startPrometheus(
+    join(process.env.TEST_TMP_DIR!, `prometheus-${randomBytes(3).toString('hex')}`),
+    `127.0.0.1:${cluster.metricsPort}`,
+    [RULES],
+  );
   const token = await seedSeries(cluster.base, database.url);
   await untilScraped(); // rates need a sample before the traffic and one after
   await driveTraffic(cluster.base, token);
@@ -127,7 +136,8 @@ test('the dashboard imports as is: a datasource variable, used by every panel an
   assert.ok(Array.isArray(DASHBOARD.__inputs));
   for (const panel of DASHBOARD.panels.filter((p: any) => p.type !== 'row')) {
     assert.is(panel.datasource?.uid, '${datasource}', panel.title);
-    for (const target of panel.targets) assert.is(target.datasource?.uid, '${datasource}', `${panel.title} ${target.refId}`);
+    for (const target of panel.targets)
+      assert.is(target.datasource?.uid, '${datasource}', `${panel.title} ${target.refId}`);
   }
   const titles = DASHBOARD.panels.map((p: any) => p.title).join('\n');
   const wanted = [
@@ -164,7 +174,8 @@ test('every dashboard and alert expression returns data from a real Prometheus s
     const promql = GRAFANA_VARIABLES.reduce((text, [pattern, value]) => text.replace(pattern, value), expr);
     if (/\$[a-z_{]/i.test(promql)) problems.push(`${where}: unknown variable in ${promql}`);
     const values = await prometheus!.query(promql).then(resultValues, (error: Error) => [`${error.message}`]);
-    if (!values.some((v) => typeof v === 'number' && Number.isFinite(v))) problems.push(`${where}: no data (${JSON.stringify(values)}) for ${promql}`);
+    if (!values.some((v) => typeof v === 'number' && Number.isFinite(v)))
+      problems.push(`${where}: no data (${JSON.stringify(values)}) for ${promql}`);
   }
   assert.equal(problems, [], `\n${problems.join('\n')}`);
 });

@@ -97,11 +97,16 @@ function keepHot(ids: () => number[]): Promise<void> {
 /** Compares what B answers for `id` and the lists with what the acknowledged writes say. */
 async function checkOnB(id: number, label: string): Promise<void> {
   const ids = [...live.keys()].sort((x, y) => y - x);
-  const [page, limited, cursor, offset, detail, events] = await Promise.all(readsOf(id).map((path) => call(hostB(), 'GET', path)));
+  const [page, limited, cursor, offset, detail, events] = await Promise.all(
+    readsOf(id).map((path) => call(hostB(), 'GET', path)),
+  );
   const expectTop = (answer: Answer, n: number, what: string) => {
-    const got = (answer.body?.results ?? []).map((t: { id: number; title: string; version: number }) => `${t.id}:${t.title}:${t.version}`);
+    const got = (answer.body?.results ?? []).map(
+      (t: { id: number; title: string; version: number }) => `${t.id}:${t.title}:${t.version}`,
+    );
     const want = ids.slice(0, n).map((i) => `${i}:${live.get(i)!.title}:${live.get(i)!.version}`);
-    if (JSON.stringify(got) !== JSON.stringify(want)) stale.push(`${label} ${what}: got ${got.join(',')} want ${want.join(',')}`);
+    if (JSON.stringify(got) !== JSON.stringify(want))
+      stale.push(`${label} ${what}: got ${got.join(',')} want ${want.join(',')}`);
   };
   expectTop(page!, 10, 'page-number');
   expectTop(limited!, 5, 'limit/offset');
@@ -109,11 +114,15 @@ async function checkOnB(id: number, label: string): Promise<void> {
   if (page!.body?.count !== live.size) stale.push(`${label} count: got ${page!.body?.count} want ${live.size}`);
   const asc = [...live.keys()].sort((x, y) => x - y).slice(2, 5);
   const gotAsc = (offset!.body?.results ?? []).map((t: { id: number }) => t.id);
-  if (JSON.stringify(gotAsc) !== JSON.stringify(asc) || offset!.body?.count !== live.size) stale.push(`${label} offset page: got ${gotAsc} want ${asc}`);
+  if (JSON.stringify(gotAsc) !== JSON.stringify(asc) || offset!.body?.count !== live.size)
+    stale.push(`${label} offset page: got ${gotAsc} want ${asc}`);
   const task = live.get(id);
-  const detailOk = task ? detail!.status === 200 && detail!.body.title === task.title && detail!.body.version === task.version : detail!.status === 404;
+  const detailOk = task
+    ? detail!.status === 200 && detail!.body.title === task.title && detail!.body.version === task.version
+    : detail!.status === 404;
   if (!detailOk) stale.push(`${label} detail ${id}: ${detail!.status} ${JSON.stringify(detail!.body)}`);
-  if (events!.body?.count !== history.get(id)) stale.push(`${label} history ${id}: got ${events!.body?.count} want ${history.get(id)}`);
+  if (events!.body?.count !== history.get(id))
+    stale.push(`${label} history ${id}: got ${events!.body?.count} want ${history.get(id)}`);
   checks += 1;
 }
 

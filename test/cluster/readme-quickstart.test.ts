@@ -79,7 +79,10 @@ async function runInBash(commands: string[], env: Record<string, string>, parent
   const dir = await mkdtemp(join(parent, 'run-'));
   const file = (i: number, kind: string) => `"${join(dir, `${i}.${kind}`)}"`;
   const script = commands
-    .map((command, i) => `{ ${command}\n} >${file(i, 'out')} 2>${file(i, 'err')}\nrc=$?; echo $rc >${file(i, 'rc')}; [ $rc -eq 0 ] || exit $rc\n`)
+    .map(
+      (command, i) =>
+        `{ ${command}\n} >${file(i, 'out')} 2>${file(i, 'err')}\nrc=$?; echo $rc >${file(i, 'rc')}; [ $rc -eq 0 ] || exit $rc\n`,
+    )
     .join('');
   const child = spawn('bash', ['-c', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -93,16 +96,26 @@ async function runInBash(commands: string[], env: Record<string, string>, parent
   for (const [i, command] of commands.entries()) {
     const rc = await read(i, 'rc');
     if (rc === null) break;
-    steps.push({ command, code: Number(rc), stdout: (await read(i, 'out')) ?? '', stderr: `${(await read(i, 'err')) ?? ''}${output}` });
+    steps.push({
+      command,
+      code: Number(rc),
+      stdout: (await read(i, 'out')) ?? '',
+      stderr: `${(await read(i, 'err')) ?? ''}${output}`,
+    });
   }
   return steps;
 }
 
-const describeStep = (step: Step) => `\n$ ${step.command}\nexit ${step.code}\nstdout: ${step.stdout}\nstderr: ${step.stderr}`;
+const describeStep = (step: Step) =>
+  `\n$ ${step.command}\nexit ${step.code}\nstdout: ${step.stdout}\nstderr: ${step.stderr}`;
 
-const Quickstart = suite<{ cluster: RunningCluster; dir: string; env: Record<string, string>; commands: string[]; drop(): Promise<void> }>(
-  "the README's quickstart, run as written against a running service",
-);
+const Quickstart = suite<{
+  cluster: RunningCluster;
+  dir: string;
+  env: Record<string, string>;
+  commands: string[];
+  drop(): Promise<void>;
+}>("the README's quickstart, run as written against a running service");
 
 Quickstart.before(async (context) => {
   const readme = await readFile('README.md', 'utf8');
@@ -122,10 +135,16 @@ Quickstart.before(async (context) => {
   context.drop = database.drop;
   // As the quickstart runs it, through `npm start` (which builds dist/ for `npm run cli` too); its
   // own DATA_DIR, so that a Paceline running in the checkout does not matter.
-  context.cluster = await startCluster({ ...testStoresEnv('readme', database.url), DATA_DIR: context.dir, WEB_CONCURRENCY: '1' }, 60_000, 'npm');
+  context.cluster = await startCluster(
+    { ...testStoresEnv('readme', database.url), DATA_DIR: context.dir, WEB_CONCURRENCY: '1' },
+    60_000,
+    'npm',
+  );
   // The CLI finds its database as the service does: DATABASE_URL, else the embedded one under DATA_DIR.
   context.env = { DATABASE_URL: database.url, DATA_DIR: context.dir };
-  context.commands = context.commands.map((command) => command.replaceAll(README_ADDRESS, `127.0.0.1:${context.cluster.port}`));
+  context.commands = context.commands.map((command) =>
+    command.replaceAll(README_ADDRESS, `127.0.0.1:${context.cluster.port}`),
+  );
 });
 
 Quickstart.after(async ({ cluster, dir, drop }) => {

@@ -72,7 +72,10 @@ async function allWorkersUp(host: RunningCluster): Promise<void> {
 }
 
 /** Polls a report on alternating hosts until it is done or failed; its resource. */
-async function reportOutcome(path: string, timeoutMs: number): Promise<{ status: string; attempts: number; created_at: string }> {
+async function reportOutcome(
+  path: string,
+  timeoutMs: number,
+): Promise<{ status: string; attempts: number; created_at: string }> {
   const deadline = Date.now() + timeoutMs;
   for (let i = 0; ; i++) {
     const response = await request(hosts[i % 2]!.base, 'GET', path, { token }).catch(() => undefined);
@@ -85,9 +88,12 @@ async function reportOutcome(path: string, timeoutMs: number): Promise<{ status:
 /** POSTs a report, again while the answer is a 503, on alternating hosts; its path and the 503s it met. */
 async function requestReport(): Promise<{ path: string; refused: number }> {
   for (let refused = 0; refused < 200; refused++) {
-    const response = await request(hosts[refused % 2]!.base, 'POST', '/api/reports/', { token, body: range }).catch(() => undefined);
+    const response = await request(hosts[refused % 2]!.base, 'POST', '/api/reports/', { token, body: range }).catch(
+      () => undefined,
+    );
     if (response?.status === 202) return { path: new URL(response.headers.get('location')!).pathname, refused };
-    if (response && response.status !== 503) throw new Error(`POST /api/reports/ answered ${response.status} ${response.text}`);
+    if (response && response.status !== 503)
+      throw new Error(`POST /api/reports/ answered ${response.status} ${response.text}`);
     await sleep(100);
   }
   throw new Error('POST /api/reports/ never accepted');
@@ -113,7 +119,12 @@ async function setUp(): Promise<void> {
   const db = connectDatabase(database.url, 1);
   const user = await createUser(db, 'alice', 'alice-pass-123');
   if (!user.ok) throw new Error('could not create alice');
-  await seedCompletedHistory(db, { tasks: SEEDED_TASKS, owner: user.user, start: new Date('2026-11-01T06:00:00Z'), spanMs: 2 * 86_400_000 });
+  await seedCompletedHistory(db, {
+    tasks: SEEDED_TASKS,
+    owner: user.user,
+    start: new Date('2026-11-01T06:00:00Z'),
+    spanMs: 2 * 86_400_000,
+  });
   token = (await issueToken(db, 'alice', 'alice-pass-123', 3_600_000, new Date()))!.token;
   await db.destroy();
   const env = {
@@ -157,7 +168,9 @@ test.after(async () => {
 /** Keys under `pattern` on each master, by port. */
 async function keysPerMaster(pattern: string): Promise<Map<number, number>> {
   const masters = inspector!.nodes('master');
-  const counts = await Promise.all(masters.map(async (node) => [node.options.port!, (await node.keys(pattern)).length] as const));
+  const counts = await Promise.all(
+    masters.map(async (node) => [node.options.port!, (await node.keys(pattern)).length] as const),
+  );
   return new Map(counts);
 }
 
@@ -172,8 +185,13 @@ test(`30 clients × ${LIMIT + 10} requests over both hosts at once: each admitte
     [requests[i], requests[j]] = [requests[j]!, requests[i]!];
   }
   const statuses = new Map<string, number[]>(clients.map((ip) => [ip, []]));
-  await pool(requests, 60, async (ip, i) => void statuses.get(ip)!.push(await hit(hosts[i % 2]!.base, '/api/tasks/', anon(ip))));
-  for (const ip of clients) assert.equal([count(statuses.get(ip)!, 200), count(statuses.get(ip)!, 429)], [LIMIT, 10], ip);
+  await pool(
+    requests,
+    60,
+    async (ip, i) => void statuses.get(ip)!.push(await hit(hosts[i % 2]!.base, '/api/tasks/', anon(ip))),
+  );
+  for (const ip of clients)
+    assert.equal([count(statuses.get(ip)!, 200), count(statuses.get(ip)!, 429)], [LIMIT, 10], ip);
   const perMaster = [...(await keysPerMaster(`${prefix}throttle:*`)).values()];
   assert.is(perMaster.length, 3);
   assert.ok(
@@ -197,7 +215,10 @@ test('a cursor walk while both hosts write: every task once, in order, each writ
   let walking = true;
   const writer = async (w: number) => {
     for (let n = 0; n < 40 && walking; n++) {
-      const response = await request(hosts[w]!.base, 'POST', '/api/tasks/', { token, body: { title: `written ${w}.${n}` } });
+      const response = await request(hosts[w]!.base, 'POST', '/api/tasks/', {
+        token,
+        body: { title: `written ${w}.${n}` },
+      });
       assert.is(response.status, 201, response.text);
       created.push({ id: response.body.id, at: Date.now() });
       const readBack = await request(hosts[1 - w]!.base, 'GET', `/api/tasks/${response.body.id}/`, { token });
@@ -212,7 +233,12 @@ test('a cursor walk while both hosts write: every task once, in order, each writ
       const target: URL = new URL(url);
       target.port = String(hosts[page % 2]!.port);
       lastAsked = Date.now();
-      const response: { status: number; text: string; body: any } = await request(target.origin, 'GET', target.pathname + target.search, { token });
+      const response: { status: number; text: string; body: any } = await request(
+        target.origin,
+        'GET',
+        target.pathname + target.search,
+        { token },
+      );
       assert.is(response.status, 200, response.text);
       seen.push(...response.body.results.map((task: { id: number }) => task.id));
       url = response.body.next;
@@ -226,10 +252,15 @@ test('a cursor walk while both hosts write: every task once, in order, each writ
     'strictly increasing ids',
   );
   const present = new Set(seen);
-  const missing = [...Array.from({ length: SEEDED_TASKS }, (_, i) => i + 1), ...created.filter((c) => c.at < lastAsked).map((c) => c.id)].filter(
-    (id) => !present.has(id),
+  const missing = [
+    ...Array.from({ length: SEEDED_TASKS }, (_, i) => i + 1),
+    ...created.filter((c) => c.at < lastAsked).map((c) => c.id),
+  ].filter((id) => !present.has(id));
+  assert.equal(
+    missing,
+    [],
+    'every task that existed when the walk started, and every one acknowledged before its last page',
   );
-  assert.equal(missing, [], 'every task that existed when the walk started, and every one acknowledged before its last page');
   assert.ok(created.length > 0, 'the writers wrote during the walk');
   assert.equal(staleReads, [], 'a write acknowledged by one host is read on the other');
 });
@@ -264,7 +295,14 @@ test('a master SIGKILLed under traffic: its replica takes over; what that costs,
       (response) => writes.push({ status: response.status, at: Date.now(), id: response.body?.id }),
       () => writes.push({ status: 0, at: Date.now() }),
     );
-    await pool(clients, 15, async (ip, i) => void seen.get(ip)!.push({ status: await hit(hosts[(i + r) % 2]!.base, '/api/tasks/', anon(ip)), at: Date.now() }));
+    await pool(
+      clients,
+      15,
+      async (ip, i) =>
+        void seen
+          .get(ip)!
+          .push({ status: await hit(hosts[(i + r) % 2]!.base, '/api/tasks/', anon(ip)), at: Date.now() }),
+    );
     await write;
   };
 
@@ -275,7 +313,10 @@ test('a master SIGKILLed under traffic: its replica takes over; what that costs,
   const second = requestReport();
   let promotedAt = 0;
   const promoted = redisCluster!
-    .waitUntil((nodes) => nodes.some((node) => node.port === replica.port && node.role === 'master' && owns(node, bullSlot)), 60_000)
+    .waitUntil(
+      (nodes) => nodes.some((node) => node.port === replica.port && node.role === 'master' && owns(node, bullSlot)),
+      60_000,
+    )
     .then(() => (promotedAt = Date.now()));
   // Traffic goes on during the failover: a round every half second, not waiting for the slow ones.
   const during: Array<Promise<void>> = [];
@@ -286,7 +327,9 @@ test('a master SIGKILLed under traffic: its replica takes over; what that costs,
   await promoted;
   let readyAt = 0;
   while (!readyAt) {
-    const ready = await Promise.all(hosts.map((host) => request(host.base, 'GET', '/readyz').then((r) => r.status === 200)));
+    const ready = await Promise.all(
+      hosts.map((host) => request(host.base, 'GET', '/readyz').then((r) => r.status === 200)),
+    );
     if (ready.every(Boolean)) readyAt = Date.now();
     else if (Date.now() - killedAt > 90_000) assert.unreachable('the hosts never became ready again');
     else during.push(sendRound());
@@ -319,29 +362,43 @@ test('a master SIGKILLed under traffic: its replica takes over; what that costs,
       seen.get(ip)!.map((a) => a.status),
       200,
     );
-  for (const ip of clients.filter((ip) => !onVictim.has(ip))) assert.ok(admitted(ip) <= LIMIT, `${ip} on a surviving master: ${admitted(ip)} admitted`);
+  for (const ip of clients.filter((ip) => !onVictim.has(ip)))
+    assert.ok(admitted(ip) <= LIMIT, `${ip} on a surviving master: ${admitted(ip)} admitted`);
   const excess = [...onVictim].map((ip) => admitted(ip) - LIMIT);
   const [r1, r2] = await Promise.all([first, second]);
   const [o1, o2] = await Promise.all([reportOutcome(r1.path, 90_000), reportOutcome(r2.path, 90_000)]);
   assert.is(o1.status, 'done', 'the report requested just before the failover');
   assert.is(o2.status, 'done', 'the report requested during the failover');
-  const samples = (await Promise.all(hosts.map((host) => scrape(host.metricsBase)))).flatMap((scraped) => scraped.samples);
+  const samples = (await Promise.all(hosts.map((host) => scrape(host.metricsBase)))).flatMap(
+    (scraped) => scraped.samples,
+  );
   assert.is(sumOf(samples, 'paceline_worker_restarts_total'), 0, 'no process restarted');
   const lastWrite = writes.filter((w) => w.status === 201).at(-1)!;
   for (const host of hosts)
-    assert.is((await request(host.base, 'GET', `/api/tasks/${lastWrite.id}/`, { token })).status, 200, 'the last write is read on both hosts');
+    assert.is(
+      (await request(host.base, 'GET', `/api/tasks/${lastWrite.id}/`, { token })).status,
+      200,
+      'the last write is read on both hosts',
+    );
 
   // Exact again afterwards, on the promoted replica too.
   const fresh = Array.from({ length: 12 }, (_, i) => `192.0.2.${i + 1}`);
   assert.ok(fresh.some((ip) => owns(victim, slotOfIp(ip))));
   const after = new Map<string, number[]>(fresh.map((ip) => [ip, []]));
   const burst = fresh.flatMap((ip) => Array.from({ length: LIMIT + 5 }, () => ip));
-  await pool(burst, 60, async (ip, i) => void after.get(ip)!.push(await hit(hosts[i % 2]!.base, '/api/tasks/', anon(ip))));
-  for (const ip of fresh) assert.equal([count(after.get(ip)!, 200), count(after.get(ip)!, 429)], [LIMIT, 5], `${ip} after the failover`);
+  await pool(
+    burst,
+    60,
+    async (ip, i) => void after.get(ip)!.push(await hit(hosts[i % 2]!.base, '/api/tasks/', anon(ip))),
+  );
+  for (const ip of fresh)
+    assert.equal([count(after.get(ip)!, 200), count(after.get(ip)!, 429)], [LIMIT, 5], `${ip} after the failover`);
 
   const window = all.filter(({ at }) => at >= killedAt && at <= readyAt);
   const victimAnswers = [...onVictim].flatMap((ip) => seen.get(ip)!);
-  const firstServed = victimAnswers.filter(({ at, status }) => at > killedAt && status !== 503).sort((a, b) => a.at - b.at)[0];
+  const firstServed = victimAnswers
+    .filter(({ at, status }) => at > killedAt && status !== 503)
+    .sort((a, b) => a.at - b.at)[0];
   const storeErrors = sumOf(samples, 'paceline_throttle_decisions_total', { decision: 'store_error' });
   console.log(
     [

@@ -17,7 +17,10 @@ let host: RunningCluster | undefined;
 let dropDatabase: () => Promise<void> = async () => {};
 
 async function anonRate(): Promise<string | undefined> {
-  const limits = (await (await fetch(`${host!.base}/api/rate-limits/`)).json()) as Array<{ scope: string; rate: string }>;
+  const limits = (await (await fetch(`${host!.base}/api/rate-limits/`)).json()) as Array<{
+    scope: string;
+    rate: string;
+  }>;
   return limits.find((limit) => limit.scope === 'anon')?.rate;
 }
 
@@ -37,7 +40,10 @@ test.before(async () => {
   const database = await createTestDatabase('reload-settings');
   dropDatabase = database.drop;
   await writeFile(envFile, 'THROTTLE_ANON=30/min\nPAGE_SIZE=3\n');
-  host = await startCluster({ ...testStoresEnv('reload-settings', database.url), ENV_FILE: envFile, WEB_CONCURRENCY: '2', LOG_LEVEL: 'info' }, 120_000);
+  host = await startCluster(
+    { ...testStoresEnv('reload-settings', database.url), ENV_FILE: envFile, WEB_CONCURRENCY: '2', LOG_LEVEL: 'info' },
+    120_000,
+  );
 });
 
 test.after(async () => {

@@ -12,7 +12,9 @@ const test = suite('soak');
 const seconds = Number(process.env.SOAK_SECONDS || 60);
 
 test(`a ${seconds}-second soak: no 5xx, throttled clients throttled, keys and RSS bounded`, async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'ops/soak/soak.ts', '--seconds', String(seconds)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'ops/soak/soak.ts', '--seconds', String(seconds)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -30,7 +32,8 @@ test(`a ${seconds}-second soak: no 5xx, throttled clients throttled, keys and RS
   assert.ok(report.counts.ok > 100, `requests succeeded (${report.counts.ok})`);
   assert.ok(report.counts.throttled > 0, 'the greedy clients were answered 429');
   assert.ok(report.keys.end <= report.keys.bound, `Redis keys ${report.keys.end} within ${report.keys.bound}`);
-  for (const child of report.rss) assert.ok(child.endMb <= child.boundMb, `child ${child.pid} RSS ${child.endMb} MB within ${child.boundMb} MB`);
+  for (const child of report.rss)
+    assert.ok(child.endMb <= child.boundMb, `child ${child.pid} RSS ${child.endMb} MB within ${child.boundMb} MB`);
 });
 
 test.run();

@@ -125,8 +125,13 @@ test(`one client, 300 concurrent requests over both hosts: exactly ${ANON_LIMIT}
 });
 
 test(`12 anonymous clients and 4 users at once, shuffled: each admitted exactly its limit`, async () => {
-  const clients = [...Array.from({ length: 12 }, (_, i) => anonymous(`198.51.100.${100 + i}`)), ...tokens.map(authenticated)];
-  const requests = clients.flatMap((client) => Array.from({ length: client.scope === 'anon' ? 100 : 80 }, () => client));
+  const clients = [
+    ...Array.from({ length: 12 }, (_, i) => anonymous(`198.51.100.${100 + i}`)),
+    ...tokens.map(authenticated),
+  ];
+  const requests = clients.flatMap((client) =>
+    Array.from({ length: client.scope === 'anon' ? 100 : 80 }, () => client),
+  );
   let seed = 20_260_101; // a fixed shuffle (Fisher–Yates over an LCG), so a failure can be rerun as is
   for (let i = requests.length - 1; i > 0; i -= 1) {
     seed = (Math.imul(seed, 1_664_525) + 1_013_904_223) >>> 0;
@@ -142,10 +147,16 @@ test(`12 anonymous clients and 4 users at once, shuffled: each admitted exactly 
 });
 
 test('both hosts /metrics agree with what the clients saw: every decision counted once, no store errors', async () => {
-  const samples = (await Promise.all(hosts.map((host) => scrape(host.metricsBase)))).flatMap((scraped) => scraped.samples);
+  const samples = (await Promise.all(hosts.map((host) => scrape(host.metricsBase)))).flatMap(
+    (scraped) => scraped.samples,
+  );
   for (const scope of ['anon', 'user'] as const) {
     for (const decision of ['allowed', 'throttled'] as const) {
-      assert.is(sumOf(samples, 'paceline_throttle_decisions_total', { scope, decision }), sent[scope][decision], `${scope} ${decision}`);
+      assert.is(
+        sumOf(samples, 'paceline_throttle_decisions_total', { scope, decision }),
+        sent[scope][decision],
+        `${scope} ${decision}`,
+      );
     }
   }
   assert.is(sumOf(samples, 'paceline_throttle_decisions_total', { decision: 'store_error' }), 0);

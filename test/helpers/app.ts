@@ -37,7 +37,11 @@ export interface TestAppOptions {
  * a private Redis key prefix. Throttling is on with generous default rates unless `env` says
  * otherwise. `env` takes any configuration variable.
  */
-export async function startTestApp(env: Record<string, string> = {}, label = 'app', options: TestAppOptions = {}): Promise<TestApp> {
+export async function startTestApp(
+  env: Record<string, string> = {},
+  label = 'app',
+  options: TestAppOptions = {},
+): Promise<TestApp> {
   const redisUrl = process.env.TEST_REDIS_URL;
   if (!redisUrl) throw new Error('TEST_REDIS_URL is not set: run tests with `npm test`');
   const database = await createTestDatabase(label);

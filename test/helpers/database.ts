@@ -24,7 +24,10 @@ export async function createTestDatabase(label = 'test'): Promise<{ url: string;
   await db.destroy();
   return {
     url: url.href,
-    drop: () => withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)).then(() => {}),
+    drop: () =>
+      withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)).then(
+        () => {},
+      ),
   };
 }
 

@@ -17,7 +17,12 @@ export interface RequestOptions {
 }
 
 /** One HTTP request to the service under test; redirects are not followed. */
-export async function request<T = any>(base: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse<T>> {
+export async function request<T = any>(
+  base: string,
+  method: string,
+  path: string,
+  options: RequestOptions = {},
+): Promise<TestResponse<T>> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.Authorization = `Bearer ${options.token}`;
   let body: string | undefined = options.raw;

@@ -24,7 +24,9 @@ export function parseMetrics(text: string): Sample[] {
 
 /** The sum of the samples named `name` whose labels include `labels` (0 when none). */
 export function sumOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-  return samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((total, s) => total + s.value, 0);
+  return samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((total, s) => total + s.value, 0);
 }
 
 /** The longest a test waits on one answer of a host: far above any answer's deadline. */

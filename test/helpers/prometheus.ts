@@ -30,18 +30,33 @@ export interface RunningPrometheus {
  * (host:port, one per Paceline host) as job `paceline` every second and evaluating `ruleFiles`
  * every second.
  */
-export async function startPrometheus(dir: string, targets: string | string[], ruleFiles: string[]): Promise<RunningPrometheus> {
+export async function startPrometheus(
+  dir: string,
+  targets: string | string[],
+  ruleFiles: string[],
+): Promise<RunningPrometheus> {
   await mkdir(join(dir, 'data'), { recursive: true });
   const config = {
     global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
     rule_files: ruleFiles,
-    scrape_configs: [{ job_name: 'paceline', metrics_path: '/metrics', static_configs: [{ targets: typeof targets === 'string' ? [targets] : targets }] }],
+    scrape_configs: [
+      {
+        job_name: 'paceline',
+        metrics_path: '/metrics',
+        static_configs: [{ targets: typeof targets === 'string' ? [targets] : targets }],
+      },
+    ],
   };
   await writeFile(join(dir, 'prometheus.yml'), JSON.stringify(config, null, 2)); // JSON is YAML
   const port = await findFreePort();
   const child = spawn(
     'prometheus',
-    [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    [
+      `--config.file=${join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -84,6 +99,7 @@ export async function startPrometheus(dir: string, targets: string | string[], r
 /** The values of an instant query's result as numbers (NaN stays NaN). */
 export function resultValues(data: { resultType: string; result: any }): number[] {
   if (data.resultType === 'scalar') return [Number(data.result[1])];
-  if (data.resultType === 'vector') return (data.result as Array<{ value: [number, string] }>).map((s) => Number(s.value[1]));
+  if (data.resultType === 'vector')
+    return (data.result as Array<{ value: [number, string] }>).map((s) => Number(s.value[1]));
   return [];
 }

@@ -81,26 +81,38 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
   const failed = started.find((result) => result.status === 'rejected');
   if (failed) {
     // Nodes that did start are not left behind.
-    await Promise.allSettled(started.map((result) => (result.status === 'fulfilled' ? result.value.stop() : undefined)));
+    await Promise.allSettled(
+      started.map((result) => (result.status === 'fulfilled' ? result.value.stop() : undefined)),
+    );
     throw failed.reason;
   }
-  const servers = started.map((result) => (result as PromiseFulfilledResult<Awaited<ReturnType<typeof startRedis>>>).value);
+  const servers = started.map(
+    (result) => (result as PromiseFulfilledResult<Awaited<ReturnType<typeof startRedis>>>).value,
+  );
   const pids = new Map(ports.map((port, i) => [port, servers[i]!.pid]));
   const stop = async () => void (await Promise.allSettled(servers.map((server) => server.stop())));
   try {
     const addresses = ports.map((port) => `127.0.0.1:${port}`);
-    await promisify(execFile)('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicasPerMaster), '--cluster-yes'], {
-      timeout: READY_TIMEOUT_MS,
-    });
+    await promisify(execFile)(
+      'redis-cli',
+      ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicasPerMaster), '--cluster-yes'],
+      {
+        timeout: READY_TIMEOUT_MS,
+      },
+    );
     const live = () => ports.filter((port) => isAlive(pids.get(port)!));
     const topology = () => readTopology(live());
     const waitUntil = async (ready: (nodes: ClusterNode[]) => boolean, timeoutMs: number) => {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const states = await Promise.all(live().map((port) => ask(port, (redis) => redis.cluster('INFO')).catch(() => '')));
+        const states = await Promise.all(
+          live().map((port) => ask(port, (redis) => redis.cluster('INFO')).catch(() => '')),
+        );
         const nodes = await topology().catch(() => []);
-        if (states.every((info) => String(info).includes('cluster_state:ok')) && nodes.length > 0 && ready(nodes)) return nodes;
-        if (Date.now() > deadline) throw new Error(`the Redis Cluster did not settle within ${timeoutMs} ms: ${JSON.stringify(nodes)}`);
+        if (states.every((info) => String(info).includes('cluster_state:ok')) && nodes.length > 0 && ready(nodes))
+          return nodes;
+        if (Date.now() > deadline)
+          throw new Error(`the Redis Cluster did not settle within ${timeoutMs} ms: ${JSON.stringify(nodes)}`);
         await sleep(100);
       }
     };
@@ -111,7 +123,9 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
       seeds: addresses.slice(0, masters).join(','),
       topology,
       async masterOf(slot) {
-        const owner = (await topology()).find((node) => node.role === 'master' && !node.failed && node.slots.some(([a, b]) => a <= slot && slot <= b));
+        const owner = (await topology()).find(
+          (node) => node.role === 'master' && !node.failed && node.slots.some(([a, b]) => a <= slot && slot <= b),
+        );
         if (!owner) throw new Error(`no master serves slot ${slot}`);
         return owner.port;
       },
@@ -127,7 +141,12 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
 
 /** Runs `work` on a short-lived connection to one node. */
 async function ask<T>(port: number, work: (redis: Redis) => Promise<T>): Promise<T> {
-  const redis = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2_000, lazyConnect: true });
+  const redis = new Redis(port, '127.0.0.1', {
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 2_000,
+    lazyConnect: true,
+  });
   redis.on('error', () => {});
   try {
     await redis.connect();

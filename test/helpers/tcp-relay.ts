@@ -28,7 +28,9 @@ export async function startTcpRelay(target: string, options: { delayMs?: number 
         sockets.delete(from);
         to.destroy();
       });
-      from.on('data', (chunk) => (options.delayMs ? void setTimeout(() => to.write(chunk), options.delayMs) : to.write(chunk)));
+      from.on('data', (chunk) =>
+        options.delayMs ? void setTimeout(() => to.write(chunk), options.delayMs) : to.write(chunk),
+      );
       if (frozen) from.pause();
     }
   });

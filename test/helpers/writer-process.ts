@@ -31,14 +31,17 @@ async function postOne(n: number): Promise<void> {
   });
   const text = await response.text();
   const at = Date.now();
-  if (response.status === 201) process.stdout.write(`${JSON.stringify({ id: (JSON.parse(text) as { id: number }).id, at })}\n`);
+  if (response.status === 201)
+    process.stdout.write(`${JSON.stringify({ id: (JSON.parse(text) as { id: number }).id, at })}\n`);
   else process.stdout.write(`${JSON.stringify({ status: response.status, text: text.slice(0, 200) })}\n`);
 }
 
 async function loop(): Promise<void> {
   while (Date.now() < deadline && sent < maxPosts) {
     sent += 1;
-    await postOne(sent).catch((error: unknown) => process.stdout.write(`${JSON.stringify({ status: 0, text: String(error) })}\n`));
+    await postOne(sent).catch((error: unknown) =>
+      process.stdout.write(`${JSON.stringify({ status: 0, text: String(error) })}\n`),
+    );
   }
 }
 

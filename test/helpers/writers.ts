@@ -65,7 +65,10 @@ export function spawnWriters(base: string, tokens: string[], options: WriterOpti
       });
     });
   });
-  const finished = Promise.all(runs).then((all) => ({ created: all.flatMap((r) => r.created), failures: all.flatMap((r) => r.failures) }));
+  const finished = Promise.all(runs).then((all) => ({
+    created: all.flatMap((r) => r.created),
+    failures: all.flatMap((r) => r.failures),
+  }));
   // A writer that fails before its first 201 must not leave readers waiting.
   void finished.then(() => markFirst());
   return { firstCreated, finished };
@@ -126,10 +129,12 @@ export function checkWalk(walk: Walk, created: readonly Created[]): string[] {
   });
   const seen = new Set(walk.seen);
   const missedExisting = walk.existing.filter((id) => !seen.has(id));
-  if (missedExisting.length > 0) problems.push(`${name} missed tasks that existed at its start: ${missedExisting.slice(0, 10)}`);
+  if (missedExisting.length > 0)
+    problems.push(`${name} missed tasks that existed at its start: ${missedExisting.slice(0, 10)}`);
   if (walk.ordering === 'id') {
     const missedAcked = created.filter((c) => c.at < walk.lastPageStartedAt && !seen.has(c.id)).map((c) => c.id);
-    if (missedAcked.length > 0) problems.push(`${name} missed tasks acknowledged before its last page: ${missedAcked.slice(0, 10)}`);
+    if (missedAcked.length > 0)
+      problems.push(`${name} missed tasks acknowledged before its last page: ${missedAcked.slice(0, 10)}`);
   }
   return problems;
 }
@@ -139,17 +144,24 @@ export function checkWalk(walk: Walk, created: readonly Created[]): string[] {
  * count and the largest position of the events, until `done()`. With ids and positions handed
  * out 1, 2, 3... and no deletes, count < max means one is visible while a smaller one is not.
  */
-export async function pollIdVisibility(db: Kysely<Database>, done: () => boolean): Promise<{ polls: number; problems: string[] }> {
+export async function pollIdVisibility(
+  db: Kysely<Database>,
+  done: () => boolean,
+): Promise<{ polls: number; problems: string[] }> {
   const problems: string[] = [];
   let polls = 0;
   while (!done()) {
     const { rows } = await sql<{ tasks: number; top_id: number; events: number; top_position: number }>`select
       (select count(*) from tasks)::int as tasks, (select coalesce(max(id), 0) from tasks)::int as top_id,
-      (select count(*) from events)::int as events, (select coalesce(max(position), 0) from events)::int as top_position`.execute(db);
+      (select count(*) from events)::int as events, (select coalesce(max(position), 0) from events)::int as top_position`.execute(
+      db,
+    );
     const row = rows[0]!;
     polls += 1;
-    if (row.tasks !== row.top_id && problems.length < 10) problems.push(`${row.tasks} tasks visible but id ${row.top_id} among them`);
-    if (row.events !== row.top_position && problems.length < 10) problems.push(`${row.events} events visible but position ${row.top_position} among them`);
+    if (row.tasks !== row.top_id && problems.length < 10)
+      problems.push(`${row.tasks} tasks visible but id ${row.top_id} among them`);
+    if (row.events !== row.top_position && problems.length < 10)
+      problems.push(`${row.events} events visible but position ${row.top_position} among them`);
   }
   return { polls, problems };
 }

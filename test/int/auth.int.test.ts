@@ -66,7 +66,10 @@ Login("missing, blank and null fields have DRF's texts", async () => {
     assert.is(response.status, 400, JSON.stringify(body));
     assert.equal(response.body, errors, JSON.stringify(body));
   }
-  const bad = await request(app.base, 'POST', '/api/auth/token/', { raw: 'not json', headers: { 'Content-Type': 'application/json' } });
+  const bad = await request(app.base, 'POST', '/api/auth/token/', {
+    raw: 'not json',
+    headers: { 'Content-Type': 'application/json' },
+  });
   assert.is(bad.status, 400);
   assert.match(bad.body.detail, /^JSON parse error - /);
 });
@@ -100,7 +103,10 @@ Tokens("Bearer and DRF's Token scheme (any case) are accepted alike", async () =
 Tokens("a scheme without credentials, or with spaces in them, has DRF's texts", async () => {
   assertUnauthorized(await withAuth('GET', '/api/tasks/', 'Token'), 'Invalid token header. No credentials provided.');
   assertUnauthorized(await withAuth('GET', '/api/tasks/', 'Bearer'), 'Invalid token header. No credentials provided.');
-  assertUnauthorized(await withAuth('GET', '/api/tasks/', 'Token a b'), 'Invalid token header. Token string should not contain spaces.');
+  assertUnauthorized(
+    await withAuth('GET', '/api/tasks/', 'Token a b'),
+    'Invalid token header. Token string should not contain spaces.',
+  );
 });
 
 Tokens('an unknown token is 401 Invalid token. with WWW-Authenticate, on reads as on writes', async () => {
@@ -122,13 +128,20 @@ Tokens('DELETE /api/auth/token/ revokes the presented token only; its next use i
 });
 
 Tokens('logging out anonymously is 401 not provided', async () => {
-  assertUnauthorized(await request(app.base, 'DELETE', '/api/auth/token/'), 'Authentication credentials were not provided.');
+  assertUnauthorized(
+    await request(app.base, 'DELETE', '/api/auth/token/'),
+    'Authentication credentials were not provided.',
+  );
 });
 
 Tokens('an expired token is 401 Invalid token.', async () => {
   assert.is((await withAuth('GET', '/api/tasks/', `Bearer ${token}`)).status, 200);
   // Time passes beyond the token's life (a worker may remember the token; its expiry goes with it).
-  const { expires_at } = await app.deps.db.selectFrom('tokens').select('expires_at').orderBy('expires_at', 'desc').executeTakeFirstOrThrow();
+  const { expires_at } = await app.deps.db
+    .selectFrom('tokens')
+    .select('expires_at')
+    .orderBy('expires_at', 'desc')
+    .executeTakeFirstOrThrow();
   const clock = app.deps.clock;
   app.deps.clock = { now: () => new Date(expires_at.getTime() + 1_000) };
   try {
@@ -175,7 +188,10 @@ Permissions('anonymous writes are 401 not provided, with WWW-Authenticate; anony
 });
 
 Permissions('the owner still may', async () => {
-  assert.is((await request(app.base, 'PATCH', '/api/tasks/1/', { token: alice, body: { completed: true } })).status, 200);
+  assert.is(
+    (await request(app.base, 'PATCH', '/api/tasks/1/', { token: alice, body: { completed: true } })).status,
+    200,
+  );
   assert.is((await request(app.base, 'DELETE', '/api/tasks/1/', { token: alice })).status, 204);
 });
 

@@ -18,7 +18,11 @@ Cli.before(async (context) => {
   context.dataDir = await mkdtemp(join(TMP, 'cli-'));
   await chmod(context.dataDir, 0o711); // run as root, the server runs as the postgres user
   // As `npm start` leaves it: the embedded server running on its data directory, on a port of its choosing.
-  context.server = await startEmbeddedPostgres({ dataDir: join(context.dataDir, 'pg'), port: await findFreePort(), persistent: true });
+  context.server = await startEmbeddedPostgres({
+    dataDir: join(context.dataDir, 'pg'),
+    port: await findFreePort(),
+    persistent: true,
+  });
 });
 
 Cli.after(async ({ dataDir, server }) => {
@@ -44,26 +48,29 @@ async function runCliWithInput(input: string | undefined, env: Record<string, st
   return { code, stdout, stderr };
 }
 
-Cli('user:create finds the running embedded server on its data directory, whatever EMBEDDED_PG_PORT says', async ({ dataDir, server }) => {
-  const { code, stdout, stderr } = await runCli(
-    { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await findFreePort()), PASSWORD: 'carol-pass-123' },
-    'user:create',
-    'carol',
-  );
-  assert.is(code, 0, stderr);
-  assert.match(stdout, /^created user "carol" \(id \d+\)\n$/);
-  const client = new pg.Client({ connectionString: server.url });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ username: string }>('select username from users');
-    assert.equal(
-      rows.map((row) => row.username),
-      ['carol'],
+Cli(
+  'user:create finds the running embedded server on its data directory, whatever EMBEDDED_PG_PORT says',
+  async ({ dataDir, server }) => {
+    const { code, stdout, stderr } = await runCli(
+      { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await findFreePort()), PASSWORD: 'carol-pass-123' },
+      'user:create',
+      'carol',
     );
-  } finally {
-    await client.end();
-  }
-});
+    assert.is(code, 0, stderr);
+    assert.match(stdout, /^created user "carol" \(id \d+\)\n$/);
+    const client = new pg.Client({ connectionString: server.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ username: string }>('select username from users');
+      assert.equal(
+        rows.map((row) => row.username),
+        ['carol'],
+      );
+    } finally {
+      await client.end();
+    }
+  },
+);
 
 Cli('a second user:create of the same name says so and fails', async ({ dataDir }) => {
   const { code, stderr } = await runCli({ DATA_DIR: dataDir, PASSWORD: 'carol-pass-123' }, 'user:create', 'carol');
@@ -77,11 +84,16 @@ Cli('the password can be piped on stdin; an empty stdin says how to give one', a
   assert.is(piped.code, 0, piped.stderr);
   assert.match(piped.stdout, /^created user "dave"/);
   const empty = await runCliWithInput('', env, 'user:create', 'erin');
-  assert.equal([empty.code, empty.stderr], [1, 'paceline: no password: set PASSWORD, type it at the prompt, or pipe it on stdin\n']);
+  assert.equal(
+    [empty.code, empty.stderr],
+    [1, 'paceline: no password: set PASSWORD, type it at the prompt, or pipe it on stdin\n'],
+  );
   const client = new pg.Client({ connectionString: server.url });
   await client.connect();
   try {
-    const { rows } = await client.query<{ password_hash: string }>("select password_hash from users where username = 'dave'");
+    const { rows } = await client.query<{ password_hash: string }>(
+      "select password_hash from users where username = 'dave'",
+    );
     assert.is(rows.length, 1);
   } finally {
     await client.end();
@@ -107,7 +119,12 @@ Cli('status, reload and stop find the primary through DATA_DIR/paceline.pid and 
   primary.stdout.on('data', (chunk) => (seen += chunk));
   try {
     while (!seen.includes('up')) await new Promise((resolve) => setTimeout(resolve, 20));
-    const instance = { pid: primary.pid, dataDir, ports: { PORT: 8000, METRICS_PORT: 9464 }, startedAt: '2026-11-26T12:00:00.000Z' };
+    const instance = {
+      pid: primary.pid,
+      dataDir,
+      ports: { PORT: 8000, METRICS_PORT: 9464 },
+      startedAt: '2026-11-26T12:00:00.000Z',
+    };
     await writeFile(join(dataDir, 'paceline.pid'), JSON.stringify(instance));
     const status = await runCli({ DATA_DIR: dataDir }, 'status');
     assert.is(status.code, 0, status.stderr);

@@ -13,7 +13,13 @@ interface Run {
 /** Runs the real entry point with `env` added; a bad setting must stop it before it starts anything. */
 function runMain(env: Record<string, string>): Promise<Run> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, DATA_DIR: join(process.env.TEST_TMP_DIR ?? '.', 'config-never-used'), PORT: '0', METRICS_PORT: '0', ...env },
+    env: {
+      ...process.env,
+      DATA_DIR: join(process.env.TEST_TMP_DIR ?? '.', 'config-never-used'),
+      PORT: '0',
+      METRICS_PORT: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const run: Run = { code: null, stdout: '', stderr: '' };
@@ -46,18 +52,21 @@ const BAD: Array<[string, string]> = [
   ['TRUSTED_PROXIES', ' , '],
 ];
 
-Startup('PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line naming the variable and its value', async () => {
-  const started = BAD.slice(0, 2);
-  const runs = await Promise.all(started.map(([key, value]) => runMain({ [key]: value })));
-  runs.forEach((run, i) => {
-    const [key, value] = started[i]!;
-    const lines = run.stderr.split('\n').filter((line) => line !== '');
-    assert.ok(run.code !== 0 && run.code !== null, `${key}: exit ${run.code}`);
-    assert.is(lines.length, 1, `${key}: ${run.stderr}`);
-    assert.ok(lines[0]!.startsWith(`paceline: invalid ${key}="${value}": `), lines[0]);
-    assert.is(run.stdout, '', `${key} printed to stdout`);
-  });
-});
+Startup(
+  'PORT=abc, THROTTLE_ANON=lots: exit ≠ 0 and exactly one stderr line naming the variable and its value',
+  async () => {
+    const started = BAD.slice(0, 2);
+    const runs = await Promise.all(started.map(([key, value]) => runMain({ [key]: value })));
+    runs.forEach((run, i) => {
+      const [key, value] = started[i]!;
+      const lines = run.stderr.split('\n').filter((line) => line !== '');
+      assert.ok(run.code !== 0 && run.code !== null, `${key}: exit ${run.code}`);
+      assert.is(lines.length, 1, `${key}: ${run.stderr}`);
+      assert.ok(lines[0]!.startsWith(`paceline: invalid ${key}="${value}": `), lines[0]);
+      assert.is(run.stdout, '', `${key} printed to stdout`);
+    });
+  },
+);
 
 Startup('a bad TRUSTED_PROXIES entry: exit ≠ 0 and one stderr line naming the setting and the entry', async () => {
   const run = await runMain({ TRUSTED_PROXIES: '10.0.0.0/8, 192.168.0.0/33' });
@@ -76,26 +85,45 @@ Load('TRUSTED_PROXIES reads addresses and CIDRs; without it, trusted hops are wa
   assert.is(loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, 127.0.0.1,::1,fd00::/8' }).TRUSTED_PROXIES?.length, 4);
   assert.is(proxyTrustWarning(loadConfig({})), undefined, 'no hops: nothing forwarded is believed');
   assert.is(proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8' })), undefined);
-  assert.is(proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '1', ROLE: 'jobs' })), undefined, 'a jobs-only host serves no requests');
-  assert.match(proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '2' })) ?? '', /^TRUST_PROXY_HOPS=2 without TRUSTED_PROXIES: .* any peer/);
+  assert.is(
+    proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '1', ROLE: 'jobs' })),
+    undefined,
+    'a jobs-only host serves no requests',
+  );
+  assert.match(
+    proxyTrustWarning(loadConfig({ TRUST_PROXY_HOPS: '2' })) ?? '',
+    /^TRUST_PROXY_HOPS=2 without TRUSTED_PROXIES: .* any peer/,
+  );
 });
 
 Load('THROTTLE_RATES reads scope=rate pairs', () => {
-  assert.equal(loadConfig({ THROTTLE_RATES: 'exports=5/min, search = 30/5m' }).THROTTLE_RATES, { exports: '5/min', search: '30/5m' });
+  assert.equal(loadConfig({ THROTTLE_RATES: 'exports=5/min, search = 30/5m' }).THROTTLE_RATES, {
+    exports: '5/min',
+    search: '30/5m',
+  });
   assert.equal(loadConfig({}).THROTTLE_RATES, {});
 });
 
 Load('THROTTLE_RATES cannot set a scope that has its own variable', () => {
-  assert.throws(() => loadConfig({ THROTTLE_RATES: 'exports=5/min,anon=1/s' }), /the anon scope has its own setting, THROTTLE_ANON/);
+  assert.throws(
+    () => loadConfig({ THROTTLE_RATES: 'exports=5/min,anon=1/s' }),
+    /the anon scope has its own setting, THROTTLE_ANON/,
+  );
   assert.throws(() => loadConfig({ THROTTLE_RATES: 'token-obtain=1/s' }), /THROTTLE_TOKEN_OBTAIN/);
-  assert.equal(loadConfig({ THROTTLE_RATES: 'constructor=5/min,toString=1/s' }).THROTTLE_RATES, { constructor: '5/min', toString: '1/s' });
+  assert.equal(loadConfig({ THROTTLE_RATES: 'constructor=5/min,toString=1/s' }).THROTTLE_RATES, {
+    constructor: '5/min',
+    toString: '1/s',
+  });
 });
 
 Load('defaults fill every setting; empty strings count as unset', () => {
   const config = loadConfig({ PORT: '', THROTTLE_ANON: '' });
   assert.is(config.PORT, 8000);
   assert.is(config.THROTTLE_ANON, '20/min');
-  assert.equal([config.THROTTLE_USER, config.THROTTLE_TOKEN_OBTAIN, config.PAGE_SIZE, config.MAX_PAGE_SIZE], ['100/min', '5/min', 10, 100]);
+  assert.equal(
+    [config.THROTTLE_USER, config.THROTTLE_TOKEN_OBTAIN, config.PAGE_SIZE, config.MAX_PAGE_SIZE],
+    ['100/min', '5/min', 10, 100],
+  );
   assert.is(config.TOKEN_TTL, 24 * 3_600_000);
   assert.ok(Object.isFrozen(config));
 });
@@ -118,26 +146,41 @@ Load('a bad credential-bearing setting is named but its value is not echoed', ()
   }
 });
 
-Load('DATABASE_REPLICA_URLS: a list of postgres URLs, each named by its place when wrong, and only with the read cache on', () => {
-  const urls = ['postgres://app:pw@10.0.0.2:5432/app', 'postgresql://app:pw@10.0.0.3/app'];
-  assert.equal(loadConfig({ DATABASE_REPLICA_URLS: ` ${urls.join(' , ')} ` }).DATABASE_REPLICA_URLS, urls);
-  assert.equal(loadConfig({}).DATABASE_REPLICA_URLS, []);
-  assert.is(loadConfig({}).DATABASE_REPLICA_WAIT_MS, 500);
-  assert.throws(
-    () => loadConfig({ DATABASE_REPLICA_URLS: `${urls[0]},not a url` }),
-    /^invalid DATABASE_REPLICA_URLS \(value not shown\): entry 2 is not a postgres:\/\/ URL/,
-  );
-  assert.throws(() => loadConfig({ DATABASE_REPLICA_URLS: urls[0], READ_CACHE_BYTES: '0' }), /DATABASE_REPLICA_URLS .*READ_CACHE_BYTES above 0/);
-  assert.throws(() => loadConfig({ DATABASE_REPLICA_WAIT_MS: '0' }), /^invalid DATABASE_REPLICA_WAIT_MS="0"/);
-});
+Load(
+  'DATABASE_REPLICA_URLS: a list of postgres URLs, each named by its place when wrong, and only with the read cache on',
+  () => {
+    const urls = ['postgres://app:pw@10.0.0.2:5432/app', 'postgresql://app:pw@10.0.0.3/app'];
+    assert.equal(loadConfig({ DATABASE_REPLICA_URLS: ` ${urls.join(' , ')} ` }).DATABASE_REPLICA_URLS, urls);
+    assert.equal(loadConfig({}).DATABASE_REPLICA_URLS, []);
+    assert.is(loadConfig({}).DATABASE_REPLICA_WAIT_MS, 500);
+    assert.throws(
+      () => loadConfig({ DATABASE_REPLICA_URLS: `${urls[0]},not a url` }),
+      /^invalid DATABASE_REPLICA_URLS \(value not shown\): entry 2 is not a postgres:\/\/ URL/,
+    );
+    assert.throws(
+      () => loadConfig({ DATABASE_REPLICA_URLS: urls[0], READ_CACHE_BYTES: '0' }),
+      /DATABASE_REPLICA_URLS .*READ_CACHE_BYTES above 0/,
+    );
+    assert.throws(() => loadConfig({ DATABASE_REPLICA_WAIT_MS: '0' }), /^invalid DATABASE_REPLICA_WAIT_MS="0"/);
+  },
+);
 
 Load('values are parsed: numbers, durations, rates with a multiplier', () => {
   const config = loadConfig({ PORT: ' 8080 ', TOKEN_TTL: '15m', THROTTLE_USER: '300/5m', THROTTLE_ENABLED: 'false' });
-  assert.equal([config.PORT, config.TOKEN_TTL, config.THROTTLE_USER, config.THROTTLE_ENABLED], [8080, 900_000, '300/5m', false]);
+  assert.equal(
+    [config.PORT, config.TOKEN_TTL, config.THROTTLE_USER, config.THROTTLE_ENABLED],
+    [8080, 900_000, '300/5m', false],
+  );
 });
 
 Load('each refusal is one line that names the variable', () => {
-  for (const [key, value] of [...BAD, ['PORT', '70000'], ['PAGE_SIZE', '-1'], ['LOG_LEVEL', 'loud'], ['THROTTLE_USER', '0/min']] as Array<[string, string]>) {
+  for (const [key, value] of [
+    ...BAD,
+    ['PORT', '70000'],
+    ['PAGE_SIZE', '-1'],
+    ['LOG_LEVEL', 'loud'],
+    ['THROTTLE_USER', '0/min'],
+  ] as Array<[string, string]>) {
     try {
       loadConfig({ [key]: value });
       assert.unreachable(`${key}=${value} was accepted`);
@@ -153,22 +196,31 @@ Load('each refusal is one line that names the variable', () => {
 const Cluster = suite('REDIS_CLUSTER_NODES: a Redis Cluster instead of one Redis');
 
 Cluster('host:port lists and the redis-cluster:// form are read; credentials only from the URL form', () => {
-  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: ' cache-1:7000, 10.0.0.2:7001,[fd00::3]:7002 ' }).REDIS_CLUSTER_NODES, {
-    nodes: [
-      { host: 'cache-1', port: 7000 },
-      { host: '10.0.0.2', port: 7001 },
-      { host: 'fd00::3', port: 7002 },
-    ],
-  });
-  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'redis-cluster://app:p%40ss@cache-1:7000,cache-2:7000' }).REDIS_CLUSTER_NODES, {
-    nodes: [
-      { host: 'cache-1', port: 7000 },
-      { host: 'cache-2', port: 7000 },
-    ],
-    username: 'app',
-    password: 'p@ss',
-  });
-  assert.equal(loadConfig({ REDIS_CLUSTER_NODES: 'redis-cluster://:s3cr3t@cache-1:7000' }).REDIS_CLUSTER_NODES?.password, 's3cr3t');
+  assert.equal(
+    loadConfig({ REDIS_CLUSTER_NODES: ' cache-1:7000, 10.0.0.2:7001,[fd00::3]:7002 ' }).REDIS_CLUSTER_NODES,
+    {
+      nodes: [
+        { host: 'cache-1', port: 7000 },
+        { host: '10.0.0.2', port: 7001 },
+        { host: 'fd00::3', port: 7002 },
+      ],
+    },
+  );
+  assert.equal(
+    loadConfig({ REDIS_CLUSTER_NODES: 'redis-cluster://app:p%40ss@cache-1:7000,cache-2:7000' }).REDIS_CLUSTER_NODES,
+    {
+      nodes: [
+        { host: 'cache-1', port: 7000 },
+        { host: 'cache-2', port: 7000 },
+      ],
+      username: 'app',
+      password: 'p@ss',
+    },
+  );
+  assert.equal(
+    loadConfig({ REDIS_CLUSTER_NODES: 'redis-cluster://:s3cr3t@cache-1:7000' }).REDIS_CLUSTER_NODES?.password,
+    's3cr3t',
+  );
   assert.is(loadConfig({}).REDIS_CLUSTER_NODES, undefined);
 });
 

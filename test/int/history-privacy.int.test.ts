@@ -30,7 +30,8 @@ let dbCalls = 0;
 
 const PRIVATE = /actor_id|owner_id|request_id/;
 
-const get = (path: string, token?: string, headers: Record<string, string> = {}) => request(app.base, 'GET', path, { token, headers });
+const get = (path: string, token?: string, headers: Record<string, string> = {}) =>
+  request(app.base, 'GET', path, { token, headers });
 
 async function write(method: string, path: string, token: string, body?: unknown): Promise<TestResponse> {
   const response = await request(app.base, method, path, { token, body });
@@ -57,7 +58,8 @@ History.before(async () => {
   [alice, bob] = await Promise.all([app.login('alice'), app.login('bob')]);
   live = (await write('POST', '/api/tasks/', alice, { title: 'Quarterly plan', description: 'numbers' })).body.id;
   await write('PATCH', `/api/tasks/${live}/`, alice, { title: 'Quarterly plan v2' });
-  gone = (await write('POST', '/api/tasks/', alice, { title: 'Secret surprise party', description: 'for bob' })).body.id;
+  gone = (await write('POST', '/api/tasks/', alice, { title: 'Secret surprise party', description: 'for bob' })).body
+    .id;
   await write('PATCH', `/api/tasks/${gone}/`, alice, { description: 'for bob, on friday' });
   await write('DELETE', `/api/tasks/${gone}/`, alice);
   bobs = (await write('POST', '/api/tasks/', bob, { title: "bob's own" })).body.id;
@@ -76,7 +78,12 @@ History('anonymous clients and other users see a live history without ids of peo
   assert.equal(
     events.map((event) => [event.version, event.type, event.data, event.metadata]),
     [
-      [1, 'TaskCreated', { title: 'Quarterly plan', description: 'numbers', completed: false, owner: 'alice' }, { actor: 'alice' }],
+      [
+        1,
+        'TaskCreated',
+        { title: 'Quarterly plan', description: 'numbers', completed: false, owner: 'alice' },
+        { actor: 'alice' },
+      ],
       [2, 'TaskDetailsChanged', { title: 'Quarterly plan v2' }, { actor: 'alice' }],
     ],
   );
@@ -117,66 +124,77 @@ History("a deleted task's history is the owner's: anyone else gets the 404 of a 
   assert.is((owner.body.results as EventBody[])[0]!.data.title, 'Secret surprise party');
 });
 
-History("the read cache keeps each viewer's answer apart: an owner's is never served to anyone else, nor the other way round", async () => {
-  for (const [label, first, then] of [
-    ['owner first', alice, undefined],
-    ['anonymous first', undefined, alice],
-    ['another user first', bob, alice],
-  ] as const) {
-    const path = `/api/tasks/${live}/events/?page_size=${label.length}`;
-    const a = await get(path, first);
-    const before = dbCalls;
-    const again = await get(path, first);
-    assert.is(dbCalls, before, `${label}: the repeat is served from the cache`);
-    assert.is(again.text, a.text);
-    const b = await get(path, then);
-    assert.is(b.status, 200);
-    const full = (response: TestResponse) => PRIVATE.test(response.text);
-    assert.is(full(a), first === alice, `${label}: first answer`);
-    assert.is(full(b), then === alice, `${label}: second answer`);
-    assert.is.not(b.headers.get('etag'), a.headers.get('etag'), `${label}: the tags differ`);
-    // The other's tag is not taken as current: 200 with this viewer's own answer.
-    const crossed = await get(path, then, { 'If-None-Match': a.headers.get('etag')! });
-    assert.equal([crossed.status, crossed.text], [200, b.text], `${label}: the first viewer's ETag`);
-    const own = await get(path, then, { 'If-None-Match': b.headers.get('etag')! });
-    assert.is(own.status, 304, `${label}: the viewer's own ETag`);
-  }
-  // A deleted task's history, kept for its owner, is still 404 to others.
-  const path = `/api/tasks/${gone}/events/?ordering=-version`;
-  assert.is((await get(path, alice)).status, 200);
-  const before = dbCalls;
-  assert.is((await get(path, alice)).status, 200);
-  assert.is(dbCalls, before, "the owner's answer is kept");
-  assert.is((await get(path)).status, 404);
-  assert.is((await get(path, bob)).status, 404);
-});
-
-History('the feed shows each reader what it may see: whole for its own tasks, without ids for others, nothing of a deleted task but its place', async () => {
-  const read = async (token: string) => (await get('/api/events/?after=0&limit=100', token)).body.results as EventBody[];
-  const [forBob, forAlice] = await Promise.all([read(bob), read(alice)]);
-  assert.equal(
-    forBob.map((event) => event.position),
-    forAlice.map((event) => event.position),
-    'every reader sees every position, so a consumer still sees no gap',
-  );
-  assert.equal(
-    forBob.map((event) => event.position),
-    Array.from({ length: forBob.length }, (_, i) => i + 1),
-  );
-  for (const event of forBob) {
-    if (event.task_id === bobs) {
-      assert.type(event.metadata.request_id, 'string', 'bob sees all of his own');
-    } else if (event.task_id === gone) {
-      assert.equal([event.data, event.metadata], [{}, {}], `deleted task, ${event.type}`);
-    } else {
-      assert.not.match(JSON.stringify(event), PRIVATE, `${event.type} of another's task`);
-      assert.is(event.metadata.actor, 'alice');
+History(
+  "the read cache keeps each viewer's answer apart: an owner's is never served to anyone else, nor the other way round",
+  async () => {
+    for (const [label, first, then] of [
+      ['owner first', alice, undefined],
+      ['anonymous first', undefined, alice],
+      ['another user first', bob, alice],
+    ] as const) {
+      const path = `/api/tasks/${live}/events/?page_size=${label.length}`;
+      const a = await get(path, first);
+      const before = dbCalls;
+      const again = await get(path, first);
+      assert.is(dbCalls, before, `${label}: the repeat is served from the cache`);
+      assert.is(again.text, a.text);
+      const b = await get(path, then);
+      assert.is(b.status, 200);
+      const full = (response: TestResponse) => PRIVATE.test(response.text);
+      assert.is(full(a), first === alice, `${label}: first answer`);
+      assert.is(full(b), then === alice, `${label}: second answer`);
+      assert.is.not(b.headers.get('etag'), a.headers.get('etag'), `${label}: the tags differ`);
+      // The other's tag is not taken as current: 200 with this viewer's own answer.
+      const crossed = await get(path, then, { 'If-None-Match': a.headers.get('etag')! });
+      assert.equal([crossed.status, crossed.text], [200, b.text], `${label}: the first viewer's ETag`);
+      const own = await get(path, then, { 'If-None-Match': b.headers.get('etag')! });
+      assert.is(own.status, 304, `${label}: the viewer's own ETag`);
     }
-  }
-  const aliceGone = forAlice.filter((event) => event.task_id === gone);
-  assert.is(aliceGone[0]!.data.title, 'Secret surprise party', 'the owner still reads her deleted task in the feed');
-  assert.type(aliceGone[0]!.metadata.actor_id, 'number');
-  assert.not.match(JSON.stringify(forAlice.filter((event) => event.task_id === bobs)), PRIVATE, "bob's ids are not alice's to see");
-});
+    // A deleted task's history, kept for its owner, is still 404 to others.
+    const path = `/api/tasks/${gone}/events/?ordering=-version`;
+    assert.is((await get(path, alice)).status, 200);
+    const before = dbCalls;
+    assert.is((await get(path, alice)).status, 200);
+    assert.is(dbCalls, before, "the owner's answer is kept");
+    assert.is((await get(path)).status, 404);
+    assert.is((await get(path, bob)).status, 404);
+  },
+);
+
+History(
+  'the feed shows each reader what it may see: whole for its own tasks, without ids for others, nothing of a deleted task but its place',
+  async () => {
+    const read = async (token: string) =>
+      (await get('/api/events/?after=0&limit=100', token)).body.results as EventBody[];
+    const [forBob, forAlice] = await Promise.all([read(bob), read(alice)]);
+    assert.equal(
+      forBob.map((event) => event.position),
+      forAlice.map((event) => event.position),
+      'every reader sees every position, so a consumer still sees no gap',
+    );
+    assert.equal(
+      forBob.map((event) => event.position),
+      Array.from({ length: forBob.length }, (_, i) => i + 1),
+    );
+    for (const event of forBob) {
+      if (event.task_id === bobs) {
+        assert.type(event.metadata.request_id, 'string', 'bob sees all of his own');
+      } else if (event.task_id === gone) {
+        assert.equal([event.data, event.metadata], [{}, {}], `deleted task, ${event.type}`);
+      } else {
+        assert.not.match(JSON.stringify(event), PRIVATE, `${event.type} of another's task`);
+        assert.is(event.metadata.actor, 'alice');
+      }
+    }
+    const aliceGone = forAlice.filter((event) => event.task_id === gone);
+    assert.is(aliceGone[0]!.data.title, 'Secret surprise party', 'the owner still reads her deleted task in the feed');
+    assert.type(aliceGone[0]!.metadata.actor_id, 'number');
+    assert.not.match(
+      JSON.stringify(forAlice.filter((event) => event.task_id === bobs)),
+      PRIVATE,
+      "bob's ids are not alice's to see",
+    );
+  },
+);
 
 History.run();

@@ -71,7 +71,9 @@ function tightestSpan(admitted: Answered[], size: number): number {
 async function throttleCount(app: TestApp, decision: string): Promise<number> {
   const metric = app.deps.metrics.registry.getSingleMetric('paceline_throttle_decisions_total') as Counter | undefined;
   const values = (await metric!.get()).values;
-  return values.filter((v) => v.labels.scope === 'anon' && v.labels.decision === decision).reduce((sum, v) => sum + v.value, 0);
+  return values
+    .filter((v) => v.labels.scope === 'anon' && v.labels.decision === decision)
+    .reduce((sum, v) => sum + v.value, 0);
 }
 
 const test = suite(`a retrying got client through throttling (anon ${LIMIT}/${WINDOW_MS / 1000}s)`);
@@ -83,7 +85,9 @@ test.before(async () => {
   app = await startTestApp({ THROTTLE_ANON: `${LIMIT}/${WINDOW_MS / 1000}s` }, 'http-client');
   app.server.prependListener('request', (req, res) => {
     const arrived = performance.now();
-    res.once('finish', () => answered.push({ path: req.url ?? '', status: res.statusCode, arrived, finished: performance.now() }));
+    res.once('finish', () =>
+      answered.push({ path: req.url ?? '', status: res.statusCode, arrived, finished: performance.now() }),
+    );
   });
   // The writer is authenticated (its own, generous scope); the readers below are anonymous.
   const token = await app.login('writer');
@@ -152,10 +156,17 @@ test('a burst over the limit completes in the time Retry-After predicted, never 
   const admitted = burst.filter((a) => a.status === 200);
 
   assert.is(admitted.length, BURST, 'each request admitted once');
-  assert.is(burst.length - admitted.length, burst.filter((a) => a.status === 429).length, 'every other answer was a 429');
+  assert.is(
+    burst.length - admitted.length,
+    burst.filter((a) => a.status === 429).length,
+    'every other answer was a 429',
+  );
   // Three windows' worth: the last third cannot be admitted before two windows have passed.
   assert.ok(elapsed >= 2 * WINDOW_MS - 50, `not faster than the limit allows: ${elapsed.toFixed(0)} ms`);
-  assert.ok(predicted <= 2 * WINDOW_MS + 3_000, `Retry-After never overstated the wait much: the longest chain was ${predicted} ms`);
+  assert.ok(
+    predicted <= 2 * WINDOW_MS + 3_000,
+    `Retry-After never overstated the wait much: the longest chain was ${predicted} ms`,
+  );
   assert.ok(elapsed >= predicted, `not before the predicted ${predicted} ms: ${elapsed.toFixed(0)} ms`);
   assert.ok(elapsed <= predicted + 5_000, `within 5 s of the predicted ${predicted} ms: ${elapsed.toFixed(0)} ms`);
   console.log(
@@ -167,9 +178,16 @@ test('a burst over the limit completes in the time Retry-After predicted, never 
 test('over the whole run, no window admitted more than the limit (server-side instants and metrics agree)', async () => {
   const admitted = answered.filter((a) => a.status === 200);
   const span = tightestSpan(admitted, LIMIT + 1);
-  assert.ok(span >= WINDOW_MS - 50, `any ${LIMIT + 1} admissions span at least the window: the tightest spans ${span.toFixed(0)} ms`);
+  assert.ok(
+    span >= WINDOW_MS - 50,
+    `any ${LIMIT + 1} admissions span at least the window: the tightest spans ${span.toFixed(0)} ms`,
+  );
   assert.is(await throttleCount(app, 'allowed'), admitted.length, 'the allowed anon decisions are the 200s');
-  assert.is(await throttleCount(app, 'throttled'), answered.length - admitted.length, 'the throttled anon decisions are the 429s');
+  assert.is(
+    await throttleCount(app, 'throttled'),
+    answered.length - admitted.length,
+    'the throttled anon decisions are the 429s',
+  );
 });
 
 test.run();

@@ -9,7 +9,8 @@ let app: TestApp;
 let alice: string;
 let bob: string;
 
-const post = (path: string, body: unknown, key: string, token = alice) => request(app.base, 'POST', path, { token, body, headers: { 'Idempotency-Key': key } });
+const post = (path: string, body: unknown, key: string, token = alice) =>
+  request(app.base, 'POST', path, { token, body, headers: { 'Idempotency-Key': key } });
 
 const countOf = async (table: 'events' | 'tasks' | 'reports') =>
   Number(
@@ -22,7 +23,12 @@ const countOf = async (table: 'events' | 'tasks' | 'reports') =>
   );
 
 /** What a client can compare between two answers: status, the body's exact bytes, and the headers it acts on. */
-const visible = (r: TestResponse) => ({ status: r.status, text: r.text, location: r.headers.get('location'), etag: r.headers.get('etag') });
+const visible = (r: TestResponse) => ({
+  status: r.status,
+  text: r.text,
+  location: r.headers.get('location'),
+  etag: r.headers.get('etag'),
+});
 
 const Tasks = suite('Idempotency-Key on POST /api/tasks/');
 
@@ -35,19 +41,28 @@ Tasks.before(async () => {
 Tasks.after(() => app.close());
 
 Tasks('50 concurrent POSTs with one key create one task and get 50 identical answers', async () => {
-  const responses = await Promise.all(Array.from({ length: 50 }, () => post('/api/tasks/', { title: 'Once' }, 'key-concurrent')));
+  const responses = await Promise.all(
+    Array.from({ length: 50 }, () => post('/api/tasks/', { title: 'Once' }, 'key-concurrent')),
+  );
   assert.is(await countOf('tasks'), 1);
   assert.is(await countOf('events'), 1);
   const first = visible(responses[0]!);
   assert.is(first.status, 201, responses[0]!.text);
   for (const response of responses) assert.equal(visible(response), first);
-  assert.is(responses.filter((r) => r.headers.get('idempotent-replayed') !== 'true').length, 1, 'exactly one answer created the task');
+  assert.is(
+    responses.filter((r) => r.headers.get('idempotent-replayed') !== 'true').length,
+    1,
+    'exactly one answer created the task',
+  );
 });
 
 Tasks('a later repeat replays the original answer byte for byte and appends nothing', async () => {
   const original = await post('/api/tasks/', { title: 'Buy milk', description: 'two litres' }, 'key-repeat');
   const events = await countOf('events');
-  await request(app.base, 'PATCH', `/api/tasks/${original.body.id}/`, { token: alice, body: { title: 'Changed since' } });
+  await request(app.base, 'PATCH', `/api/tasks/${original.body.id}/`, {
+    token: alice,
+    body: { title: 'Changed since' },
+  });
   const repeat = await post('/api/tasks/', { title: 'Buy milk', description: 'two litres' }, 'key-repeat');
   assert.equal(visible(repeat), visible(original));
   assert.is(repeat.headers.get('idempotent-replayed'), 'true');
@@ -73,7 +88,9 @@ Tasks('keys belong to their user', async () => {
 
 Tasks('after 24 hours a key is forgotten and creates again', async () => {
   const first = await post('/api/tasks/', { title: 'Daily' }, 'key-expiring');
-  await sql`update idempotency_keys set created_at = now() - interval '24 hours 1 minute' where key = 'key-expiring'`.execute(app.deps.db);
+  await sql`update idempotency_keys set created_at = now() - interval '24 hours 1 minute' where key = 'key-expiring'`.execute(
+    app.deps.db,
+  );
   const again = await post('/api/tasks/', { title: 'Daily' }, 'key-expiring');
   assert.is(again.status, 201);
   assert.is(again.headers.get('idempotent-replayed'), null);
@@ -82,9 +99,18 @@ Tasks('after 24 hours a key is forgotten and creates again', async () => {
 
 Tasks('the sweep deletes only records past 24 hours, in batches of the size asked', async () => {
   for (const key of ['sweep-a', 'sweep-b', 'sweep-c', 'sweep-live']) await post('/api/tasks/', { title: key }, key);
-  await sql`update idempotency_keys set created_at = now() - interval '24 hours 1 minute' where key in ('sweep-a', 'sweep-b', 'sweep-c')`.execute(app.deps.db);
+  await sql`update idempotency_keys set created_at = now() - interval '24 hours 1 minute' where key in ('sweep-a', 'sweep-b', 'sweep-c')`.execute(
+    app.deps.db,
+  );
   const keys = async () =>
-    (await app.deps.db.selectFrom('idempotency_keys').select('key').where('key', 'like', 'sweep-%').orderBy('key').execute()).map((r) => r.key);
+    (
+      await app.deps.db
+        .selectFrom('idempotency_keys')
+        .select('key')
+        .where('key', 'like', 'sweep-%')
+        .orderBy('key')
+        .execute()
+    ).map((r) => r.key);
   assert.is(await sweepExpiredClaims(app.deps.db, 2), 2);
   assert.is((await keys()).length, 2);
   assert.is(await sweepExpiredClaims(app.deps.db, 2), 1);
@@ -127,7 +153,9 @@ Reports('a repeat replays, a different range is a 422, and another user gets the
 
   const different = await post('/api/reports/', { ...range, owner: 'bob' }, 'report-repeat');
   assert.is(different.status, 422);
-  assert.equal(different.body, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' });
+  assert.equal(different.body, {
+    detail: 'Idempotency-Key was already used with a different request body or endpoint.',
+  });
 
   const theirs = await post('/api/reports/', { ...range, owner: 'alice' }, 'report-repeat', bob);
   assert.is(theirs.status, 202);

@@ -52,12 +52,17 @@ test('a database missing one of the release’s migrations but holding an unknow
   try {
     const first = Object.keys(await migrationProvider.getMigrations()).sort()[0]!;
     await sql`delete from kysely_migration where name = ${first}`.execute(db);
-    await sql`insert into kysely_migration (name, timestamp) values ('29991231000000_from_the_future', now()::text)`.execute(db);
+    await sql`insert into kysely_migration (name, timestamp) values ('29991231000000_from_the_future', now()::text)`.execute(
+      db,
+    );
     const error = await migrateToLatest(db).then(
       () => undefined,
       (e: Error) => e,
     );
-    assert.ok(error?.message.includes(first) && error.message.includes('29991231000000_from_the_future'), String(error));
+    assert.ok(
+      error?.message.includes(first) && error.message.includes('29991231000000_from_the_future'),
+      String(error),
+    );
   } finally {
     await db.destroy();
     await database.drop();

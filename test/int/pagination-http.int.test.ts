@@ -19,7 +19,8 @@ let token: string;
 
 const get = (path: string) => request(app.base, 'GET', path);
 const ids = (body: { results: Array<{ id: number }> }) => body.results.map((task) => task.id);
-const range = (from: number, to: number) => Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
+const range = (from: number, to: number) =>
+  Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
 /** A link as the client got it, fetched through the app under test. */
 const follow = (link: string) => get(new URL(link).pathname + new URL(link).search);
 const cursorOf = (link: string) => new URL(link).searchParams.get('cursor') as string;
@@ -51,7 +52,8 @@ async function walkBackward(path: string): Promise<number[][]> {
 async function expectDetail(path: string, status: number, ...mentions: string[]): Promise<void> {
   const response = await get(path);
   assert.is(response.status, status, `${path}: ${response.text}`);
-  for (const word of mentions) assert.ok(String(response.body.detail).includes(word), `${path}: ${response.body.detail} names ${word}`);
+  for (const word of mentions)
+    assert.ok(String(response.body.detail).includes(word), `${path}: ${response.body.detail} names ${word}`);
 }
 
 async function expectInvalidCursor(path: string): Promise<void> {
@@ -109,26 +111,49 @@ limitOffset('links carry the effective limit and sort their keys, as DRF builds 
   for (const [query, next, previous, expected] of cases) {
     const response = await get(`/api/tasks/${query}`);
     assert.is(response.status, 200, query);
-    assert.equal({ ...response.body, results: ids(response.body) }, { count: 25, next, previous, results: expected }, query);
+    assert.equal(
+      { ...response.body, results: ids(response.body) },
+      { count: 25, next, previous, results: expected },
+      query,
+    );
   }
 });
 
 limitOffset('an offset at or past the end is a 200 with empty results and a previous', async () => {
-  assert.equal((await get('/api/tasks/?offset=25')).body, { count: 25, next: null, previous: `${B}?limit=10&offset=15`, results: [] });
-  assert.equal((await get('/api/tasks/?offset=30')).body, { count: 25, next: null, previous: `${B}?limit=10&offset=20`, results: [] });
+  assert.equal((await get('/api/tasks/?offset=25')).body, {
+    count: 25,
+    next: null,
+    previous: `${B}?limit=10&offset=15`,
+    results: [],
+  });
+  assert.equal((await get('/api/tasks/?offset=30')).body, {
+    count: 25,
+    next: null,
+    previous: `${B}?limit=10&offset=20`,
+    results: [],
+  });
 });
 
 limitOffset('following next, then previous, walks every task once, in either ordering', async () => {
   assert.equal(await walk('/api/tasks/?limit=7'), [range(1, 7), range(8, 14), range(15, 21), range(22, 25)]);
-  assert.equal(await walk('/api/tasks/?limit=5&ordering=-id'), [range(25, 21), range(20, 16), range(15, 11), range(10, 6), range(5, 1)]);
+  assert.equal(await walk('/api/tasks/?limit=5&ordering=-id'), [
+    range(25, 21),
+    range(20, 16),
+    range(15, 11),
+    range(10, 6),
+    range(5, 1),
+  ]);
   assert.equal(await walkBackward('/api/tasks/?limit=10'), [range(21, 25), range(11, 20), range(1, 10)]);
   assert.equal(await walkBackward('/api/tasks/?limit=10&ordering=-id'), [range(5, 1), range(15, 6), range(25, 16)]);
 });
 
 limitOffset('malformed limit, offset or page_size → 400 naming the parameter', async () => {
-  for (const query of ['limit=abc', 'limit=0', 'limit=-1', 'limit=1.5', 'limit=']) await expectDetail(`/api/tasks/?${query}`, 400, '"limit"');
-  for (const query of ['offset=abc', 'offset=-5', 'offset=1.5', 'offset=']) await expectDetail(`/api/tasks/?${query}`, 400, '"offset"');
-  for (const query of ['page_size=x', 'cursor=&page_size=0']) await expectDetail(`/api/tasks/?${query}`, 400, '"page_size"');
+  for (const query of ['limit=abc', 'limit=0', 'limit=-1', 'limit=1.5', 'limit='])
+    await expectDetail(`/api/tasks/?${query}`, 400, '"limit"');
+  for (const query of ['offset=abc', 'offset=-5', 'offset=1.5', 'offset='])
+    await expectDetail(`/api/tasks/?${query}`, 400, '"offset"');
+  for (const query of ['page_size=x', 'cursor=&page_size=0'])
+    await expectDetail(`/api/tasks/?${query}`, 400, '"page_size"');
 });
 
 limitOffset.run();
@@ -159,8 +184,20 @@ cursor('descending: forward to the end, then back to the start', async () => {
 });
 
 cursor('page_size: an exact multiple ends without a dangling next; one page holds everything', async () => {
-  assert.equal(await walk('/api/tasks/?cursor=&page_size=5'), [range(1, 5), range(6, 10), range(11, 15), range(16, 20), range(21, 25)]);
-  assert.equal(await walk('/api/tasks/?cursor=&page_size=5&ordering=-id'), [range(25, 21), range(20, 16), range(15, 11), range(10, 6), range(5, 1)]);
+  assert.equal(await walk('/api/tasks/?cursor=&page_size=5'), [
+    range(1, 5),
+    range(6, 10),
+    range(11, 15),
+    range(16, 20),
+    range(21, 25),
+  ]);
+  assert.equal(await walk('/api/tasks/?cursor=&page_size=5&ordering=-id'), [
+    range(25, 21),
+    range(20, 16),
+    range(15, 11),
+    range(10, 6),
+    range(5, 1),
+  ]);
   assert.equal((await get('/api/tasks/?cursor=&page_size=25')).body.next, null);
   const whole = await get('/api/tasks/?cursor=&page_size=30&ordering=-id');
   assert.equal([ids(whole.body), whole.body.next, whole.body.previous], [range(25, 1), null, null]);
@@ -181,8 +218,17 @@ cursor('tampered, truncated, foreign or garbage cursors → 404 Invalid cursor',
   const movedId = Buffer.from(bytes);
   movedId.writeBigInt64BE(movedId.readBigInt64BE(2) + 1n, 2); // the id inside, old signature kept
   const descending = cursorOf((await get('/api/tasks/?cursor=&ordering=-id')).body.next);
-  const mint = (secret: string) => encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id' }, secret);
-  assert.equal(ids((await get(`/api/tasks/?cursor=${mint(SECRET)}`)).body), range(11, 20), 'signed with CURSOR_SECRET: accepted');
+  const mint = (secret: string) =>
+    encodeCursor(
+      { key: 10, direction: 'forward' },
+      { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id' },
+      secret,
+    );
+  assert.equal(
+    ids((await get(`/api/tasks/?cursor=${mint(SECRET)}`)).body),
+    range(11, 20),
+    'signed with CURSOR_SECRET: accepted',
+  );
   const otherSecret = mint('another-secret-0123456789');
   for (const tampered of [
     flip(1),
@@ -209,7 +255,11 @@ cursor('mixing styles → 400 naming the clash', async () => {
   await expectDetail('/api/tasks/?cursor=&limit=5&offset=5', 400, '"cursor"', '"limit"', '"offset"');
   await expectDetail('/api/tasks/?limit=5&page=2', 400, '"page"', '"limit"');
   await expectDetail('/api/tasks/?page_size=5&offset=5', 400, '"page_size"', '"offset"');
-  assert.equal(ids((await get('/api/tasks/?page=2&page_size=5')).body), range(6, 10), 'page_size belongs to page-number too');
+  assert.equal(
+    ids((await get('/api/tasks/?page=2&page_size=5')).body),
+    range(6, 10),
+    'page_size belongs to page-number too',
+  );
 });
 
 cursor.run();
@@ -228,7 +278,10 @@ history('cursor and limit/offset walk the 12 versions of task 1', async () => {
   const first = await get('/api/tasks/1/events/?cursor=&page_size=5');
   const second = await follow(first.body.next);
   const third = await follow(second.body.next);
-  assert.equal([versions(first.body), versions(second.body), versions(third.body), third.body.next], [range(1, 5), range(6, 10), [11, 12], null]);
+  assert.equal(
+    [versions(first.body), versions(second.body), versions(third.body), third.body.next],
+    [range(1, 5), range(6, 10), [11, 12], null],
+  );
   assert.equal((await follow(third.body.previous)).body, second.body);
   assert.equal(versions((await get('/api/tasks/1/events/?cursor=&ordering=-version')).body), range(12, 3));
   const tail = await get('/api/tasks/1/events/?limit=5&offset=10');
@@ -283,7 +336,10 @@ cost.before(async () => {
   await client.query('analyze tasks; analyze events');
   const queries: CompiledQuery[] = [];
   const pool = new pg.Pool({ connectionString: app.databaseUrl, max: 1 });
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: (event) => void queries.push(event.query) });
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => void queries.push(event.query),
+  });
   explained = { db, queries, client };
 });
 

@@ -52,7 +52,9 @@ Lock('a server a running Paceline owns: its primary is named and no kill is advi
   assert.throws(
     () => clearStaleLock(dataDir, () => {}),
     (error: Error) =>
-      error.message.includes(`for the Paceline whose primary is pid ${primary.pid}`) && error.message.includes('Never kill') && !/kill -/.test(error.message),
+      error.message.includes(`for the Paceline whose primary is pid ${primary.pid}`) &&
+      error.message.includes('Never kill') &&
+      !/kill -/.test(error.message),
   );
 });
 
@@ -60,7 +62,9 @@ Lock('a server left behind by a primary that is gone is offered for a clean stop
   const dataDir = await lockedDataDir();
   const pidFile = join(dataDir, 'postmaster.pid');
   // Started in the background of a shell that exits at once: the server's parent is gone.
-  spawn('bash', ['-c', `(exec -a postgres node -e "${stay}" ${dataDir} & echo $! > ${pidFile}) ; exit 0`], { stdio: 'ignore' });
+  spawn('bash', ['-c', `(exec -a postgres node -e "${stay}" ${dataDir} & echo $! > ${pidFile}) ; exit 0`], {
+    stdio: 'ignore',
+  });
   const server = await waitForPid(pidFile);
   started.push(server);
   await sleep(200);

@@ -28,7 +28,8 @@ const Conditional = suite('conditional GET on lists');
 Conditional.before(async () => {
   app = await startTestApp({}, 'read-cache');
   token = await app.login('alice');
-  for (let i = 0; i < 3; i += 1) await request(app.base, 'POST', '/api/tasks/', { token, body: { title: `task ${i}` } });
+  for (let i = 0; i < 3; i += 1)
+    await request(app.base, 'POST', '/api/tasks/', { token, body: { title: `task ${i}` } });
   countDatabaseUse();
 });
 Conditional.after(async () => {
@@ -46,7 +47,13 @@ Conditional('a list carries a strong ETag and Cache-Control: no-cache', async ()
 });
 
 Conditional('If-None-Match of an unchanged list is 304 without touching PostgreSQL', async () => {
-  for (const path of ['/api/tasks/', '/api/tasks/?page_size=2&page=2', '/api/tasks/?cursor=', '/api/tasks/?limit=1&offset=1', '/api/tasks/1/events/']) {
+  for (const path of [
+    '/api/tasks/',
+    '/api/tasks/?page_size=2&page=2',
+    '/api/tasks/?cursor=',
+    '/api/tasks/?limit=1&offset=1',
+    '/api/tasks/1/events/',
+  ]) {
     const first = await request(app.base, 'GET', path);
     assert.is(first.status, 200, path);
     const etag = first.headers.get('etag')!;
@@ -69,7 +76,9 @@ Conditional('an unchanged list is answered from memory; right after a write it i
   assert.is(cached.text, first.text);
   const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: 'fresh' } });
   assert.is(created.status, 201);
-  const after = await request(app.base, 'GET', '/api/tasks/?ordering=-id', { headers: { 'If-None-Match': first.headers.get('etag')! } });
+  const after = await request(app.base, 'GET', '/api/tasks/?ordering=-id', {
+    headers: { 'If-None-Match': first.headers.get('etag')! },
+  });
   assert.is(after.status, 200);
   assert.is.not(after.headers.get('etag'), first.headers.get('etag'));
   assert.is(after.body.results[0].id, created.body.id);
@@ -90,7 +99,9 @@ Conditional('a single task: cached, and its new version right after a change', a
   const id = (await request(app.base, 'GET', '/api/tasks/?ordering=-id')).body.results[0].id;
   const first = await request(app.base, 'GET', `/api/tasks/${id}/`);
   assert.is(first.headers.get('etag'), `"${id}-1"`);
-  const notModified = await request(app.base, 'GET', `/api/tasks/${id}/`, { headers: { 'If-None-Match': `"${id}-1"` } });
+  const notModified = await request(app.base, 'GET', `/api/tasks/${id}/`, {
+    headers: { 'If-None-Match': `"${id}-1"` },
+  });
   assert.is(notModified.status, 304);
   await request(app.base, 'PATCH', `/api/tasks/${id}/`, { token, body: { title: 'changed' } });
   const changed = await request(app.base, 'GET', `/api/tasks/${id}/`, { headers: { 'If-None-Match': `"${id}-1"` } });
@@ -121,7 +132,9 @@ Tokens('an authenticated read of a kept page needs no PostgreSQL once the token 
 });
 
 Tokens('a logout is seen by the very next request', async () => {
-  const other = await request(app.base, 'POST', '/api/auth/token/', { body: { username: 'bob', password: 'bob-pass-123' } });
+  const other = await request(app.base, 'POST', '/api/auth/token/', {
+    body: { username: 'bob', password: 'bob-pass-123' },
+  });
   const second = other.body.token as string;
   assert.is((await request(app.base, 'GET', '/api/tasks/', { token: second })).status, 200);
   assert.is((await request(app.base, 'DELETE', '/api/auth/token/', { token: second })).status, 204);
@@ -163,7 +176,9 @@ Off('with the cache off, lists are read from PostgreSQL every time and still car
   try {
     const first = await request(plain.base, 'GET', '/api/tasks/');
     assert.is(first.status, 200);
-    const again = await request(plain.base, 'GET', '/api/tasks/', { headers: { 'If-None-Match': first.headers.get('etag')! } });
+    const again = await request(plain.base, 'GET', '/api/tasks/', {
+      headers: { 'If-None-Match': first.headers.get('etag')! },
+    });
     assert.is(again.status, 304, 'a matching tag is still 304 (read from PostgreSQL)');
     assert.is(plain.deps.readCache, undefined);
   } finally {

@@ -38,7 +38,10 @@ async function writeRound(round: number): Promise<void> {
     Object.entries(tokens).map(async ([name, token]) => {
       const ids: number[] = [];
       for (let i = 0; i < 5; i += 1) {
-        const created = await request(app.base, 'POST', '/api/tasks/', { token, body: { title: `${name} ${round}.${i}`, completed: i === 4 } });
+        const created = await request(app.base, 'POST', '/api/tasks/', {
+          token,
+          body: { title: `${name} ${round}.${i}`, completed: i === 4 },
+        });
         ids.push(created.body.id);
       }
       const patch = (id: number, body: object) => request(app.base, 'PATCH', `/api/tasks/${id}/`, { token, body });
@@ -90,7 +93,11 @@ Follow('redelivered events change nothing; a batch past a gap is not applied', a
   await request(app.base, 'POST', '/api/tasks/', { token: tokens.carol, body: { title: 'one more' } });
   await request(app.base, 'POST', '/api/tasks/', { token: tokens.carol, body: { title: 'and another' } });
   const fresh = await readFeed(app.deps.db, { after: before.as_of_position, limit: 10 });
-  assert.equal(await applyEvents(app.deps.db, fresh.slice(1)), { applied: 0, checkpoint: before.as_of_position }, 'a gap: nothing applied');
+  assert.equal(
+    await applyEvents(app.deps.db, fresh.slice(1)),
+    { applied: 0, checkpoint: before.as_of_position },
+    'a gap: nothing applied',
+  );
 
   // The same delivery raced by three appliers, with an old event mixed in: one effect.
   const outcomes = await Promise.all([0, 1, 2].map(() => applyEvents(app.deps.db, [all[0]!, ...fresh])));

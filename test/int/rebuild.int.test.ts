@@ -43,9 +43,15 @@ async function randomHistory(count: number, lanes: number, seed: number): Promis
         });
         track(outcome, actor);
       } else if (roll < 0.8) {
-        const fields = next() < 0.5 ? { completed: next() < 0.6 } : { title: `edited ${issued}`, description: next() < 0.5 ? 'more' : '' };
+        const fields =
+          next() < 0.5
+            ? { completed: next() < 0.6 }
+            : { title: `edited ${issued}`, description: next() < 0.5 ? 'more' : '' };
         const expectedVersion = next() < 0.1 ? target.version - 1 : undefined;
-        track(await app.deps.commands.execute({ type: 'ChangeTask', actor, taskId: target.id, fields, expectedVersion }), actor);
+        track(
+          await app.deps.commands.execute({ type: 'ChangeTask', actor, taskId: target.id, fields, expectedVersion }),
+          actor,
+        );
       } else {
         const outcome = await app.deps.commands.execute({ type: 'DeleteTask', actor, taskId: target.id });
         if (outcome.ok) live.splice(live.indexOf(target), 1);
@@ -114,7 +120,10 @@ Rebuild('after 10,000 random commands, a rebuild from the log gives tables ident
   assert.equal(await snapshot(), live);
   assert.is(summary.tasks, live.tasks.length);
   assert.match(terminal.text(), /\r\[#+\] 100% \d+\/\d+ events/);
-  assert.match(terminal.text(), new RegExp(`rebuilt from ${summary.events} events in [0-9.]+ s: tasks ${live.tasks.length} live`));
+  assert.match(
+    terminal.text(),
+    new RegExp(`rebuilt from ${summary.events} events in [0-9.]+ s: tasks ${live.tasks.length} live`),
+  );
 });
 
 Rebuild('writers that arrive during a rebuild wait for it, then append on top of the rebuilt tables', async () => {
@@ -122,7 +131,11 @@ Rebuild('writers that arrive during a rebuild wait for it, then append on top of
   const rebuilding = rebuildProjections(app.deps.db, { batchSize: 500 });
   const created = await Promise.all(
     Array.from({ length: 20 }, (_, i) =>
-      app.deps.commands.execute({ type: 'CreateTask', actor, fields: { title: `during ${i}`, description: '', completed: false } }),
+      app.deps.commands.execute({
+        type: 'CreateTask',
+        actor,
+        fields: { title: `during ${i}`, description: '', completed: false },
+      }),
     ),
   );
   await rebuilding;
@@ -142,7 +155,10 @@ Rebuild('the CLI rebuilds and prints a summary', async () => {
   child.stderr.on('data', (chunk) => (stderr += chunk));
   const [code] = await once(child, 'exit');
   assert.is(code, 0, stderr);
-  assert.match(stderr, /^rebuilt from \d+ events in [0-9.]+ s: tasks \d+ live \(last id \d+\), owner_task_counts \d+ owners, checkpoint \d+\n$/);
+  assert.match(
+    stderr,
+    /^rebuilt from \d+ events in [0-9.]+ s: tasks \d+ live \(last id \d+\), owner_task_counts \d+ owners, checkpoint \d+\n$/,
+  );
 });
 
 Rebuild.run();

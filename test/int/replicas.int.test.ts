@@ -47,7 +47,9 @@ Replicas.before(async () => {
   pair = await startStreamingPair(join(process.env.TEST_TMP_DIR!, 'replicas'));
   // The app's database lives on our own primary, so that the standby replicates it.
   process.env.TEST_DATABASE_URL = pair.primaryUrl;
-  app = await startTestApp({}, 'replicas', { databaseEnv: (url) => ({ DATABASE_REPLICA_URLS: pair.replicaUrlOf(url), DATABASE_REPLICA_WAIT_MS: '1000' }) });
+  app = await startTestApp({}, 'replicas', {
+    databaseEnv: (url) => ({ DATABASE_REPLICA_URLS: pair.replicaUrlOf(url), DATABASE_REPLICA_WAIT_MS: '1000' }),
+  });
   alice = await app.login('alice');
   bob = await app.login('bob');
 });
@@ -60,10 +62,15 @@ Replicas.after(async () => {
 
 Replicas('a replica that has replayed the published head answers every kind of read', async () => {
   const ids: number[] = [];
-  for (const title of ['one', 'two', 'three']) ids.push((await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title } })).body.id);
+  for (const title of ['one', 'two', 'three'])
+    ids.push((await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title } })).body.id);
   await pair.caughtUp();
   const before = await reads();
-  const pages = await Promise.all(['/api/tasks/?page_size=2', '/api/tasks/?limit=2&offset=1', '/api/tasks/?cursor=&ordering=-id'].map((path) => get(path)));
+  const pages = await Promise.all(
+    ['/api/tasks/?page_size=2', '/api/tasks/?limit=2&offset=1', '/api/tasks/?cursor=&ordering=-id'].map((path) =>
+      get(path),
+    ),
+  );
   assert.equal(
     pages.map((page) => [page.status, page.body.results.map((task: { title: string }) => task.title)]),
     [
@@ -96,7 +103,10 @@ Replicas('while the replica lags, the primary answers and every client sees the 
   await pair.pauseReplay();
   try {
     const before = await reads();
-    const created = await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: 'written while paused' } });
+    const created = await request(app.base, 'POST', '/api/tasks/', {
+      token: alice,
+      body: { title: 'written while paused' },
+    });
     assert.is(created.status, 201);
     const id = created.body.id as number;
     const own = await get(`/api/tasks/${id}/`);
@@ -104,7 +114,11 @@ Replicas('while the replica lags, the primary answers and every client sees the 
     assert.is(own.body.title, 'written while paused');
     assert.is((await get('/api/tasks/?ordering=-id&page_size=1')).body.results[0].id, id);
     assert.is((await get(`/api/tasks/${id}/events/`)).body.count, 1);
-    assert.ok((await get('/api/events/?after=0&limit=100')).body.results.some((event: { task_id: number }) => event.task_id === id));
+    assert.ok(
+      (await get('/api/events/?after=0&limit=100')).body.results.some(
+        (event: { task_id: number }) => event.task_id === id,
+      ),
+    );
     // A second client, after the first one's answer: it sees the write too (from the read cache:
     // alice's read of the same URL kept the answer).
     assert.is((await get(`/api/tasks/${id}/`, bob)).body.title, 'written while paused');
@@ -143,7 +157,10 @@ Replicas('no stale answer across write-then-read sequences while replay pauses a
       const id = created.body.id as number;
       expect(`${i}: own task`, (await get(`/api/tasks/${id}/`)).body.title === `seq ${i}`);
       expect(`${i}: own list`, (await get('/api/tasks/?ordering=-id&page_size=1')).body.results[0]?.id === id);
-      const changed = await request(app.base, 'PATCH', `/api/tasks/${id}/`, { token: alice, body: { completed: true } });
+      const changed = await request(app.base, 'PATCH', `/api/tasks/${id}/`, {
+        token: alice,
+        body: { completed: true },
+      });
       expect(`${i}: own change`, changed.status === 200 && (await get(`/api/tasks/${id}/`)).body.completed === true);
       expect(`${i}: own history`, (await get(`/api/tasks/${id}/events/`)).body.count === 2);
       const feed = await get('/api/events/?after=0&limit=1000');
@@ -155,7 +172,10 @@ Replicas('no stale answer across write-then-read sequences while replay pauses a
       // Another client that read after alice's answers (the task from the read cache, the list from PostgreSQL).
       const seen = await get(`/api/tasks/${id}/`, bob);
       expect(`${i}: other client`, seen.body.completed === true && seen.body.title === `seq ${i}`);
-      expect(`${i}: other client's list`, (await get(`/api/tasks/?limit=1&offset=0&ordering=-id`, bob)).body.results[0]?.completed === true);
+      expect(
+        `${i}: other client's list`,
+        (await get(`/api/tasks/?limit=1&offset=0&ordering=-id`, bob)).body.results[0]?.completed === true,
+      );
     }
   } finally {
     toggling = false;
@@ -165,8 +185,14 @@ Replicas('no stale answer across write-then-read sequences while replay pauses a
   assert.equal(stale, []);
   const counted = added(before, await reads());
   const replica = counted['replica/current']!;
-  const primary = counted['primary/lagging']! + counted['primary/error']! + counted['primary/unhealthy']! + counted['primary/head_unknown']!;
-  console.log(`write-then-read: ${replica} reads on the replica, ${primary} on the primary (${JSON.stringify(counted)})`);
+  const primary =
+    counted['primary/lagging']! +
+    counted['primary/error']! +
+    counted['primary/unhealthy']! +
+    counted['primary/head_unknown']!;
+  console.log(
+    `write-then-read: ${replica} reads on the replica, ${primary} on the primary (${JSON.stringify(counted)})`,
+  );
   assert.is(replica + primary, 40 * 6);
   assert.ok(replica > 0, 'the replica answered some reads');
   assert.ok(counted['primary/lagging']! > 0, 'the primary answered while the replica lagged');
@@ -178,7 +204,10 @@ Replicas('a replica that dies does not fail reads: the primary answers them', as
   const before = await reads();
   const began = Date.now();
   for (let i = 0; i < 5; i += 1) {
-    const created = await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: `after the crash ${i}` } });
+    const created = await request(app.base, 'POST', '/api/tasks/', {
+      token: alice,
+      body: { title: `after the crash ${i}` },
+    });
     const read = await get(`/api/tasks/${created.body.id}/`);
     assert.is(read.status, 200);
     assert.is(read.body.title, `after the crash ${i}`);

@@ -53,7 +53,10 @@ async function seedHistory(): Promise<void> {
   const versions = new Map<number, number>();
   const rows = history.map(([at, type, task, extra], i) => {
     versions.set(task, (versions.get(task) ?? 0) + 1);
-    const data = type === 'TaskCreated' ? { title: `T${task}`, description: '', completed: false, owner_id: 1, owner: owners[task], ...extra } : (extra ?? {});
+    const data =
+      type === 'TaskCreated'
+        ? { title: `T${task}`, description: '', completed: false, owner_id: 1, owner: owners[task], ...extra }
+        : (extra ?? {});
     return {
       position: i + 1,
       stream_id: task,
@@ -69,7 +72,14 @@ async function seedHistory(): Promise<void> {
   await rebuildProjections(app.deps.db);
 }
 
-const day = (date: string, created: number, completed: number, reopened: number, deleted: number, open_at_end: number) => ({
+const day = (
+  date: string,
+  created: number,
+  completed: number,
+  reopened: number,
+  deleted: number,
+  open_at_end: number,
+) => ({
   date,
   created,
   completed,
@@ -101,7 +111,12 @@ Numbers('every owner: counts per UTC day and open tasks at the end of each day',
     to: '2026-11-04',
     owner: null,
     open_at_start: 2,
-    days: [day('2026-11-01', 2, 1, 0, 0, 3), day('2026-11-02', 0, 1, 1, 1, 2), day('2026-11-03', 0, 0, 0, 0, 2), day('2026-11-04', 0, 1, 0, 1, 1)],
+    days: [
+      day('2026-11-01', 2, 1, 0, 0, 3),
+      day('2026-11-02', 0, 1, 1, 1, 2),
+      day('2026-11-03', 0, 0, 0, 0, 2),
+      day('2026-11-04', 0, 1, 0, 1, 1),
+    ],
     totals: { created: 2, completed: 3, reopened: 1, deleted: 2 },
     as_of_position: 13,
   });
@@ -128,7 +143,9 @@ Numbers("one owner: only that owner's tasks count", async () => {
 
 Numbers("a report over today's live writes matches the tasks table", async () => {
   const created = await Promise.all(
-    Array.from({ length: 6 }, (_, i) => request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: `live ${i}` } })),
+    Array.from({ length: 6 }, (_, i) =>
+      request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: `live ${i}` } }),
+    ),
   );
   const ids = created.map((r) => r.body.id as number);
   const [a, b, c] = ids;
@@ -140,7 +157,9 @@ Numbers("a report over today's live writes matches the tasks table", async () =>
   await request(app.base, 'DELETE', `/api/tasks/${c}/`, { token: alice });
   const today = new Date().toISOString().slice(0, 10);
   const report = await runReport({ from: today, to: today, owner: 'alice' });
-  const { rows } = await sql<{ open: number }>`select count(*)::int as open from tasks where owner = 'alice' and not completed and id >= ${first}`.execute(
+  const { rows } = await sql<{
+    open: number;
+  }>`select count(*)::int as open from tasks where owner = 'alice' and not completed and id >= ${first}`.execute(
     app.deps.db,
   );
   assert.is(rows[0]!.open, 4);
@@ -161,7 +180,10 @@ Numbers('a range that ends in the future stops at the day the report was made', 
 });
 
 Numbers('only the creator can read a report', async () => {
-  const accepted = await request(app.base, 'POST', '/api/reports/', { token: alice, body: { from: '2026-11-01', to: '2026-11-01' } });
+  const accepted = await request(app.base, 'POST', '/api/reports/', {
+    token: alice,
+    body: { from: '2026-11-01', to: '2026-11-01' },
+  });
   const path = new URL(accepted.headers.get('location')!).pathname;
   const bob = await app.login('bob');
   assert.is((await request(app.base, 'GET', path, { token: bob })).status, 404);
@@ -190,7 +212,10 @@ Numbers('bad ranges get DRF-style field errors', async () => {
     assert.is(response.status, 400, JSON.stringify(body));
     assert.equal(response.body, errors);
   }
-  assert.is((await request(app.base, 'POST', '/api/reports/', { body: { from: '2026-11-01', to: '2026-11-01' } })).status, 401);
+  assert.is(
+    (await request(app.base, 'POST', '/api/reports/', { body: { from: '2026-11-01', to: '2026-11-01' } })).status,
+    401,
+  );
 });
 
 const Failures = suite('a report that keeps failing');
@@ -209,7 +234,10 @@ Failures('is retried with back-off, ends failed with its error, and its job stay
   await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: 'something to count' } });
   // The event log is unreachable for the whole run, so every attempt fails in PostgreSQL.
   await sql`alter table events rename to events_away`.execute(app.deps.db);
-  const accepted = await request(app.base, 'POST', '/api/reports/', { token: alice, body: { from: '2026-11-01', to: '2026-11-02' } });
+  const accepted = await request(app.base, 'POST', '/api/reports/', {
+    token: alice,
+    body: { from: '2026-11-01', to: '2026-11-02' },
+  });
   const id = accepted.body.id as string;
   const report = await finished(`/api/reports/${id}/`);
   await sql`alter table events_away rename to events`.execute(app.deps.db);
@@ -217,7 +245,10 @@ Failures('is retried with back-off, ends failed with its error, and its job stay
   assert.is(report.body.attempts, 2);
   assert.ok(report.body.error.length > 0);
   assert.is(report.body.result, null);
-  const queue = new Queue(REPORTS_QUEUE, { connection: { url: process.env.TEST_REDIS_URL }, prefix: bullPrefix(app.deps.config) });
+  const queue = new Queue(REPORTS_QUEUE, {
+    connection: { url: process.env.TEST_REDIS_URL },
+    prefix: bullPrefix(app.deps.config),
+  });
   try {
     const job = await queue.getJob(id);
     assert.is(await job?.getState(), 'failed');
@@ -235,35 +266,40 @@ Throttle.before(async () => {
 });
 Throttle.after(() => app.close());
 
-Throttle('POST /api/reports/ takes its own budget: 2 per minute, then the exact 429; polling keeps the general rate', async () => {
-  const body = { from: '2026-11-01', to: '2026-11-02' };
-  const first = await request(app.base, 'POST', '/api/reports/', { token: alice, body });
-  const second = await request(app.base, 'POST', '/api/reports/', { token: alice, body });
-  assert.equal([first.status, second.status], [202, 202]);
-  assert.is(first.headers.get('ratelimit-policy'), '"reports";q=2;w=60');
+Throttle(
+  'POST /api/reports/ takes its own budget: 2 per minute, then the exact 429; polling keeps the general rate',
+  async () => {
+    const body = { from: '2026-11-01', to: '2026-11-02' };
+    const first = await request(app.base, 'POST', '/api/reports/', { token: alice, body });
+    const second = await request(app.base, 'POST', '/api/reports/', { token: alice, body });
+    assert.equal([first.status, second.status], [202, 202]);
+    assert.is(first.headers.get('ratelimit-policy'), '"reports";q=2;w=60');
 
-  const third = await request(app.base, 'POST', '/api/reports/', { token: alice, body });
-  assert.is(third.status, 429);
-  const wait = Number(third.headers.get('retry-after'));
-  assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
-  assert.equal(third.body, { detail: `Request was throttled. Expected available in ${wait} second${wait === 1 ? '' : 's'}.` });
+    const third = await request(app.base, 'POST', '/api/reports/', { token: alice, body });
+    assert.is(third.status, 429);
+    const wait = Number(third.headers.get('retry-after'));
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
+    assert.equal(third.body, {
+      detail: `Request was throttled. Expected available in ${wait} second${wait === 1 ? '' : 's'}.`,
+    });
 
-  for (let i = 0; i < 5; i += 1) {
-    const poll = await request(app.base, 'GET', new URL(first.headers.get('location')!).pathname, { token: alice });
-    assert.is(poll.status, 200);
-    assert.is(poll.headers.get('ratelimit-policy'), '"user";q=100;w=60');
-  }
-  const tasks = await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: 'still allowed' } });
-  assert.is(tasks.status, 201, 'the rest of the API keeps the general rate');
-  assert.is(
-    await app.deps.db
-      .selectFrom('reports')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .executeTakeFirstOrThrow()
-      .then((r) => Number(r.n)),
-    2,
-  );
-});
+    for (let i = 0; i < 5; i += 1) {
+      const poll = await request(app.base, 'GET', new URL(first.headers.get('location')!).pathname, { token: alice });
+      assert.is(poll.status, 200);
+      assert.is(poll.headers.get('ratelimit-policy'), '"user";q=100;w=60');
+    }
+    const tasks = await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: 'still allowed' } });
+    assert.is(tasks.status, 201, 'the rest of the API keeps the general rate');
+    assert.is(
+      await app.deps.db
+        .selectFrom('reports')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
+        .then((r) => Number(r.n)),
+      2,
+    );
+  },
+);
 
 const Listing = suite('GET /api/reports/');
 
@@ -277,11 +313,18 @@ Listing("lists only one's own reports, in creation order, paginated in every sty
   const bob = await app.login('bob');
   const ids: string[] = [];
   for (const day of ['01', '02', '03']) {
-    const accepted = await request(app.base, 'POST', '/api/reports/', { token: alice, body: { from: `2026-11-${day}`, to: `2026-11-${day}` } });
+    const accepted = await request(app.base, 'POST', '/api/reports/', {
+      token: alice,
+      body: { from: `2026-11-${day}`, to: `2026-11-${day}` },
+    });
     assert.is(accepted.status, 202, accepted.text);
     ids.push(accepted.body.id);
   }
-  assert.is((await request(app.base, 'POST', '/api/reports/', { token: bob, body: { from: '2026-11-01', to: '2026-11-01' } })).status, 202);
+  assert.is(
+    (await request(app.base, 'POST', '/api/reports/', { token: bob, body: { from: '2026-11-01', to: '2026-11-01' } }))
+      .status,
+    202,
+  );
 
   assert.is((await request(app.base, 'GET', '/api/reports/')).status, 401);
   const first = await request(app.base, 'GET', '/api/reports/', { token: alice });
@@ -291,9 +334,21 @@ Listing("lists only one's own reports, in creation order, paginated in every sty
     first.body.results.map((r: { id: string }) => r.id),
     ids.slice(0, 2),
   );
-  assert.equal(Object.keys(first.body.results[0]), ['id', 'status', 'params', 'created_at', 'started_at', 'finished_at', 'attempts', 'result', 'error']);
+  assert.equal(Object.keys(first.body.results[0]), [
+    'id',
+    'status',
+    'params',
+    'created_at',
+    'started_at',
+    'finished_at',
+    'attempts',
+    'result',
+    'error',
+  ]);
   assert.is(first.body.next, `${app.base}/api/reports/?page=2`);
-  const second = await request(app.base, 'GET', new URL(first.body.next).pathname + new URL(first.body.next).search, { token: alice });
+  const second = await request(app.base, 'GET', new URL(first.body.next).pathname + new URL(first.body.next).search, {
+    token: alice,
+  });
   assert.equal(
     second.body.results.map((r: { id: string }) => r.id),
     [ids[2]],

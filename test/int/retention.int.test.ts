@@ -16,11 +16,18 @@ const Retention = suite<{ app: TestApp; userId: number }>('retention sweep of to
 Retention.before(async (ctx) => {
   ctx.app = await startTestApp({ RETENTION_BATCH_SIZE: '2', RETENTION_SWEEP_INTERVAL_MS: '100' }, 'retention');
   await ctx.app.login('rhea');
-  ctx.userId = (await ctx.app.deps.db.selectFrom('users').select('id').where('username', '=', 'rhea').executeTakeFirstOrThrow()).id;
+  ctx.userId = (
+    await ctx.app.deps.db.selectFrom('users').select('id').where('username', '=', 'rhea').executeTakeFirstOrThrow()
+  ).id;
 });
 Retention.after(({ app }) => app.close());
 
-async function seed(app: TestApp, userId: number, tag: string, counts: { expiredTokens: number; liveTokens: number; expiredKeys: number; liveKeys: number }) {
+async function seed(
+  app: TestApp,
+  userId: number,
+  tag: string,
+  counts: { expiredTokens: number; liveTokens: number; expiredKeys: number; liveKeys: number },
+) {
   const { db } = app.deps;
   const hour = 3_600_000;
   const tokens = [
@@ -57,7 +64,12 @@ async function seed(app: TestApp, userId: number, tag: string, counts: { expired
 async function left(app: TestApp, tag: string): Promise<{ tokens: string[]; keys: string[] }> {
   const { db } = app.deps;
   const tokens = await db.selectFrom('tokens').select('token_hash').where('token_hash', 'like', `${tag}-%`).execute();
-  const keys = await db.selectFrom('idempotency_keys').select('key').where('key', 'like', `${tag}-%`).orderBy('key').execute();
+  const keys = await db
+    .selectFrom('idempotency_keys')
+    .select('key')
+    .where('key', 'like', `${tag}-%`)
+    .orderBy('key')
+    .execute();
   return { tokens: tokens.map((t) => t.token_hash.replace(/-[0-9a-f]{8}$/, '')).sort(), keys: keys.map((k) => k.key) };
 }
 
@@ -65,40 +77,54 @@ async function swept(app: TestApp, table: string): Promise<number> {
   return sumOf(parseMetrics(await app.deps.metrics.registry.metrics()), 'paceline_retention_swept_total', { table });
 }
 
-Retention('the job child runs the sweep: the metric reads 0 for both tables at first, then expired rows go', async ({ app, userId }) => {
-  const processors = await startProcessors(app.deps);
-  try {
-    const text = await app.deps.metrics.registry.metrics();
-    assert.match(text, '# HELP paceline_retention_swept_total ');
-    assert.match(text, 'paceline_retention_swept_total{table="tokens"} 0');
-    assert.match(text, 'paceline_retention_swept_total{table="idempotency_keys"} 0');
-    await seed(app, userId, 'child', { expiredTokens: 3, liveTokens: 1, expiredKeys: 3, liveKeys: 1 });
-    let rows = await left(app, 'child');
-    for (let i = 0; i < 100 && (rows.tokens.length > 1 || rows.keys.length > 1); i += 1) {
-      await sleep(50);
-      rows = await left(app, 'child');
+Retention(
+  'the job child runs the sweep: the metric reads 0 for both tables at first, then expired rows go',
+  async ({ app, userId }) => {
+    const processors = await startProcessors(app.deps);
+    try {
+      const text = await app.deps.metrics.registry.metrics();
+      assert.match(text, '# HELP paceline_retention_swept_total ');
+      assert.match(text, 'paceline_retention_swept_total{table="tokens"} 0');
+      assert.match(text, 'paceline_retention_swept_total{table="idempotency_keys"} 0');
+      await seed(app, userId, 'child', { expiredTokens: 3, liveTokens: 1, expiredKeys: 3, liveKeys: 1 });
+      let rows = await left(app, 'child');
+      for (let i = 0; i < 100 && (rows.tokens.length > 1 || rows.keys.length > 1); i += 1) {
+        await sleep(50);
+        rows = await left(app, 'child');
+      }
+      assert.equal(rows, { tokens: ['child-live-0'], keys: ['child-live-0'] });
+      assert.is(await swept(app, 'tokens'), 3);
+      assert.is(await swept(app, 'idempotency_keys'), 3);
+    } finally {
+      await processors.close();
     }
-    assert.equal(rows, { tokens: ['child-live-0'], keys: ['child-live-0'] });
-    assert.is(await swept(app, 'tokens'), 3);
-    assert.is(await swept(app, 'idempotency_keys'), 3);
-  } finally {
-    await processors.close();
-  }
-});
+  },
+);
 
-Retention('one sweep deletes every expired row in batches of RETENTION_BATCH_SIZE, keeps live ones, and counts them', async ({ app, userId }) => {
-  const before = { tokens: await swept(app, 'tokens'), keys: await swept(app, 'idempotency_keys') };
-  await seed(app, userId, 'batch', { expiredTokens: 5, liveTokens: 2, expiredKeys: 4, liveKeys: 2 });
-  const { db } = app.deps;
-  const result = await sweepRetention(app.deps);
-  assert.equal(result, { tokens: 5, idempotency_keys: 4 });
-  assert.equal(await left(app, 'batch'), { tokens: ['batch-live-0', 'batch-live-1'], keys: ['batch-live-0', 'batch-live-1'] });
-  assert.is(await swept(app, 'tokens'), before.tokens + 5);
-  assert.is(await swept(app, 'idempotency_keys'), before.keys + 4);
-  assert.equal(await sweepRetention(app.deps), { tokens: 0, idempotency_keys: 0 }, 'nothing left to sweep');
-  const rhea = await db.selectFrom('tokens').select('token_hash').where('user_id', '=', userId).where('expires_at', '>', new Date()).execute();
-  assert.ok(rhea.length >= 1, "the login's live token is kept");
-});
+Retention(
+  'one sweep deletes every expired row in batches of RETENTION_BATCH_SIZE, keeps live ones, and counts them',
+  async ({ app, userId }) => {
+    const before = { tokens: await swept(app, 'tokens'), keys: await swept(app, 'idempotency_keys') };
+    await seed(app, userId, 'batch', { expiredTokens: 5, liveTokens: 2, expiredKeys: 4, liveKeys: 2 });
+    const { db } = app.deps;
+    const result = await sweepRetention(app.deps);
+    assert.equal(result, { tokens: 5, idempotency_keys: 4 });
+    assert.equal(await left(app, 'batch'), {
+      tokens: ['batch-live-0', 'batch-live-1'],
+      keys: ['batch-live-0', 'batch-live-1'],
+    });
+    assert.is(await swept(app, 'tokens'), before.tokens + 5);
+    assert.is(await swept(app, 'idempotency_keys'), before.keys + 4);
+    assert.equal(await sweepRetention(app.deps), { tokens: 0, idempotency_keys: 0 }, 'nothing left to sweep');
+    const rhea = await db
+      .selectFrom('tokens')
+      .select('token_hash')
+      .where('user_id', '=', userId)
+      .where('expires_at', '>', new Date())
+      .execute();
+    assert.ok(rhea.length >= 1, "the login's live token is kept");
+  },
+);
 
 Retention('a sweep asked to stop ends between batches', async ({ app, userId }) => {
   await seed(app, userId, 'stop', { expiredTokens: 5, liveTokens: 0, expiredKeys: 0, liveKeys: 0 });

@@ -10,21 +10,26 @@ let L: string; // absolute URL of the collection, as links spell it
 
 const get = (path: string) => request(app.base, 'GET', path);
 const ids = (body: { results: Array<{ id: number }> }) => body.results.map((t) => t.id);
-const range = (from: number, to: number) => Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
+const range = (from: number, to: number) =>
+  Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => (from <= to ? from + i : from - i));
 
 /** Creates tasks until the collection holds `total` (ids are drawn in commit order, so 1..total). */
 async function growTo(total: number): Promise<void> {
   const { body } = await get('/api/tasks/');
   const missing = total - body.count;
   const created = await Promise.all(
-    Array.from({ length: missing }, (_, i) => request(app.base, 'POST', '/api/tasks/', { token, body: { title: `Task ${body.count + i + 1}` } })),
+    Array.from({ length: missing }, (_, i) =>
+      request(app.base, 'POST', '/api/tasks/', { token, body: { title: `Task ${body.count + i + 1}` } }),
+    ),
   );
   for (const response of created) assert.is(response.status, 201, response.text);
 }
 
 async function storedCount(): Promise<{ rows: number; counter: number }> {
   const { rows } = await sql<{ rows: number; counter: number }>`
-    select (select count(*)::int from tasks) as rows, (select value::int from counters where name = 'tasks.count') as counter`.execute(app.deps.db);
+    select (select count(*)::int from tasks) as rows, (select value::int from counters where name = 'tasks.count') as counter`.execute(
+    app.deps.db,
+  );
   return rows[0]!;
 }
 
@@ -55,9 +60,25 @@ Pages('1 task: one page, no links, the whole task resource', async () => {
   assert.is(status, 200);
   assert.equal({ ...body, results: [] }, { count: 1, next: null, previous: null, results: [] });
   const [task] = body.results;
-  assert.equal(Object.keys(task).sort(), ['completed', 'created_at', 'description', 'id', 'owner', 'title', 'updated_at', 'version']);
+  assert.equal(Object.keys(task).sort(), [
+    'completed',
+    'created_at',
+    'description',
+    'id',
+    'owner',
+    'title',
+    'updated_at',
+    'version',
+  ]);
   assert.equal(
-    { id: task.id, title: task.title, description: task.description, completed: task.completed, owner: task.owner, version: task.version },
+    {
+      id: task.id,
+      title: task.title,
+      description: task.description,
+      completed: task.completed,
+      owner: task.owner,
+      version: task.version,
+    },
     { id: 1, title: 'Task 1', description: '', completed: false, owner: 'alice', version: 1 },
   );
   assert.is(task.created_at, new Date(task.created_at).toISOString());
@@ -73,7 +94,10 @@ Pages('10 tasks: exactly one full page', async () => {
 Pages('11 tasks: page 1 links to page 2, whose previous is the bare URL', async () => {
   await growTo(11);
   const first = (await get('/api/tasks/')).body;
-  assert.equal({ ...first, results: ids(first) }, { count: 11, next: `${L}?page=2`, previous: null, results: range(1, 10) });
+  assert.equal(
+    { ...first, results: ids(first) },
+    { count: 11, next: `${L}?page=2`, previous: null, results: range(1, 10) },
+  );
   const second = (await get('/api/tasks/?page=2')).body;
   assert.equal({ ...second, results: ids(second) }, { count: 11, next: null, previous: L, results: [11] });
 });
@@ -130,7 +154,10 @@ Pages('beyond the last page, page 0, negative and non-numeric pages are 404 Inva
 
 Pages('ordering=-id serves newest first and keeps itself in the links', async () => {
   const first = (await get('/api/tasks/?ordering=-id')).body;
-  assert.equal({ ...first, results: ids(first) }, { count: 25, next: `${L}?ordering=-id&page=2`, previous: null, results: range(25, 16) });
+  assert.equal(
+    { ...first, results: ids(first) },
+    { count: 25, next: `${L}?ordering=-id&page=2`, previous: null, results: range(25, 16) },
+  );
   const last = (await get('/api/tasks/?ordering=-id&page=last')).body;
   assert.equal(ids(last), range(5, 1));
   assert.is(last.previous, `${L}?ordering=-id&page=2`);
@@ -142,7 +169,10 @@ Pages('ordering=-id serves newest first and keeps itself in the links', async ()
 Pages('page_size chooses the page size up to 100; above is clamped, malformed is 400 naming it', async () => {
   await growTo(105);
   const five = (await get('/api/tasks/?page_size=5&page=2')).body;
-  assert.equal({ ...five, results: ids(five) }, { count: 105, next: `${L}?page=3&page_size=5`, previous: `${L}?page_size=5`, results: range(6, 10) });
+  assert.equal(
+    { ...five, results: ids(five) },
+    { count: 105, next: `${L}?page=3&page_size=5`, previous: `${L}?page_size=5`, results: range(6, 10) },
+  );
   const hundred = (await get('/api/tasks/?page_size=100')).body;
   assert.equal(ids(hundred), range(1, 100));
   assert.is(hundred.next, `${L}?page=2&page_size=100`);
@@ -178,16 +208,27 @@ Resource.before(async () => {
 });
 Resource.after(() => app.close());
 
-const eventCount = async () => Number((await sql<{ n: string }>`select count(*) as n from events`.execute(app.deps.db)).rows[0]!.n);
+const eventCount = async () =>
+  Number((await sql<{ n: string }>`select count(*) as n from events`.execute(app.deps.db)).rows[0]!.n);
 
 Resource('POST answers 201 with the task, an absolute Location and an ETag', async () => {
-  const response = await request(app.base, 'POST', '/api/tasks/', { token: alice, body: { title: '  Buy milk ', description: 'two litres' } });
+  const response = await request(app.base, 'POST', '/api/tasks/', {
+    token: alice,
+    body: { title: '  Buy milk ', description: 'two litres' },
+  });
   assert.is(response.status, 201);
   assert.is(response.headers.get('location'), `${app.base}/api/tasks/1/`);
   assert.is(response.headers.get('etag'), '"1-1"');
   assert.match(response.headers.get('content-type') ?? '', 'application/json');
   const { created_at, updated_at, ...rest } = response.body;
-  assert.equal(rest, { id: 1, title: 'Buy milk', description: 'two litres', completed: false, owner: 'alice', version: 1 });
+  assert.equal(rest, {
+    id: 1,
+    title: 'Buy milk',
+    description: 'two litres',
+    completed: false,
+    owner: 'alice',
+    version: 1,
+  });
   assert.is(created_at, updated_at);
   const detail = await request(app.base, 'GET', '/api/tasks/1/');
   assert.equal(detail.body, response.body);
@@ -207,7 +248,11 @@ Resource('GET detail carries the ETag; If-None-Match with it is 304 without a bo
 });
 
 Resource('PATCH with the current If-Match changes the task and bumps version and ETag', async () => {
-  const response = await request(app.base, 'PATCH', '/api/tasks/1/', { token: alice, body: { completed: true }, headers: { 'If-Match': '"1-1"' } });
+  const response = await request(app.base, 'PATCH', '/api/tasks/1/', {
+    token: alice,
+    body: { completed: true },
+    headers: { 'If-Match': '"1-1"' },
+  });
   assert.is(response.status, 200, response.text);
   assert.equal([response.body.completed, response.body.version, response.body.title], [true, 2, 'Buy milk']);
   assert.is(response.headers.get('etag'), '"1-2"');
@@ -217,21 +262,37 @@ Resource('PATCH with the current If-Match changes the task and bumps version and
 Resource('PATCH and PUT with a stale If-Match are 412 and append nothing', async () => {
   const before = await eventCount();
   for (const method of ['PATCH', 'PUT']) {
-    const response = await request(app.base, method, '/api/tasks/1/', { token: alice, body: { title: 'Too late' }, headers: { 'If-Match': '"1-1"' } });
+    const response = await request(app.base, method, '/api/tasks/1/', {
+      token: alice,
+      body: { title: 'Too late' },
+      headers: { 'If-Match': '"1-1"' },
+    });
     assert.is(response.status, 412, method);
-    assert.equal(response.body, { detail: 'Precondition failed: the task\'s current ETag is "1-2", which If-Match does not name.' });
+    assert.equal(response.body, {
+      detail: 'Precondition failed: the task\'s current ETag is "1-2", which If-Match does not name.',
+    });
   }
-  const other = await request(app.base, 'PATCH', '/api/tasks/1/', { token: alice, body: { title: 'Wrong task' }, headers: { 'If-Match': '"9-2"' } });
+  const other = await request(app.base, 'PATCH', '/api/tasks/1/', {
+    token: alice,
+    body: { title: 'Wrong task' },
+    headers: { 'If-Match': '"9-2"' },
+  });
   assert.is(other.status, 412);
   assert.is(await eventCount(), before);
   assert.is((await request(app.base, 'GET', '/api/tasks/1/')).body.title, 'Buy milk');
 });
 
 Resource('PUT replaces: omitted fields return to their defaults', async () => {
-  const response = await request(app.base, 'PUT', '/api/tasks/1/', { token: alice, body: { title: 'Buy oat milk' }, headers: { 'If-Match': '"1-2"' } });
+  const response = await request(app.base, 'PUT', '/api/tasks/1/', {
+    token: alice,
+    body: { title: 'Buy oat milk' },
+    headers: { 'If-Match': '"1-2"' },
+  });
   assert.is(response.status, 200, response.text);
   assert.equal([response.body.title, response.body.description, response.body.completed], ['Buy oat milk', '', false]);
-  const { rows } = await sql<{ type: string }>`select type from events where stream_id = 1 order by version`.execute(app.deps.db);
+  const { rows } = await sql<{ type: string }>`select type from events where stream_id = 1 order by version`.execute(
+    app.deps.db,
+  );
   assert.equal(
     rows.map((r) => r.type),
     ['TaskCreated', 'TaskCompleted', 'TaskDetailsChanged', 'TaskReopened'],
@@ -250,13 +311,21 @@ Resource('a PATCH that changes nothing appends nothing and keeps the version', a
 Resource('DELETE answers 204 with no body; the task is then 404 and gone from the list', async () => {
   const stale = await request(app.base, 'DELETE', '/api/tasks/1/', { token: alice, headers: { 'If-Match': '"1-3"' } });
   assert.is(stale.status, 412);
-  const response = await request(app.base, 'DELETE', '/api/tasks/1/', { token: alice, headers: { 'If-Match': '"1-4"' } });
+  const response = await request(app.base, 'DELETE', '/api/tasks/1/', {
+    token: alice,
+    headers: { 'If-Match': '"1-4"' },
+  });
   assert.is(response.status, 204);
   assert.is(response.text, '');
   const gone = await request(app.base, 'GET', '/api/tasks/1/');
   assert.is(gone.status, 404);
   assert.equal(gone.body, { detail: 'Not found.' });
-  assert.equal((await request(app.base, 'GET', '/api/tasks/')).body, { count: 0, next: null, previous: null, results: [] });
+  assert.equal((await request(app.base, 'GET', '/api/tasks/')).body, {
+    count: 0,
+    next: null,
+    previous: null,
+    results: [],
+  });
   assert.is((await request(app.base, 'DELETE', '/api/tasks/1/', { token: alice })).status, 404);
 });
 

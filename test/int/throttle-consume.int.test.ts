@@ -22,8 +22,10 @@ function connect(): Redis {
 
 const rule = (rate: string, scope = 'anon'): ScopeRule => ({ scope, rate: parseRate(rate), keyedBy: 'ip' });
 const keyOf = (r: ScopeRule, ident: string) => throttleKey(PREFIX, { rule: r, ident });
-const hit = async (r: ScopeRule, ident: string, via = throttler): Promise<Decision> => (await via.consume([{ rule: r, ident }]))[0] as Decision;
-const burst = (r: ScopeRule, ident: string, count: number) => Promise.all(Array.from({ length: count }, () => hit(r, ident)));
+const hit = async (r: ScopeRule, ident: string, via = throttler): Promise<Decision> =>
+  (await via.consume([{ rule: r, ident }]))[0] as Decision;
+const burst = (r: ScopeRule, ident: string, count: number) =>
+  Promise.all(Array.from({ length: count }, () => hit(r, ident)));
 const admittedCount = (decisions: Decision[]) => decisions.filter((d) => d.allowed).length;
 
 /** Redis's clock in microseconds, the clock the script records with. */
@@ -71,7 +73,13 @@ return { count <= tonumber(ARGV[1]) and 1 or 0, now }
 `;
 
 async function hitFixedWindow(r: ScopeRule, ident: string): Promise<{ allowed: boolean; at: number }> {
-  const [allowed, at] = (await redis.eval(FIXED_WINDOW, 1, `${PREFIX}fixed:${ident}`, r.rate.limit, r.rate.windowMs)) as number[];
+  const [allowed, at] = (await redis.eval(
+    FIXED_WINDOW,
+    1,
+    `${PREFIX}fixed:${ident}`,
+    r.rate.limit,
+    r.rate.windowMs,
+  )) as number[];
   return { allowed: allowed === 1, at: at as number };
 }
 
@@ -189,7 +197,9 @@ consume('remaining counts only the requests still inside the window', async () =
 consume('500 concurrent requests over 20 connections: exactly N admitted', async () => {
   const throttlers = Array.from({ length: 20 }, () => createThrottler({ redis: connect(), keyPrefix: PREFIX }));
   const r = rule('37/min');
-  const decisions = await Promise.all(Array.from({ length: 500 }, (_, i) => hit(r, 'ip:10.0.6.1', throttlers[i % throttlers.length])));
+  const decisions = await Promise.all(
+    Array.from({ length: 500 }, (_, i) => hit(r, 'ip:10.0.6.1', throttlers[i % throttlers.length])),
+  );
   const admitted = decisions.filter((d) => d.allowed);
   assert.is(admitted.length, 37);
   assert.equal(
@@ -251,7 +261,10 @@ consume('keys expire by themselves within three windows of the last admission', 
   await sleep(1100);
   assert.ok((await hit(short, 'ip:10.0.7.1')).allowed);
   const refreshed = await redis.pttl(key);
-  assert.ok(refreshed > 2_800 && refreshed <= 3_000, `an admission less than two windows before expiry pushes it: PTTL ${refreshed}`);
+  assert.ok(
+    refreshed > 2_800 && refreshed <= 3_000,
+    `an admission less than two windows before expiry pushes it: PTTL ${refreshed}`,
+  );
   await sleep(3050);
   assert.is(await redis.exists(key), 0, 'gone three windows after the last admission');
 });
@@ -280,8 +293,15 @@ for (const [limit, batch] of [
     const next = await hit(r, ident);
     assert.is(next.remaining, limit - batch - 1, 'only the second burst is inside');
     const expectedResetMs = (second + 2_000_000 - (await redisNowUs())) / 1000;
-    assert.ok(Math.abs(next.resetMs - expectedResetMs) < 100, `resetMs ${next.resetMs} ≈ ${expectedResetMs}: when the second burst's first leaves`);
-    assert.is(await redis.strlen(keyOf(r, ident)), logBytes(2 * batch + 1), 'entries that left one window are kept: a window widened twofold may need them');
+    assert.ok(
+      Math.abs(next.resetMs - expectedResetMs) < 100,
+      `resetMs ${next.resetMs} ≈ ${expectedResetMs}: when the second burst's first leaves`,
+    );
+    assert.is(
+      await redis.strlen(keyOf(r, ident)),
+      logBytes(2 * batch + 1),
+      'entries that left one window are kept: a window widened twofold may need them',
+    );
   });
 }
 
@@ -308,20 +328,23 @@ consume('a changed limit applies at once and keeps the history exact', async () 
   assert.is(await redis.strlen(key), logBytes(10));
 });
 
-consume('a changed window applies at once: a shorter one neither forgets nor shortens what a longer one needs', async () => {
-  const ident = 'ip:10.0.15.1';
-  const long = rule('3/4s', 'win');
-  const short = rule('3/1s', 'win');
-  assert.is(admittedCount(await burst(long, ident, 3)), 3);
-  await sleep(1100);
-  assert.ok((await hit(short, ident)).allowed, 'the three left the short window');
-  assert.ok((await redis.pttl(keyOf(long, ident))) > 6_000, 'the short window did not shorten the key');
-  const again = await burst(long, ident, 2);
-  assert.is(admittedCount(again), 0, 'the long window still counts all four');
-  assert.is(again[0]?.retryAfterS, 3);
-  assert.is(admittedCount(await burst(short, ident, 3)), 2, 'the short window counts only its own one');
-  assert.is(admittedCount(await burst(long, ident, 1)), 0);
-});
+consume(
+  'a changed window applies at once: a shorter one neither forgets nor shortens what a longer one needs',
+  async () => {
+    const ident = 'ip:10.0.15.1';
+    const long = rule('3/4s', 'win');
+    const short = rule('3/1s', 'win');
+    assert.is(admittedCount(await burst(long, ident, 3)), 3);
+    await sleep(1100);
+    assert.ok((await hit(short, ident)).allowed, 'the three left the short window');
+    assert.ok((await redis.pttl(keyOf(long, ident))) > 6_000, 'the short window did not shorten the key');
+    const again = await burst(long, ident, 2);
+    assert.is(admittedCount(again), 0, 'the long window still counts all four');
+    assert.is(again[0]?.retryAfterS, 3);
+    assert.is(admittedCount(await burst(short, ident, 3)), 2, 'the short window counts only its own one');
+    assert.is(admittedCount(await burst(long, ident, 1)), 0);
+  },
+);
 
 consume('a smaller limit shrinks the ring only by entries already outside the window', async () => {
   const ident = 'ip:10.0.9.1';
@@ -382,30 +405,40 @@ consume('requests arriving together share script calls and are decided exactly a
   assert.is((await readStamps(keyOf(r, 'ip:10.0.12.1'))).length, 37);
 });
 
-consume('in a shared call, several-scope requests stay all-or-nothing and a broken key fails only its request', async () => {
-  const user = rule('3/min', 'user');
-  const reports = rule('1/min', 'reports');
-  await redis.hset(keyOf(user, 'user:7'), 'a', '1');
-  const both = (ident: string) =>
-    throttler.consume([
-      { rule: user, ident },
-      { rule: reports, ident },
+consume(
+  'in a shared call, several-scope requests stay all-or-nothing and a broken key fails only its request',
+  async () => {
+    const user = rule('3/min', 'user');
+    const reports = rule('1/min', 'reports');
+    await redis.hset(keyOf(user, 'user:7'), 'a', '1');
+    const both = (ident: string) =>
+      throttler.consume([
+        { rule: user, ident },
+        { rule: reports, ident },
+      ]);
+    const alone = (ident: string) => throttler.consume([{ rule: user, ident }]);
+    const settled = await Promise.allSettled([
+      both('user:5'),
+      alone('user:5'),
+      both('user:5'),
+      both('user:7'),
+      alone('user:5'),
+      alone('user:5'),
+      alone('user:6'),
     ]);
-  const alone = (ident: string) => throttler.consume([{ rule: user, ident }]);
-  const settled = await Promise.allSettled([
-    both('user:5'),
-    alone('user:5'),
-    both('user:5'),
-    both('user:7'),
-    alone('user:5'),
-    alone('user:5'),
-    alone('user:6'),
-  ]);
-  const outcome = settled.map((s) => (s.status === 'rejected' ? 'error' : s.value.map((d) => d.allowed)));
-  assert.equal(outcome, [[true, true], [true], [true, false], 'error', [true], [false], [true]], 'the refused pair recorded nothing');
-  assert.match(String((settled[3] as PromiseRejectedResult).reason), /WRONGTYPE/);
-  assert.equal([(await readStamps(keyOf(user, 'user:5'))).length, (await readStamps(keyOf(reports, 'user:5'))).length], [3, 1]);
-});
+    const outcome = settled.map((s) => (s.status === 'rejected' ? 'error' : s.value.map((d) => d.allowed)));
+    assert.equal(
+      outcome,
+      [[true, true], [true], [true, false], 'error', [true], [false], [true]],
+      'the refused pair recorded nothing',
+    );
+    assert.match(String((settled[3] as PromiseRejectedResult).reason), /WRONGTYPE/);
+    assert.equal(
+      [(await readStamps(keyOf(user, 'user:5'))).length, (await readStamps(keyOf(reports, 'user:5'))).length],
+      [3, 1],
+    );
+  },
+);
 
 consume('a call naming more distinct rules than one byte can index is split, and stays exact', async () => {
   const rules = Array.from({ length: 300 }, (_, i) => rule(`${1 + (i % 3)}/min`, `s${i}`));

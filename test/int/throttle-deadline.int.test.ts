@@ -27,7 +27,12 @@ let redis: Redis;
 
 Deadline.before(async () => {
   // a private server: the second test pauses it
-  server = await startRedis({ dataDir: join(TMP, 'redis-throttle-deadline'), port: await findFreePort(), persistent: false, log: () => {} });
+  server = await startRedis({
+    dataDir: join(TMP, 'redis-throttle-deadline'),
+    port: await findFreePort(),
+    persistent: false,
+    log: () => {},
+  });
   proxy = await startTcpRelay(server.url, { delayMs: ONE_WAY_MS });
   redis = new Redis(server.url);
 });
@@ -91,7 +96,11 @@ Deadline('a call Redis can start only after the worker has given up records noth
     assert.is(outcome, 'throttle store did not answer within 250 ms');
     await sleep(800); // Redis has run it by now
     admin.disconnect();
-    assert.is(await redis.exists(throttleKey(PREFIX, { rule: RULE, ident })), 0, 'nothing recorded for the refused check');
+    assert.is(
+      await redis.exists(throttleKey(PREFIX, { rule: RULE, ident })),
+      0,
+      'nothing recorded for the refused check',
+    );
   } finally {
     link.disconnect();
   }

@@ -44,7 +44,11 @@ async function bounded<T>(work: Promise<T>, ms: number, what: string): Promise<T
 }
 
 function get(mode: Mode, path = '/api/tasks/', ip = '192.0.2.1'): Promise<TestResponse> {
-  return bounded(request(mode.app.base, 'GET', path, { headers: { 'X-Forwarded-For': ip } }), 5_000, `${mode.name}: GET ${path}`);
+  return bounded(
+    request(mode.app.base, 'GET', path, { headers: { 'X-Forwarded-For': ip } }),
+    5_000,
+    `${mode.name}: GET ${path}`,
+  );
 }
 
 async function storeErrors(mode: Mode): Promise<number> {
@@ -100,12 +104,23 @@ async function assertRecovered(): Promise<void> {
 }
 
 test.before(async () => {
-  redisOptions = { dataDir: join(TMP, 'redis-throttle-failure'), port: await findFreePort(), persistent: false, log: () => {} };
+  redisOptions = {
+    dataDir: join(TMP, 'redis-throttle-failure'),
+    port: await findFreePort(),
+    persistent: false,
+    log: () => {},
+  };
   redis = await startRedis(redisOptions);
   for (const name of ['open', 'closed'] as const) {
     const logs: Mode['logs'] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
-    const env = { REDIS_URL: redis.url, THROTTLE_FAILURE_MODE: name, THROTTLE_TIMEOUT_MS: '100', THROTTLE_ANON: '3/min', TRUST_PROXY_HOPS: '1' };
+    const env = {
+      REDIS_URL: redis.url,
+      THROTTLE_FAILURE_MODE: name,
+      THROTTLE_TIMEOUT_MS: '100',
+      THROTTLE_ANON: '3/min',
+      TRUST_PROXY_HOPS: '1',
+    };
     modes.push({ name, logs, app: await startTestApp(env, `throttle-${name}`, { logger }) });
   }
 });
@@ -117,7 +132,8 @@ test.after(async () => {
 });
 
 test('redis-server SIGKILLed: open admits, closed answers 503; counted, logged once, recovered after restart', async () => {
-  for (const mode of modes) assert.is((await get(mode)).headers.get('ratelimit'), '"anon";r=2;t=60', `${mode.name} before`);
+  for (const mode of modes)
+    assert.is((await get(mode)).headers.get('ratelimit'), '"anon";r=2;t=60', `${mode.name} before`);
   process.kill(redis.pid, 'SIGKILL');
   while (isAlive(redis.pid)) await sleep(20);
 
@@ -140,7 +156,9 @@ test('redis-server frozen (SIGSTOP): checks give up after THROTTLE_TIMEOUT_MS un
     // Many at once: the ones queued behind calls already waiting on Redis get their answer too.
     for (const mode of modes) {
       const before = await storeErrors(mode);
-      const statuses = (await Promise.all(Array.from({ length: 12 }, (_, i) => get(mode, '/api/tasks/', `192.0.2.${10 + i}`)))).map((r) => r.status);
+      const statuses = (
+        await Promise.all(Array.from({ length: 12 }, (_, i) => get(mode, '/api/tasks/', `192.0.2.${10 + i}`)))
+      ).map((r) => r.status);
       assert.ok(
         statuses.every((status) => (mode.name === 'open' ? status === 200 : status === 503)),
         `${mode.name}: ${statuses.join(' ')}`,
@@ -150,7 +168,8 @@ test('redis-server frozen (SIGSTOP): checks give up after THROTTLE_TIMEOUT_MS un
   } finally {
     process.kill(redis.pid, 'SIGCONT');
   }
-  for (const mode of modes) assert.is(logged(mode, UNAVAILABLE).length, 2, `${mode.name}: one more line for the second burst`);
+  for (const mode of modes)
+    assert.is(logged(mode, UNAVAILABLE).length, 2, `${mode.name}: one more line for the second burst`);
   await assertRecovered();
   for (const mode of modes) assert.is(logged(mode, RECOVERED).length, 2);
   // The calls sent while Redis was frozen ran when it woke, after their callers had answered
@@ -158,7 +177,11 @@ test('redis-server frozen (SIGSTOP): checks give up after THROTTLE_TIMEOUT_MS un
   // it, and one let through unchecked (open) was not counted either.
   for (const mode of modes) {
     const next = await get(mode, '/api/tasks/', '192.0.2.10');
-    assert.equal([next.status, next.headers.get('ratelimit')], [200, '"anon";r=2;t=60'], `${mode.name}: the whole budget is left`);
+    assert.equal(
+      [next.status, next.headers.get('ratelimit')],
+      [200, '"anon";r=2;t=60'],
+      `${mode.name}: the whole budget is left`,
+    );
   }
 });
 

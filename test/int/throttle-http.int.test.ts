@@ -60,7 +60,12 @@ function assertThrottled(response: TestResponse, scope: string, policy: string, 
  * (0, 1] s: Retry-After must be exactly 1. After waiting it, the first request has left the
  * window and the others have not: exactly one more is admitted.
  */
-async function admitsExactlyN(scope: string, limit: number, admittedStatus: number, attempt: () => Promise<TestResponse>) {
+async function admitsExactlyN(
+  scope: string,
+  limit: number,
+  admittedStatus: number,
+  attempt: () => Promise<TestResponse>,
+) {
   const policy = `"${scope}";q=${limit};w=2`;
   const first = await attempt();
   assert.is(first.status, admittedStatus, `${scope} 1: ${first.text}`);
@@ -87,27 +92,42 @@ async function statuses(count: number, attempt: (i: number) => Promise<TestRespo
   return seen;
 }
 
-const Proxied = suite('throttling over HTTP behind one trusted proxy (3/2s anon, 4/2s user, 2/2s token-obtain and reports)');
+const Proxied = suite(
+  'throttling over HTTP behind one trusted proxy (3/2s anon, 4/2s user, 2/2s token-obtain and reports)',
+);
 let app: TestApp;
 
 Proxied.before(async () => {
   app = await startTestApp(
-    { TRUST_PROXY_HOPS: '1', THROTTLE_ANON: '3/2s', THROTTLE_USER: '4/2s', THROTTLE_TOKEN_OBTAIN: '2/2s', THROTTLE_REPORTS: '2/2s' },
+    {
+      TRUST_PROXY_HOPS: '1',
+      THROTTLE_ANON: '3/2s',
+      THROTTLE_USER: '4/2s',
+      THROTTLE_TOKEN_OBTAIN: '2/2s',
+      THROTTLE_REPORTS: '2/2s',
+    },
     'throttle-http',
   );
 });
 Proxied.after(() => app?.close());
 
-Proxied('each scope admits exactly N, answers the exact 429, and admits exactly one more after Retry-After', async () => {
-  const [user, reporter] = await Promise.all([tokenFor(app, 'uma'), tokenFor(app, 'rita')]);
-  const login = { username: 'uma', password: 'wrong-password' };
-  await Promise.all([
-    admitsExactlyN('anon', 3, 200, () => send(app, 'GET', '/api/tasks/', { ip: '198.51.100.1' })),
-    admitsExactlyN('user', 4, 200, () => send(app, 'GET', '/api/tasks/', { ip: '198.51.100.2', token: user })),
-    admitsExactlyN('token-obtain', 2, 400, () => send(app, 'POST', '/api/auth/token/', { ip: '198.51.100.3' }, login)),
-    admitsExactlyN('reports', 2, 202, () => send(app, 'POST', '/api/reports/', { ip: '198.51.100.4', token: reporter }, REPORT)),
-  ]);
-});
+Proxied(
+  'each scope admits exactly N, answers the exact 429, and admits exactly one more after Retry-After',
+  async () => {
+    const [user, reporter] = await Promise.all([tokenFor(app, 'uma'), tokenFor(app, 'rita')]);
+    const login = { username: 'uma', password: 'wrong-password' };
+    await Promise.all([
+      admitsExactlyN('anon', 3, 200, () => send(app, 'GET', '/api/tasks/', { ip: '198.51.100.1' })),
+      admitsExactlyN('user', 4, 200, () => send(app, 'GET', '/api/tasks/', { ip: '198.51.100.2', token: user })),
+      admitsExactlyN('token-obtain', 2, 400, () =>
+        send(app, 'POST', '/api/auth/token/', { ip: '198.51.100.3' }, login),
+      ),
+      admitsExactlyN('reports', 2, 202, () =>
+        send(app, 'POST', '/api/reports/', { ip: '198.51.100.4', token: reporter }, REPORT),
+      ),
+    ]);
+  },
+);
 
 Proxied('anon, user, token-obtain and reports budgets are separate', async () => {
   const [first, second] = await Promise.all([tokenFor(app, 'ulla'), tokenFor(app, 'ugo')]);
@@ -121,15 +141,28 @@ Proxied('anon, user, token-obtain and reports budgets are separate', async () =>
   assertFields(login, '"token-obtain";q=2;w=2', '"token-obtain";r=1;t=2', 'token-obtain');
 
   const b = { ip: '198.51.100.12', token: second };
-  assert.equal(await statuses(5, () => send(app, 'GET', '/api/tasks/', b)), [200, 200, 200, 200, 429], 'user exhausted');
-  assertFields(await send(app, 'GET', '/api/tasks/', { ip: b.ip }), '"anon";q=3;w=2', '"anon";r=2;t=2', 'anon from the same address');
+  assert.equal(
+    await statuses(5, () => send(app, 'GET', '/api/tasks/', b)),
+    [200, 200, 200, 200, 429],
+    'user exhausted',
+  );
+  assertFields(
+    await send(app, 'GET', '/api/tasks/', { ip: b.ip }),
+    '"anon";q=3;w=2',
+    '"anon";r=2;t=2',
+    'anon from the same address',
+  );
   const report = await send(app, 'POST', '/api/reports/', b, REPORT);
   assert.is(report.status, 202, 'reports has its own budget');
   assertFields(report, '"reports";q=2;w=2', '"reports";r=1;t=2', 'reports');
 
   const c = { ip: '198.51.100.13' };
   const wrong = { username: 'ulla', password: 'wrong-password' };
-  assert.equal(await statuses(3, () => send(app, 'POST', '/api/auth/token/', c, wrong)), [400, 400, 429], 'token-obtain exhausted');
+  assert.equal(
+    await statuses(3, () => send(app, 'POST', '/api/auth/token/', c, wrong)),
+    [400, 400, 429],
+    'token-obtain exhausted',
+  );
   assertFields(await send(app, 'GET', '/api/tasks/', c), '"anon";q=3;w=2', '"anon";r=2;t=2', 'anon after token-obtain');
 });
 
@@ -155,7 +188,13 @@ Proxied('bad credentials count against anon before their 401; throttling comes b
     ['POST', '/api/reports/', { ip }],
     ['POST', '/api/reports/', { ip, token: randomBytes(32).toString('hex') }],
   ] as const) {
-    const response = await send(app, method, path, client, method === 'POST' ? (path === '/api/reports/' ? REPORT : { title: 'no' }) : undefined);
+    const response = await send(
+      app,
+      method,
+      path,
+      client,
+      method === 'POST' ? (path === '/api/reports/' ? REPORT : { title: 'no' }) : undefined,
+    );
     assert.is(response.status, 429, `${method} ${path} once anon is spent by 401s: ${response.text}`);
   }
 });
@@ -166,34 +205,51 @@ Proxied('a request refused for its Accept header (406) is counted like any other
   const refused = await send(app, 'GET', '/api/tasks/', xml);
   assert.equal([refused.status, refused.body], [406, { detail: 'Could not satisfy the request Accept header.' }]);
   assert.is(refused.headers.get('ratelimit'), '"anon";r=2;t=2');
-  assert.equal(await statuses(3, () => send(app, 'GET', '/api/tasks/', xml)), [406, 406, 429], 'a 406 does not bypass the budget');
+  assert.equal(
+    await statuses(3, () => send(app, 'GET', '/api/tasks/', xml)),
+    [406, 406, 429],
+    'a 406 does not bypass the budget',
+  );
   assert.is((await send(app, 'GET', '/api/tasks/', { ip })).status, 429);
 });
 
-Proxied('with TRUST_PROXY_HOPS=1 the address the proxy appended counts: rotating the rest does not help; IPv6 by /64', async () => {
-  const rotating = (i: number) => send(app, 'GET', '/api/tasks/', { ip: `10.0.0.${i}, 198.51.100.31` });
-  assert.equal(await statuses(4, rotating), [200, 200, 200, 429]);
-  const sameSlash64 = ['2001:db8:31:1::1', '2001:db8:31:1:ffff::2', '2001:db8:31:1:1:2:3:4', '2001:db8:31:1::9'];
-  assert.equal(await statuses(4, (i) => send(app, 'GET', '/api/tasks/', { ip: sameSlash64[i] })), [200, 200, 200, 429]);
-  const other = await send(app, 'GET', '/api/tasks/', { ip: '2001:db8:31:2::1' });
-  assert.is(other.status, 200, 'the next /64 has its own budget');
-  assert.is(other.headers.get('ratelimit'), '"anon";r=2;t=2');
-});
+Proxied(
+  'with TRUST_PROXY_HOPS=1 the address the proxy appended counts: rotating the rest does not help; IPv6 by /64',
+  async () => {
+    const rotating = (i: number) => send(app, 'GET', '/api/tasks/', { ip: `10.0.0.${i}, 198.51.100.31` });
+    assert.equal(await statuses(4, rotating), [200, 200, 200, 429]);
+    const sameSlash64 = ['2001:db8:31:1::1', '2001:db8:31:1:ffff::2', '2001:db8:31:1:1:2:3:4', '2001:db8:31:1::9'];
+    assert.equal(
+      await statuses(4, (i) => send(app, 'GET', '/api/tasks/', { ip: sameSlash64[i] })),
+      [200, 200, 200, 429],
+    );
+    const other = await send(app, 'GET', '/api/tasks/', { ip: '2001:db8:31:2::1' });
+    assert.is(other.status, 200, 'the next /64 has its own budget');
+    assert.is(other.headers.get('ratelimit'), '"anon";r=2;t=2');
+  },
+);
 
-Proxied('health and readiness are never throttled and carry no RateLimit fields; unknown paths are plain 404s', async () => {
-  assert.equal(await statuses(4, () => send(app, 'GET', '/api/tasks/')), [200, 200, 200, 429], 'the socket address is spent');
-  for (const path of ['/healthz', '/readyz']) {
-    for (let i = 0; i < 10; i += 1) {
-      const response = await send(app, 'GET', path);
-      assert.is(response.status, 200, `${path} #${i + 1}`);
-      assert.is(response.headers.get('ratelimit'), null, path);
-      assert.is(response.headers.get('ratelimit-policy'), null, path);
+Proxied(
+  'health and readiness are never throttled and carry no RateLimit fields; unknown paths are plain 404s',
+  async () => {
+    assert.equal(
+      await statuses(4, () => send(app, 'GET', '/api/tasks/')),
+      [200, 200, 200, 429],
+      'the socket address is spent',
+    );
+    for (const path of ['/healthz', '/readyz']) {
+      for (let i = 0; i < 10; i += 1) {
+        const response = await send(app, 'GET', path);
+        assert.is(response.status, 200, `${path} #${i + 1}`);
+        assert.is(response.headers.get('ratelimit'), null, path);
+        assert.is(response.headers.get('ratelimit-policy'), null, path);
+      }
     }
-  }
-  const unknown = await send(app, 'GET', '/nope');
-  assert.is(unknown.status, 404);
-  assert.is(unknown.headers.get('ratelimit'), null);
-});
+    const unknown = await send(app, 'GET', '/nope');
+    assert.is(unknown.status, 404);
+    assert.is(unknown.headers.get('ratelimit'), null);
+  },
+);
 
 Proxied('a route naming a scope that has no rate fails where it is declared, not on its first request', () => {
   const guard = createGuard(app.deps, scopeRules(app.deps.config));
@@ -212,11 +268,14 @@ Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES ov
     new Router().get('/api/search/', guard({ scope: 'search', rate: '50/min' }), (ctx) => {
       ctx.body = { ok: true };
     });
-  const declared = await startTestApp({ THROTTLE_RATES: 'search=1/min' }, 'throttle-declared', { routes: [exportsRoute, searchRoute] });
+  const declared = await startTestApp({ THROTTLE_RATES: 'search=1/min' }, 'throttle-declared', {
+    routes: [exportsRoute, searchRoute],
+  });
   try {
     const token = await declared.login('dora');
     const exportsStatuses = [];
-    for (let i = 0; i < 3; i += 1) exportsStatuses.push((await request(declared.base, 'GET', '/api/exports/', { token })).status);
+    for (let i = 0; i < 3; i += 1)
+      exportsStatuses.push((await request(declared.base, 'GET', '/api/exports/', { token })).status);
     assert.equal(exportsStatuses, [200, 200, 429], 'the default rate of the declaration applies');
     const general = await request(declared.base, 'GET', '/api/tasks/', { token });
     assert.is(general.status, 200, 'the general user budget is untouched');
@@ -229,28 +288,36 @@ Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES ov
     );
     assert.is(search[0]!.headers.get('ratelimit-policy'), '"search";q=1;w=60');
     const table = await request(declared.base, 'GET', '/api/rate-limits/', { token });
-    assert.ok(table.body.some((r: { scope: string; rate: string; keyed_by: string }) => r.scope === 'exports' && r.rate === '2/min' && r.keyed_by === 'user'));
+    assert.ok(
+      table.body.some(
+        (r: { scope: string; rate: string; keyed_by: string }) =>
+          r.scope === 'exports' && r.rate === '2/min' && r.keyed_by === 'user',
+      ),
+    );
     assert.ok(table.body.some((r: { scope: string; rate: string }) => r.scope === 'search' && r.rate === '1/min'));
   } finally {
     await declared.close();
   }
 });
 
-Declared('THROTTLE_ENABLED=false: nothing is refused or counted, no RateLimit fields, and the live table is empty', async () => {
-  const off = await startTestApp({ THROTTLE_ENABLED: 'false', THROTTLE_ANON: '2/min' }, 'throttle-off');
-  try {
-    const responses = [];
-    for (let i = 0; i < 4; i += 1) responses.push(await request(off.base, 'GET', '/api/tasks/'));
-    assert.equal(
-      responses.map((r) => [r.status, r.headers.get('ratelimit')]),
-      Array(4).fill([200, null]),
-    );
-    const table = await request(off.base, 'GET', '/api/rate-limits/');
-    assert.equal([table.status, table.body], [200, []]);
-  } finally {
-    await off.close();
-  }
-});
+Declared(
+  'THROTTLE_ENABLED=false: nothing is refused or counted, no RateLimit fields, and the live table is empty',
+  async () => {
+    const off = await startTestApp({ THROTTLE_ENABLED: 'false', THROTTLE_ANON: '2/min' }, 'throttle-off');
+    try {
+      const responses = [];
+      for (let i = 0; i < 4; i += 1) responses.push(await request(off.base, 'GET', '/api/tasks/'));
+      assert.equal(
+        responses.map((r) => [r.status, r.headers.get('ratelimit')]),
+        Array(4).fill([200, null]),
+      );
+      const table = await request(off.base, 'GET', '/api/rate-limits/');
+      assert.equal([table.status, table.body], [200, []]);
+    } finally {
+      await off.close();
+    }
+  },
+);
 
 const Direct = suite('throttling with no trusted proxy (TRUST_PROXY_HOPS=0, 3/min anon)');
 let direct: TestApp;
@@ -260,26 +327,36 @@ Direct.before(async () => {
 });
 Direct.after(() => direct?.close());
 
-Direct('an invented X-Forwarded-For is ignored: rotating it does not dodge the anon limit (counted from the first request on)', async () => {
-  const started = Date.now();
-  for (let i = 0; i < 3; i += 1) {
-    const admitted = await send(direct, 'GET', '/api/tasks/', { ip: `10.9.8.${i}` });
-    assert.is(admitted.status, 200);
-    assert.is(admitted.headers.get('ratelimit'), `"anon";r=${2 - i};t=60`, `request ${i + 1} right after start is counted`);
-  }
-  const refused = await send(direct, 'GET', '/api/tasks/', { ip: '10.9.8.7' });
-  const elapsedS = (Date.now() - started + 1) / 1000;
-  const wait = Number(refused.headers.get('retry-after'));
-  // The ceiling of the time until the first request leaves the 60 s window: 60 unless this was slow.
-  assert.ok(wait <= 60 && wait >= Math.ceil(60 - elapsedS), `Retry-After ${wait} after ${elapsedS} s`);
-  assertThrottled(refused, 'anon', '"anon";q=3;w=60', wait, 'fourth address');
-});
+Direct(
+  'an invented X-Forwarded-For is ignored: rotating it does not dodge the anon limit (counted from the first request on)',
+  async () => {
+    const started = Date.now();
+    for (let i = 0; i < 3; i += 1) {
+      const admitted = await send(direct, 'GET', '/api/tasks/', { ip: `10.9.8.${i}` });
+      assert.is(admitted.status, 200);
+      assert.is(
+        admitted.headers.get('ratelimit'),
+        `"anon";r=${2 - i};t=60`,
+        `request ${i + 1} right after start is counted`,
+      );
+    }
+    const refused = await send(direct, 'GET', '/api/tasks/', { ip: '10.9.8.7' });
+    const elapsedS = (Date.now() - started + 1) / 1000;
+    const wait = Number(refused.headers.get('retry-after'));
+    // The ceiling of the time until the first request leaves the 60 s window: 60 unless this was slow.
+    assert.ok(wait <= 60 && wait >= Math.ceil(60 - elapsedS), `Retry-After ${wait} after ${elapsedS} s`);
+    assertThrottled(refused, 'anon', '"anon";q=3;w=60', wait, 'fourth address');
+  },
+);
 
 const Listed = suite('TRUSTED_PROXIES: forwarded headers count only when the connection comes from a listed proxy');
 
 Listed('a peer not in the list is keyed by its socket address, and its links use the Host header', async () => {
   // The test client connects from 127.0.0.1, which this list leaves out.
-  const listed = await startTestApp({ TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8, ::1', THROTTLE_ANON: '3/min' }, 'throttle-untrusted-peer');
+  const listed = await startTestApp(
+    { TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8, ::1', THROTTLE_ANON: '3/min' },
+    'throttle-untrusted-peer',
+  );
   try {
     const forged = { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'evil.example' };
     const root = await send(listed, 'GET', '/api/', { ip: '198.51.100.41', headers: forged });
@@ -295,14 +372,27 @@ Listed('a peer not in the list is keyed by its socket address, and its links use
 });
 
 Listed("a listed peer's X-Forwarded-For, -Proto and -Host are used", async () => {
-  const listed = await startTestApp({ TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8,127.0.0.0/8', THROTTLE_ANON: '2/min' }, 'throttle-trusted-peer');
+  const listed = await startTestApp(
+    { TRUST_PROXY_HOPS: '1', TRUSTED_PROXIES: '10.0.0.0/8,127.0.0.0/8', THROTTLE_ANON: '2/min' },
+    'throttle-trusted-peer',
+  );
   try {
-    const root = await send(listed, 'GET', '/api/', { headers: { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'api.example.com' } });
+    const root = await send(listed, 'GET', '/api/', {
+      headers: { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'api.example.com' },
+    });
     assert.is(root.body.tasks, 'https://api.example.com/api/tasks/');
     const a = { ip: '198.51.100.51' };
-    assert.equal(await statuses(3, () => send(listed, 'GET', '/api/tasks/', a)), [200, 200, 429], 'the forwarded address has its own budget');
+    assert.equal(
+      await statuses(3, () => send(listed, 'GET', '/api/tasks/', a)),
+      [200, 200, 429],
+      'the forwarded address has its own budget',
+    );
     const b = await send(listed, 'GET', '/api/tasks/', { ip: '198.51.100.52' });
-    assert.equal([b.status, b.headers.get('ratelimit')], [200, '"anon";r=1;t=60'], 'another forwarded address has another');
+    assert.equal(
+      [b.status, b.headers.get('ratelimit')],
+      [200, '"anon";r=1;t=60'],
+      'another forwarded address has another',
+    );
   } finally {
     await listed.close();
   }

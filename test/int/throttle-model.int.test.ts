@@ -32,7 +32,10 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])`;
   if (!RING_SCRIPT.includes(clock) || RING_SCRIPT.split(px).length !== 4 || !RING_SCRIPT.includes(pexpire)) {
     throw new Error('ring.lua no longer reads the clock or sets expiries as this test expects');
   }
-  return RING_SCRIPT.replace(clock, 'local now = tonumber(ARGV[4])').split(px).join(`) ${record}`).replace(pexpire, record);
+  return RING_SCRIPT.replace(clock, 'local now = tonumber(ARGV[4])')
+    .split(px)
+    .join(`) ${record}`)
+    .replace(pexpire, record);
 }
 const SCRIPT = scriptOnTestClock();
 let redis: Redis;
@@ -112,8 +115,21 @@ async function callScript(requests: Check[][], now: number): Promise<Result[]> {
       keys.push(key);
     }
   }
-  const reply = (await redis.callBuffer('EVAL', SCRIPT, keys.length, ...keys, rules.join(' '), Buffer.from(layout), '0', String(now))) as Buffer;
-  assert.is(reply.length, keys.length * 32 + 8, `no request failed: ${reply.subarray(keys.length * 32 + 8).toString()}`);
+  const reply = (await redis.callBuffer(
+    'EVAL',
+    SCRIPT,
+    keys.length,
+    ...keys,
+    rules.join(' '),
+    Buffer.from(layout),
+    '0',
+    String(now),
+  )) as Buffer;
+  assert.is(
+    reply.length,
+    keys.length * 32 + 8,
+    `no request failed: ${reply.subarray(keys.length * 32 + 8).toString()}`,
+  );
   assert.is(reply.readDoubleLE(keys.length * 32), now, 'the clock follows the results');
   return keys.map((_, i): Result => [0, 1, 2, 3].map((f) => reply.readDoubleLE(32 * i + 8 * f)) as Result);
 }
@@ -168,7 +184,11 @@ async function run(seed: number, variation: Variation, limitRange: [number, numb
     checks += expected.length;
     refused += expected.filter(([allowed]) => allowed === 0).length;
     for (let i = 0; i < expected.length; i++) {
-      assert.equal(actual[i], expected[i], `seed ${seed} (${variation}), batch ${batch}, check ${i}: ${JSON.stringify(requests)}`);
+      assert.equal(
+        actual[i],
+        expected[i],
+        `seed ${seed} (${variation}), batch ${batch}, check ${i}: ${JSON.stringify(requests)}`,
+      );
     }
   }
   // the traffic exercised both outcomes, or the comparison proves little
@@ -216,7 +236,11 @@ model('a wider window appending to a lagging log is remembered (it trims nothing
   const start = 1_790_000_000_000_000;
   const at = async (seconds: number, check: Check) => {
     const now = start + seconds * 1_000_000;
-    assert.equal(await callScript([[check]], now), m.decide([check], now), `${check.windowMs / 1000} s window at t=${seconds} s`);
+    assert.equal(
+      await callScript([[check]], now),
+      m.decide([check], now),
+      `${check.windowMs / 1000} s window at t=${seconds} s`,
+    );
   };
   await at(0, narrow);
   for (let t = 1; t <= 20; t++) await at(t, wide);
@@ -239,7 +263,12 @@ model('a log only the narrower window has checked keeps what a twice-as-wide win
   const a = `${PREFIX}trim-widened`;
   const narrow = { key: a, limit: 18, windowMs: 30_000 };
   const wide = { key: a, limit: 18, windowMs: 60_000 };
-  await replay('trimmed growing log', [...Array.from({ length: 16 }, (): [number, Check] => [0, narrow]), [30, narrow], [30, wide], [30, wide]]);
+  await replay('trimmed growing log', [
+    ...Array.from({ length: 16 }, (): [number, Check] => [0, narrow]),
+    [30, narrow],
+    [30, wide],
+    [30, wide],
+  ]);
   const b = `${PREFIX}trim-lowered`;
   await replay('limit lowered and window widened', [
     [0, { key: b, limit: 3, windowMs: 30_000 }],
@@ -267,7 +296,11 @@ model('a key only the narrower window has checked outlives what a twice-as-wide 
     [171, wide],
   ] as const) {
     const now = start + seconds * 1_000_000;
-    assert.equal(await callScript([[check]], now), m.decide([check], now), `${check.windowMs / 1000} s window at t=${seconds} s`);
+    assert.equal(
+      await callScript([[check]], now),
+      m.decide([check], now),
+      `${check.windowMs / 1000} s window at t=${seconds} s`,
+    );
   }
 });
 

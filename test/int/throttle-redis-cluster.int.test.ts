@@ -35,8 +35,12 @@ test.after(async () => {
 test('hundreds of concurrent requests from many clients on all masters: each client admitted exactly N', async () => {
   const r = rule('7/min');
   const clients = Array.from({ length: 60 }, (_, i) => `ip:10.9.${i >> 4}.${i & 15}`);
-  const calls = clients.flatMap((ident) => Array.from({ length: 12 }, () => ({ ident, decision: throttler.consume([{ rule: r, ident }]) })));
-  const decisions = await Promise.all(calls.map(async ({ ident, decision }) => ({ ident, decision: (await decision)[0] as Decision })));
+  const calls = clients.flatMap((ident) =>
+    Array.from({ length: 12 }, () => ({ ident, decision: throttler.consume([{ rule: r, ident }]) })),
+  );
+  const decisions = await Promise.all(
+    calls.map(async ({ ident, decision }) => ({ ident, decision: (await decision)[0] as Decision })),
+  );
   for (const ident of clients) {
     const mine = decisions.filter((d) => d.ident === ident).map((d) => d.decision);
     assert.is(mine.filter((d) => d.allowed).length, 7, ident);
@@ -46,7 +50,9 @@ test('hundreds of concurrent requests from many clients on all masters: each cli
       `${ident} in arrival order`,
     );
   }
-  const masters = await Promise.all(cluster.nodes('master').map(async (node) => (await node.keys('test:cluster:*')).length));
+  const masters = await Promise.all(
+    cluster.nodes('master').map(async (node) => (await node.keys('test:cluster:*')).length),
+  );
   assert.ok(
     masters.every((count) => count > 0),
     `keys on every master: ${masters.join(', ')}`,
@@ -70,7 +76,11 @@ test('several scopes of one client are decided together on its slot', async () =
     second?.map((d) => d.allowed),
     [true, false],
   );
-  assert.is((await throttler.consume([{ rule: user, ident: 'user:77' }]))[0]?.remaining, 3, 'the refused pair recorded nothing');
+  assert.is(
+    (await throttler.consume([{ rule: user, ident: 'user:77' }]))[0]?.remaining,
+    3,
+    'the refused pair recorded nothing',
+  );
 });
 
 test('a request whose checks name idents on different slots fails alone, not its batch', async () => {

@@ -38,7 +38,8 @@ async function metric(name: string, labels: Record<string, string>): Promise<num
   return sumOf(parseMetrics(await app.deps.metrics.registry.metrics()), name, labels);
 }
 
-const get = (ip: string): Promise<TestResponse> => request(app.base, 'GET', '/api/tasks/', { headers: { 'X-Forwarded-For': ip } });
+const get = (ip: string): Promise<TestResponse> =>
+  request(app.base, 'GET', '/api/tasks/', { headers: { 'X-Forwarded-For': ip } });
 
 /** The 429 of docs/architecture.md "Throttling" for anon 5/min: Retry-After, detail and RateLimit fields agree. */
 function assertThrottled(response: TestResponse, label: string): number {
@@ -66,9 +67,17 @@ async function readStamps(key: string): Promise<number[]> {
 const test = suite('refused in process until the window frees (private redis-server)');
 
 test.before(async () => {
-  redis = await startRedis({ dataDir: join(TMP, 'redis-throttle-refusals'), port: await findFreePort(), persistent: false, log: () => {} });
+  redis = await startRedis({
+    dataDir: join(TMP, 'redis-throttle-refusals'),
+    port: await findFreePort(),
+    persistent: false,
+    log: () => {},
+  });
   admin = new Redis(redis.url);
-  app = await startTestApp({ REDIS_URL: redis.url, THROTTLE_ANON: '5/min', TRUST_PROXY_HOPS: '1' }, 'throttle-refusals');
+  app = await startTestApp(
+    { REDIS_URL: redis.url, THROTTLE_ANON: '5/min', TRUST_PROXY_HOPS: '1' },
+    'throttle-refusals',
+  );
 });
 
 test.after(async () => {
@@ -88,7 +97,8 @@ test('a client hammering past its limit over HTTP: 2,000 refusals cost Redis at 
   const waits: number[] = [];
   // 20 connections' worth at once, as a client at full speed sends.
   for (let round = 0; round < 100; round++) {
-    for (const response of await Promise.all(Array.from({ length: 20 }, () => get(ip)))) waits.push(assertThrottled(response, 'refused in process'));
+    for (const response of await Promise.all(Array.from({ length: 20 }, () => get(ip))))
+      waits.push(assertThrottled(response, 'refused in process'));
   }
   const commands = (await commandsRun()) - before;
   assert.ok(commands <= 20, `${commands} Redis commands for 2,000 refused requests`);
@@ -96,9 +106,21 @@ test('a client hammering past its limit over HTTP: 2,000 refusals cost Redis at 
     waits.every((wait) => wait <= firstWait && wait >= firstWait - 10),
     `Retry-After counts down from Redis's ${firstWait}: ${Math.min(...waits)}–${Math.max(...waits)}`,
   );
-  assert.is(await metric('paceline_throttle_decisions_total', { scope: 'anon', decision: 'throttled' }), throttledBefore + 2_000, 'each counted throttled');
-  assert.is((await get('198.51.100.8')).headers.get('ratelimit'), '"anon";r=4;t=60', 'another client is still asked of Redis');
-  assert.is((await readStamps(throttleKey(`${app.redisPrefix}`, { rule: rule('5/min'), ident: `ip:${ip}` }))).length, 5, 'nothing recorded');
+  assert.is(
+    await metric('paceline_throttle_decisions_total', { scope: 'anon', decision: 'throttled' }),
+    throttledBefore + 2_000,
+    'each counted throttled',
+  );
+  assert.is(
+    (await get('198.51.100.8')).headers.get('ratelimit'),
+    '"anon";r=4;t=60',
+    'another client is still asked of Redis',
+  );
+  assert.is(
+    (await readStamps(throttleKey(`${app.redisPrefix}`, { rule: rule('5/min'), ident: `ip:${ip}` }))).length,
+    5,
+    'nothing recorded',
+  );
 });
 
 /**
@@ -106,14 +128,22 @@ test('a client hammering past its limit over HTTP: 2,000 refusals cost Redis at 
  * `seconds`, a request every millisecond or so: their decisions, the Redis stamp of each
  * admission (read from the log after it: the newest entry), and the script calls they cost.
  */
-async function hammer(r: ScopeRule, ident: string, seconds: number): Promise<{ decisions: Decision[]; stamps: number[]; calls: number }> {
+async function hammer(
+  r: ScopeRule,
+  ident: string,
+  seconds: number,
+): Promise<{ decisions: Decision[]; stamps: number[]; calls: number }> {
   const throttlers: Throttler[] = [0, 1].map(() => {
     const connection = new Redis(redis.url);
     connections.push(connection);
     return createThrottler({ redis: connection, keyPrefix: PREFIX, timeoutMs: 250 });
   });
   // EVALSHA, or EVAL when ioredis sends the script's body instead.
-  const scriptCalls = async () => [...(await admin.info('commandstats')).matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  const scriptCalls = async () =>
+    [...(await admin.info('commandstats')).matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)].reduce(
+      (n, m) => n + Number(m[1]),
+      0,
+    );
   const callsBefore = await scriptCalls();
   const decisions: Decision[] = [];
   const stamps: number[] = [];
@@ -140,7 +170,10 @@ test('once the window frees the client is admitted again at exactly its budget: 
     assert.ok(late <= 50, `admission ${i + 1} came ${late} ms after its window freed`);
   }
   const local = decisions.filter((d) => d.local).length;
-  assert.ok(calls <= 4 * admitted + 10, `${calls} script calls for ${admitted} admissions over ${decisions.length} requests (${local} refused in process)`);
+  assert.ok(
+    calls <= 4 * admitted + 10,
+    `${calls} script calls for ${admitted} admissions over ${decisions.length} requests (${local} refused in process)`,
+  );
   assert.is(local + calls, decisions.length, 'each request either refused in process or sent alone');
 });
 

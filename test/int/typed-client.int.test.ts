@@ -18,24 +18,31 @@ Client.before(async () => {
 });
 Client.after(() => app.close());
 
-Client('the checked-in types are those of the live document (run `npm run client` after changing a route)', async () => {
-  const live = await request(app.base, 'GET', '/api/schema/');
-  assert.is(live.status, 200);
-  const expected = await generateTypes(live.body);
-  const checkedIn = readFileSync(TYPES_FILE, 'utf8');
-  if (checkedIn !== expected) {
-    const lines = checkedIn.split('\n');
-    const at = expected.split('\n').findIndex((line, i) => line !== lines[i]);
-    assert.unreachable(`clients/typescript/schema.d.ts differs from the document at line ${at + 1}: run npm run client`);
-  }
-});
+Client(
+  'the checked-in types are those of the live document (run `npm run client` after changing a route)',
+  async () => {
+    const live = await request(app.base, 'GET', '/api/schema/');
+    assert.is(live.status, 200);
+    const expected = await generateTypes(live.body);
+    const checkedIn = readFileSync(TYPES_FILE, 'utf8');
+    if (checkedIn !== expected) {
+      const lines = checkedIn.split('\n');
+      const at = expected.split('\n').findIndex((line, i) => line !== lines[i]);
+      assert.unreachable(
+        `clients/typescript/schema.d.ts differs from the document at line ${at + 1}: run npm run client`,
+      );
+    }
+  },
+);
 
 Client('pages through every task with cursor links, each exactly once, while tasks are written', async () => {
   const alice = createPacelineClient(app.base, await app.login('alice'));
   const bob = createPacelineClient(app.base, await app.login('bob'));
   const before = new Map<number, string>();
   for (let i = 0; i < 46; i += 1) {
-    const { data, response } = await (i % 2 ? bob : alice).POST('/api/tasks/', { body: { title: `Task ${i}`, completed: i % 5 === 0 } });
+    const { data, response } = await (i % 2 ? bob : alice).POST('/api/tasks/', {
+      body: { title: `Task ${i}`, completed: i % 5 === 0 },
+    });
     assert.is(response.status, 201);
     before.set(data!.id, data!.title);
   }
@@ -50,7 +57,8 @@ Client('pages through every task with cursor links, each exactly once, while tas
   for await (const task of allTasks(anonymous, 7)) {
     seen.push(task);
     // a write between pages: tasks created during the walk come after it, and none twice
-    if (seen.length % 7 === 0 && seen.length < 30) await bob.POST('/api/tasks/', { body: { title: `During ${seen.length}` } });
+    if (seen.length % 7 === 0 && seen.length < 30)
+      await bob.POST('/api/tasks/', { body: { title: `During ${seen.length}` } });
   }
   const ids = seen.map((task) => task.id);
   assert.is(new Set(ids).size, ids.length, 'no task twice');

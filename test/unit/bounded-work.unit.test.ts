@@ -4,7 +4,8 @@ import { loadConfig } from '../../src/config.js';
 import { CommandTimeoutError, GroupCommitter } from '../../src/events/store/group-commit.js';
 import type { CommandOutcome, TaskCommand } from '../../src/events/domain/task.events.js';
 
-const command = (title: string) => ({ type: 'CreateTask', actor: { userId: 1, username: 'alice' }, fields: { title } }) as unknown as TaskCommand;
+const command = (title: string) =>
+  ({ type: 'CreateTask', actor: { userId: 1, username: 'alice' }, fields: { title } }) as unknown as TaskCommand;
 const titleOf = (c: TaskCommand) => (c as unknown as { fields: { title: string } }).fields.title;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const lockWaitOver = Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' });
@@ -108,7 +109,10 @@ Settings('defaults, and values as given', () => {
 
 Settings('a bad value stops the start with one line naming it', () => {
   assert.throws(() => loadConfig({ DATABASE_WAIT_MS: '0' }), /invalid DATABASE_WAIT_MS="0"/);
-  assert.throws(() => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: 'soon' }), /invalid DATABASE_STATEMENT_TIMEOUT_MS="soon": expected a whole number/);
+  assert.throws(
+    () => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: 'soon' }),
+    /invalid DATABASE_STATEMENT_TIMEOUT_MS="soon": expected a whole number/,
+  );
   assert.throws(() => loadConfig({ HTTP_MAX_CONNECTIONS: '0' }), /invalid HTTP_MAX_CONNECTIONS="0"/);
   assert.throws(
     () => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '20000', HTTP_REQUEST_TIMEOUT_MS: '10000' }),

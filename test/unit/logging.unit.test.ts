@@ -68,7 +68,17 @@ test('ACCESS_LOG=errors logs only 4xx and 5xx; off logs nothing; anything else i
 });
 
 test('on a terminal, lines are short and readable; otherwise JSON', () => {
-  const line = formatLine(JSON.stringify({ level: 30, time: '2026-11-26T12:00:01.123Z', pid: 42, role: 'web', msg: 'request', method: 'GET', status: 200 }));
+  const line = formatLine(
+    JSON.stringify({
+      level: 30,
+      time: '2026-11-26T12:00:01.123Z',
+      pid: 42,
+      role: 'web',
+      msg: 'request',
+      method: 'GET',
+      status: 200,
+    }),
+  );
   assert.is(line, '12:00:01 INFO  web#42 request method=GET status=200\n');
   assert.is(createLogger({ LOG_LEVEL: 'info' }, 'web', false).level, 'info');
 });

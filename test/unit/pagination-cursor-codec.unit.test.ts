@@ -16,7 +16,9 @@ const source: PageSource<Task> = {
   page: () => Promise.reject(new Error('cursor pagination must not count')),
   async seek(key, limit, ordering) {
     const sorted = ordering === 'asc' ? tasks : [...tasks].reverse();
-    return sorted.filter((task) => key === null || (ordering === 'asc' ? task.id > key : task.id < key)).slice(0, limit);
+    return sorted
+      .filter((task) => key === null || (ordering === 'asc' ? task.id > key : task.id < key))
+      .slice(0, limit);
   },
   keyOf: (task) => task.id,
 };
@@ -91,15 +93,26 @@ Tampering('a cursor made for -id used with id, or for another ordering', async (
   assert.equal(await open(forDescending, 'asc', 'id'), INVALID);
   assert.equal(await open(forDescending, 'asc', '-id'), INVALID);
   assert.equal(await open(forDescending, 'desc', 'id'), INVALID);
-  const unnamed = encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: '' }, SECRET);
+  const unnamed = encodeCursor(
+    { key: 10, direction: 'forward' },
+    { list: '/api/tasks/', ordering: 'asc', orderingParam: '' },
+    SECRET,
+  );
   assert.equal(await open(unnamed, 'desc', ''), INVALID);
 });
 
-Tampering("a cursor made for another list: another task's history, or the task list with its path spelled otherwise", async () => {
-  for (const list of ['/api/tasks/3/events/', '/api/tasks', '/api/events/']) {
-    assert.equal(await open(encodeCursor({ key: 10, direction: 'forward' }, { ...ascending, list }, SECRET)), INVALID, list);
-  }
-});
+Tampering(
+  "a cursor made for another list: another task's history, or the task list with its path spelled otherwise",
+  async () => {
+    for (const list of ['/api/tasks/3/events/', '/api/tasks', '/api/events/']) {
+      assert.equal(
+        await open(encodeCursor({ key: 10, direction: 'forward' }, { ...ascending, list }, SECRET)),
+        INVALID,
+        list,
+      );
+    }
+  },
+);
 
 Tampering('truncated, padded, non-canonical, foreign-secret and oversized tokens', async () => {
   const token = encodeCursor({ key: 10, direction: 'forward' }, ascending, SECRET);
@@ -114,25 +127,32 @@ Tampering('truncated, padded, non-canonical, foreign-secret and oversized tokens
     sibling,
     Buffer.from(token, 'base64url').toString('base64'),
     encodeCursor({ key: 10, direction: 'forward' }, ascending, 'other-secret'),
-    encodeCursor({ key: 10, direction: 'forward' }, { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id'.repeat(400) }, SECRET),
+    encodeCursor(
+      { key: 10, direction: 'forward' },
+      { list: '/api/tasks/', ordering: 'asc', orderingParam: 'id'.repeat(400) },
+      SECRET,
+    ),
     'garbage',
     'cD0xMA',
   ];
   for (const candidate of candidates) assert.equal(await open(candidate), INVALID, candidate);
 });
 
-Tampering('a version 1 cursor (made before cursors were bound to their list) still opens its page; version 2 is what is made', async () => {
-  const { createHmac } = await import('node:crypto');
-  const payload = Buffer.alloc(10 + 2);
-  payload.writeUInt8(1, 0);
-  payload.writeBigInt64BE(10n, 2);
-  payload.write('id', 10);
-  const mac = createHmac('sha256', SECRET).update(payload).digest().subarray(0, 16);
-  const outcome = await open(Buffer.concat([payload, mac]).toString('base64url'));
-  assert.ok(outcome.ok);
-  assert.equal(outcome.body.results.map((task) => task.id).slice(0, 2), [11, 12]);
-  assert.is(Buffer.from(encodeCursor({ key: 10, direction: 'forward' }, ascending, SECRET), 'base64url')[0], 2);
-});
+Tampering(
+  'a version 1 cursor (made before cursors were bound to their list) still opens its page; version 2 is what is made',
+  async () => {
+    const { createHmac } = await import('node:crypto');
+    const payload = Buffer.alloc(10 + 2);
+    payload.writeUInt8(1, 0);
+    payload.writeBigInt64BE(10n, 2);
+    payload.write('id', 10);
+    const mac = createHmac('sha256', SECRET).update(payload).digest().subarray(0, 16);
+    const outcome = await open(Buffer.concat([payload, mac]).toString('base64url'));
+    assert.ok(outcome.ok);
+    assert.equal(outcome.body.results.map((task) => task.id).slice(0, 2), [11, 12]);
+    assert.is(Buffer.from(encodeCursor({ key: 10, direction: 'forward' }, ascending, SECRET), 'base64url')[0], 2);
+  },
+);
 
 Codec.run();
 Tampering.run();

@@ -31,19 +31,30 @@ function createSource(tasks: Task[]): PageSource<Task> & { seeks: Array<[number 
 
 function createRange(from: number, to: number): Task[] {
   const step = from <= to ? 1 : -1;
-  return Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => ({ id: from + i * step, title: `Task ${from + i * step}` }));
+  return Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => ({
+    id: from + i * step,
+    title: `Task ${from + i * step}`,
+  }));
 }
 
 async function open(source: PageSource<Task>, url: string | null, ordering: Ordering = 'asc'): Promise<Body> {
   assert.type(url, 'string');
-  const outcome = await paginate(source, { url: new URL(url ?? ''), ordering, orderingParam: ordering === 'asc' ? 'id' : '-id' }, settings);
+  const outcome = await paginate(
+    source,
+    { url: new URL(url ?? ''), ordering, orderingParam: ordering === 'asc' ? 'id' : '-id' },
+    settings,
+  );
   if (!outcome.ok) throw new Error(`unexpected ${outcome.status} ${outcome.detail}`);
   assert.equal(Object.keys(outcome.body), ['next', 'previous', 'results']);
   return outcome.body as Body;
 }
 
 async function refuse(search: string): Promise<PaginateOutcome<Task>> {
-  return paginate(createSource(createTasks(25)), { url: new URL(`${L}${search}`), ordering: 'asc', orderingParam: 'id' }, settings);
+  return paginate(
+    createSource(createTasks(25)),
+    { url: new URL(`${L}${search}`), ordering: 'asc', orderingParam: 'id' },
+    settings,
+  );
 }
 
 const Table = suite('cursor answers follow the recorded DRF walk (tokens differ: ours are signed)');
@@ -78,7 +89,13 @@ Table('each page is one seek of page size + 1 in the walk direction', async () =
 });
 
 Table('bad cursors are 404 Invalid cursor, without a period', async () => {
-  for (const search of ['?cursor=garbage', '?cursor=bz1hYmM%3D', '?cursor=cD0xMA%3D%3D', '?cursor=%20', '?cursor=a.b']) {
+  for (const search of [
+    '?cursor=garbage',
+    '?cursor=bz1hYmM%3D',
+    '?cursor=cD0xMA%3D%3D',
+    '?cursor=%20',
+    '?cursor=a.b',
+  ]) {
     assert.equal(await refuse(search), { ok: false, status: 404, detail: 'Invalid cursor' }, search);
   }
 });
@@ -93,7 +110,11 @@ Table('an empty cursor is the first page, and other parameters are kept in links
 });
 
 Table('cursor with page is refused (DRF ignores page)', async () => {
-  assert.equal(await refuse('?cursor=&page=2'), { ok: false, status: 400, detail: 'Cannot combine "cursor" with "page": choose one pagination style.' });
+  assert.equal(await refuse('?cursor=&page=2'), {
+    ok: false,
+    status: 400,
+    detail: 'Cannot combine "cursor" with "page": choose one pagination style.',
+  });
 });
 
 Table('0 tasks', async () => {
@@ -135,7 +156,11 @@ Walks('page_size is honoured, clamped, and malformed page_size is a 400', async 
   assert.match(five.next ?? '', /\?cursor=[A-Za-z0-9_-]+&page_size=5$/);
   assert.equal((await open(source, five.next)).results, createRange(6, 10));
   assert.equal((await open(source, `${L}?cursor=&page_size=1000`)).results, createRange(1, 100));
-  assert.equal(await refuse('?cursor=&page_size=0'), { ok: false, status: 400, detail: 'Invalid "page_size": expected an integer of at least 1.' });
+  assert.equal(await refuse('?cursor=&page_size=0'), {
+    ok: false,
+    status: 400,
+    detail: 'Invalid "page_size": expected an integer of at least 1.',
+  });
 });
 
 const Gaps = suite('cursor pages stay linked when rows vanish between requests');

@@ -26,7 +26,10 @@ function createSource(tasks: Task[]): PageSource<Task> {
 
 function createRange(from: number, to: number): Task[] {
   const step = from <= to ? 1 : -1;
-  return Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => ({ id: from + i * step, title: `Task ${from + i * step}` }));
+  return Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => ({
+    id: from + i * step,
+    title: `Task ${from + i * step}`,
+  }));
 }
 
 async function get(search: string, count = 25, ordering: Ordering = 'asc'): Promise<PaginateOutcome<Task>> {
@@ -46,7 +49,10 @@ Table('the default limit is written into links (DRF row "no params", reached her
 });
 
 Table('limit=5&offset=5 links back to offset 0 without writing it', async () => {
-  assert.equal(await get('?limit=5&offset=5'), createBody(25, `${L}?limit=5&offset=10`, `${L}?limit=5`, createRange(6, 10)));
+  assert.equal(
+    await get('?limit=5&offset=5'),
+    createBody(25, `${L}?limit=5&offset=10`, `${L}?limit=5`, createRange(6, 10)),
+  );
 });
 
 Table('limit=5&offset=0 has no previous', async () => {
@@ -54,7 +60,10 @@ Table('limit=5&offset=0 has no previous', async () => {
 });
 
 Table('offset=10 alone', async () => {
-  assert.equal(await get('?offset=10'), createBody(25, `${L}?limit=10&offset=20`, `${L}?limit=10`, createRange(11, 20)));
+  assert.equal(
+    await get('?offset=10'),
+    createBody(25, `${L}?limit=10&offset=20`, `${L}?limit=10`, createRange(11, 20)),
+  );
 });
 
 Table('limit=1000 is capped to 100, in links too', async () => {
@@ -70,27 +79,44 @@ Table('an offset at or beyond the count is an empty 200 stepping back one limit'
 
 Table('the last page and a page at an odd offset', async () => {
   assert.equal(await get('?limit=10&offset=20'), createBody(25, null, `${L}?limit=10&offset=10`, createRange(21, 25)));
-  assert.equal(await get('?limit=10&offset=3'), createBody(25, `${L}?limit=10&offset=13`, `${L}?limit=10`, createRange(4, 13)));
+  assert.equal(
+    await get('?limit=10&offset=3'),
+    createBody(25, `${L}?limit=10&offset=13`, `${L}?limit=10`, createRange(4, 13)),
+  );
 });
 
 Table('other parameters are kept, keys sorted', async () => {
-  assert.equal(await get('?offset=5&foo=bar&limit=5'), createBody(25, `${L}?foo=bar&limit=5&offset=10`, `${L}?foo=bar&limit=5`, createRange(6, 10)));
+  assert.equal(
+    await get('?offset=5&foo=bar&limit=5'),
+    createBody(25, `${L}?foo=bar&limit=5&offset=10`, `${L}?foo=bar&limit=5`, createRange(6, 10)),
+  );
 });
 
 Table('0 tasks with limit=5&offset=5', async () => {
   assert.equal(await get('?limit=5&offset=5', 0), createBody(0, null, `${L}?limit=5`, []));
 });
 
-Table('page with limit is refused (DRF ignores page; docs/architecture.md "Pagination" refuses mixed styles)', async () => {
-  const refusal = { ok: false, status: 400, detail: 'Cannot combine "page" with "limit"/"offset": choose one pagination style.' };
-  assert.equal(await get('?limit=10&offset=0&page=2'), refusal);
-});
+Table(
+  'page with limit is refused (DRF ignores page; docs/architecture.md "Pagination" refuses mixed styles)',
+  async () => {
+    const refusal = {
+      ok: false,
+      status: 400,
+      detail: 'Cannot combine "page" with "limit"/"offset": choose one pagination style.',
+    };
+    assert.equal(await get('?limit=10&offset=0&page=2'), refusal);
+  },
+);
 
 const Refusals = suite('malformed limit and offset are 400s naming the parameter (DRF falls back silently)');
 
 Refusals('limit must be an integer of at least 1', async () => {
   for (const value of ['-1', '0', 'abc', '', '2.5', '1e2']) {
-    assert.equal(await get(`?limit=${value}`), { ok: false, status: 400, detail: 'Invalid "limit": expected an integer of at least 1.' }, value);
+    assert.equal(
+      await get(`?limit=${value}`),
+      { ok: false, status: 400, detail: 'Invalid "limit": expected an integer of at least 1.' },
+      value,
+    );
   }
 });
 
@@ -102,9 +128,18 @@ Refusals('offset must be an integer from 0 to 2^53-1', async () => {
 });
 
 Refusals('Python-style integers are accepted; the last repeated value wins', async () => {
-  assert.equal(await get('?limit=%2B05&offset=%205'), createBody(25, `${L}?limit=5&offset=10`, `${L}?limit=5`, createRange(6, 10)));
-  assert.equal(await get('?limit=3&limit=5&offset=5'), createBody(25, `${L}?limit=5&offset=10`, `${L}?limit=5`, createRange(6, 10)));
-  assert.equal(await get(`?limit=${'9'.repeat(40)}`, 150), createBody(150, `${L}?limit=100&offset=100`, null, createRange(1, 100)));
+  assert.equal(
+    await get('?limit=%2B05&offset=%205'),
+    createBody(25, `${L}?limit=5&offset=10`, `${L}?limit=5`, createRange(6, 10)),
+  );
+  assert.equal(
+    await get('?limit=3&limit=5&offset=5'),
+    createBody(25, `${L}?limit=5&offset=10`, `${L}?limit=5`, createRange(6, 10)),
+  );
+  assert.equal(
+    await get(`?limit=${'9'.repeat(40)}`, 150),
+    createBody(150, `${L}?limit=100&offset=100`, null, createRange(1, 100)),
+  );
 });
 
 const Walks = suite('limit/offset links walk the collection');
@@ -118,7 +153,11 @@ Walks('following next visits every item once for 0, 1, 10, 11, 25 and 150 items 
       let next: string | null = `${L}?limit=7`;
       while (next !== null) {
         visited.push(next);
-        const outcome: PaginateOutcome<Task> = await paginate(createSource(tasks), { url: new URL(next), ordering }, settings);
+        const outcome: PaginateOutcome<Task> = await paginate(
+          createSource(tasks),
+          { url: new URL(next), ordering },
+          settings,
+        );
         assert.ok(outcome.ok);
         seen.push(...outcome.body.results);
         next = outcome.body.next;

@@ -10,7 +10,10 @@ const url = (search: string) => new URL(`${B}/api/tasks/${search}`);
 const Links = suite('links are rebuilt the way DRF rebuilds them');
 
 Links('replacing a key sorts the keys and keeps repeated values in their order', () => {
-  assert.is(replaceQueryParam(url('?zeta=1&page=2&alpha=y&alpha=x'), 'page', 3), `${B}/api/tasks/?alpha=y&alpha=x&page=3&zeta=1`);
+  assert.is(
+    replaceQueryParam(url('?zeta=1&page=2&alpha=y&alpha=x'), 'page', 3),
+    `${B}/api/tasks/?alpha=y&alpha=x&page=3&zeta=1`,
+  );
 });
 
 Links('removing the only key leaves no question mark', () => {
@@ -28,8 +31,14 @@ Links('blank values and keys without "=" are kept as blank values', () => {
 });
 
 Links('values are re-encoded with quote_plus', () => {
-  assert.is(replaceQueryParam(url('?q=a%20b+c&s=x/y*z~_.-'), 'page', 2), `${B}/api/tasks/?page=2&q=a+b+c&s=x%2Fy%2Az~_.-`);
-  assert.is(replaceQueryParam(url('?q=caf%C3%A9&r=%E2%9C%93'), 'page', 2), `${B}/api/tasks/?page=2&q=caf%C3%A9&r=%E2%9C%93`);
+  assert.is(
+    replaceQueryParam(url('?q=a%20b+c&s=x/y*z~_.-'), 'page', 2),
+    `${B}/api/tasks/?page=2&q=a+b+c&s=x%2Fy%2Az~_.-`,
+  );
+  assert.is(
+    replaceQueryParam(url('?q=caf%C3%A9&r=%E2%9C%93'), 'page', 2),
+    `${B}/api/tasks/?page=2&q=caf%C3%A9&r=%E2%9C%93`,
+  );
   assert.is(replaceQueryParam(url('?q=100%25'), 'page', 2), `${B}/api/tasks/?page=2&q=100%25`);
 });
 
@@ -38,11 +47,17 @@ Links('a broken escape stays literal and bad UTF-8 becomes U+FFFD, as in Python'
 });
 
 Links('scheme, host and port come from the URL; the fragment is not kept', () => {
-  assert.is(replaceQueryParam(new URL('https://example.com:8080/api/tasks/?page=2#x'), 'page', 3), 'https://example.com:8080/api/tasks/?page=3');
+  assert.is(
+    replaceQueryParam(new URL('https://example.com:8080/api/tasks/?page=2#x'), 'page', 3),
+    'https://example.com:8080/api/tasks/?page=3',
+  );
 });
 
 Links('buildLink applies several edits at once', () => {
-  assert.is(buildLink(url('?offset=5&foo=bar&limit=1000'), { limit: 100, offset: null }), `${B}/api/tasks/?foo=bar&limit=100`);
+  assert.is(
+    buildLink(url('?offset=5&foo=bar&limit=1000'), { limit: 100, offset: null }),
+    `${B}/api/tasks/?foo=bar&limit=100`,
+  );
 });
 
 const Query = suite('query strings are read like Python reads them');
@@ -98,7 +113,21 @@ Ints('accepts what int() accepts', () => {
 });
 
 Ints('refuses what int() refuses', () => {
-  for (const text of ['', ' ', 'abc', '1.0', '1e3', '0x10', '_1', '1_', '1__0', '+-1', '1 2', '١.0', '9'.repeat(4301)]) {
+  for (const text of [
+    '',
+    ' ',
+    'abc',
+    '1.0',
+    '1e3',
+    '0x10',
+    '_1',
+    '1_',
+    '1__0',
+    '+-1',
+    '1 2',
+    '١.0',
+    '9'.repeat(4301),
+  ]) {
     assert.is(parsePythonInt(text), null, JSON.stringify(text.slice(0, 20)));
   }
 });

@@ -29,7 +29,10 @@ function createSource(tasks: Task[]): PageSource<Task> & { pageCalls: number } {
 
 function createRange(from: number, to: number): Task[] {
   const step = from <= to ? 1 : -1;
-  return Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => ({ id: from + i * step, title: `Task ${from + i * step}` }));
+  return Array.from({ length: Math.abs(to - from) + 1 }, (_, i) => ({
+    id: from + i * step,
+    title: `Task ${from + i * step}`,
+  }));
 }
 
 async function get(search: string, count = 25, ordering: Ordering = 'asc', base = L): Promise<PaginateOutcome<Task>> {
@@ -57,7 +60,17 @@ Table('page 3 and page=last are the last page', async () => {
 });
 
 Table('pages beyond the last, below 1 or not integers are 404 Invalid page.', async () => {
-  for (const search of ['?page=4', '?page=0', '?page=-1', '?page=abc', '?page=LAST', '?page=', '?page', '?page=1.0', `?page=${'9'.repeat(30)}`]) {
+  for (const search of [
+    '?page=4',
+    '?page=0',
+    '?page=-1',
+    '?page=abc',
+    '?page=LAST',
+    '?page=',
+    '?page',
+    '?page=1.0',
+    `?page=${'9'.repeat(30)}`,
+  ]) {
     assert.equal(await get(search), { ok: false, status: 404, detail: 'Invalid page.' }, search);
   }
 });
@@ -70,17 +83,31 @@ Table('02, +2, " 2" and a repeated page (last wins) are page 2', async () => {
 });
 
 Table('other parameters are kept, keys sorted, repeated values in order', async () => {
-  assert.equal(await get('?page=2&foo=bar'), createBody(25, `${L}?foo=bar&page=3`, `${L}?foo=bar`, createRange(11, 20)));
+  assert.equal(
+    await get('?page=2&foo=bar'),
+    createBody(25, `${L}?foo=bar&page=3`, `${L}?foo=bar`, createRange(11, 20)),
+  );
   const mixed = await get('?zeta=1&page=2&alpha=y&alpha=x');
-  assert.equal(mixed, createBody(25, `${L}?alpha=y&alpha=x&page=3&zeta=1`, `${L}?alpha=y&alpha=x&zeta=1`, createRange(11, 20)));
+  assert.equal(
+    mixed,
+    createBody(25, `${L}?alpha=y&alpha=x&page=3&zeta=1`, `${L}?alpha=y&alpha=x&zeta=1`, createRange(11, 20)),
+  );
 });
 
 Table('following previous of page 2 and next of page 1 gives page 1 and page 2', async () => {
   const page1 = await get('');
   const page2 = await get('?page=2');
   assert.ok(page1.ok && page2.ok);
-  const back = await paginate(createSource(createTasks(25)), { url: new URL(page2.body.previous ?? ''), ordering: 'asc' }, settings);
-  const forth = await paginate(createSource(createTasks(25)), { url: new URL(page1.body.next ?? ''), ordering: 'asc' }, settings);
+  const back = await paginate(
+    createSource(createTasks(25)),
+    { url: new URL(page2.body.previous ?? ''), ordering: 'asc' },
+    settings,
+  );
+  const forth = await paginate(
+    createSource(createTasks(25)),
+    { url: new URL(page1.body.next ?? ''), ordering: 'asc' },
+    settings,
+  );
   assert.equal(back, page1);
   assert.equal(forth, page2);
 });
@@ -91,7 +118,15 @@ Table('page_size is honoured (DRF ignores it; docs/architecture.md "Pagination" 
 
 Table('links use the scheme, host and port of the request URL', async () => {
   const other = await get('?page=2', 25, 'asc', 'http://example.com:8080/api/tasks/');
-  assert.equal(other, createBody(25, 'http://example.com:8080/api/tasks/?page=3', 'http://example.com:8080/api/tasks/', createRange(11, 20)));
+  assert.equal(
+    other,
+    createBody(
+      25,
+      'http://example.com:8080/api/tasks/?page=3',
+      'http://example.com:8080/api/tasks/',
+      createRange(11, 20),
+    ),
+  );
   const secure = await get('?page=2', 25, 'asc', 'https://127.0.0.1:18000/api/tasks/');
   assert.ok(secure.ok);
   assert.is(secure.body.next, 'https://127.0.0.1:18000/api/tasks/?page=3');
@@ -108,7 +143,8 @@ Table('150 tasks: last page is 15, page 16 is 404', async () => {
 });
 
 Table('0 tasks: page 1 and last are empty 200s, page 2 is 404', async () => {
-  for (const search of ['', '?page=1', '?page=last']) assert.equal(await get(search, 0), createBody(0, null, null, []), search);
+  for (const search of ['', '?page=1', '?page=last'])
+    assert.equal(await get(search, 0), createBody(0, null, null, []), search);
   assert.equal(await get('?page=2', 0), { ok: false, status: 404, detail: 'Invalid page.' });
 });
 
@@ -124,7 +160,11 @@ Sizes('for 0, 1, 10, 11, 25 and 150 items in both orderings', async () => {
       let next: string | null = L;
       while (next !== null) {
         pages.push(next);
-        const outcome: PaginateOutcome<Task> = await paginate(createSource(tasks), { url: new URL(next), ordering }, settings);
+        const outcome: PaginateOutcome<Task> = await paginate(
+          createSource(tasks),
+          { url: new URL(next), ordering },
+          settings,
+        );
         assert.ok(outcome.ok && 'count' in outcome.body);
         assert.is(outcome.body.count, count);
         seen.push(...outcome.body.results);
@@ -141,7 +181,10 @@ Sizes('for 0, 1, 10, 11, 25 and 150 items in both orderings', async () => {
 Sizes('page_size is clamped to the maximum and kept as given in links', async () => {
   const outcome = await get('?page_size=1000', 150);
   assert.equal(outcome, createBody(150, `${L}?page=2&page_size=1000`, null, createRange(1, 100)));
-  assert.equal(await get('?page=2&page_size=100', 150), createBody(150, null, `${L}?page_size=100`, createRange(101, 150)));
+  assert.equal(
+    await get('?page=2&page_size=100', 150),
+    createBody(150, null, `${L}?page_size=100`, createRange(101, 150)),
+  );
 });
 
 Sizes('descending order pages from the highest key', async () => {
@@ -168,19 +211,30 @@ Sizes('page=last re-reads when the count shrinks between reads', async () => {
     if (source.pageCalls === 1) tasks.splice(15);
     return result;
   };
-  assert.equal(await paginate(source, { url: new URL(`${L}?page=last`), ordering: 'asc' }, settings), createBody(15, null, L, createRange(11, 15)));
+  assert.equal(
+    await paginate(source, { url: new URL(`${L}?page=last`), ordering: 'asc' }, settings),
+    createBody(15, null, L, createRange(11, 15)),
+  );
 });
 
 const Refusals = suite('malformed page_size is a 400 naming it');
 
 Refusals('non-integers, 0, negatives and blanks', async () => {
   for (const value of ['0', '-1', 'abc', '', '1.5', '%2B']) {
-    assert.equal(await get(`?page_size=${value}`), { ok: false, status: 400, detail: 'Invalid "page_size": expected an integer of at least 1.' }, value);
+    assert.equal(
+      await get(`?page_size=${value}`),
+      { ok: false, status: 400, detail: 'Invalid "page_size": expected an integer of at least 1.' },
+      value,
+    );
   }
 });
 
 Refusals('page_size is checked before page', async () => {
-  assert.equal(await get('?page=abc&page_size=0'), { ok: false, status: 400, detail: 'Invalid "page_size": expected an integer of at least 1.' });
+  assert.equal(await get('?page=abc&page_size=0'), {
+    ok: false,
+    status: 400,
+    detail: 'Invalid "page_size": expected an integer of at least 1.',
+  });
 });
 
 Table.run();

@@ -44,10 +44,22 @@ Selection('cursor, even empty or without "=", → cursor, also with page_size', 
 const Clashes = suite('mixing styles is a 400 naming the parameters that clash');
 
 Clashes('page or page_size with limit/offset', () => {
-  assert.equal(select('?page=2&limit=5&offset=5'), createClash('Cannot combine "page" with "limit"/"offset": choose one pagination style.'));
-  assert.equal(select('?page=2&limit=5'), createClash('Cannot combine "page" with "limit": choose one pagination style.'));
-  assert.equal(select('?offset=5&page=2'), createClash('Cannot combine "page" with "offset": choose one pagination style.'));
-  assert.equal(select('?page_size=5&limit=5'), createClash('Cannot combine "page_size" with "limit": choose one pagination style.'));
+  assert.equal(
+    select('?page=2&limit=5&offset=5'),
+    createClash('Cannot combine "page" with "limit"/"offset": choose one pagination style.'),
+  );
+  assert.equal(
+    select('?page=2&limit=5'),
+    createClash('Cannot combine "page" with "limit": choose one pagination style.'),
+  );
+  assert.equal(
+    select('?offset=5&page=2'),
+    createClash('Cannot combine "page" with "offset": choose one pagination style.'),
+  );
+  assert.equal(
+    select('?page_size=5&limit=5'),
+    createClash('Cannot combine "page_size" with "limit": choose one pagination style.'),
+  );
   assert.equal(
     select('?page=1&page_size=5&limit=5&offset=0'),
     createClash('Cannot combine "page"/"page_size" with "limit"/"offset": choose one pagination style.'),
@@ -55,9 +67,18 @@ Clashes('page or page_size with limit/offset', () => {
 });
 
 Clashes('cursor with page, limit or offset', () => {
-  assert.equal(select('?cursor=&page=2'), createClash('Cannot combine "cursor" with "page": choose one pagination style.'));
-  assert.equal(select('?cursor=x&limit=5'), createClash('Cannot combine "cursor" with "limit": choose one pagination style.'));
-  assert.equal(select('?offset=1&cursor&page=1&limit=5'), createClash('Cannot combine "cursor" with "page"/"limit"/"offset": choose one pagination style.'));
+  assert.equal(
+    select('?cursor=&page=2'),
+    createClash('Cannot combine "cursor" with "page": choose one pagination style.'),
+  );
+  assert.equal(
+    select('?cursor=x&limit=5'),
+    createClash('Cannot combine "cursor" with "limit": choose one pagination style.'),
+  );
+  assert.equal(
+    select('?offset=1&cursor&page=1&limit=5'),
+    createClash('Cannot combine "cursor" with "page"/"limit"/"offset": choose one pagination style.'),
+  );
 });
 
 Clashes('paginate answers the clash before reading anything', async () => {

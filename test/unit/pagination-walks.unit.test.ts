@@ -45,7 +45,11 @@ function createSource(tasks: Task[]): PageSource<Task> {
 }
 
 async function open(source: PageSource<Task>, url: string, ordering: Ordering) {
-  const outcome = await paginate(source, { url: new URL(url), ordering, orderingParam: ordering === 'asc' ? 'id' : '-id' }, settings);
+  const outcome = await paginate(
+    source,
+    { url: new URL(url), ordering, orderingParam: ordering === 'asc' ? 'id' : '-id' },
+    settings,
+  );
   if (!outcome.ok) throw new Error(`${url}: ${outcome.status} ${outcome.detail}`);
   return outcome.body;
 }
@@ -96,7 +100,11 @@ Numbered('any valid page or offset shows exactly its slice, with links that agre
     const effective = Math.min(size, settings.maxPageSize);
     const pages = Math.max(1, Math.ceil(walk.length / effective));
     const number = 1 + random(pages + 1);
-    const outcome = await paginate(source, { url: new URL(`${L}?page=${number}&page_size=${size}`), ordering }, settings);
+    const outcome = await paginate(
+      source,
+      { url: new URL(`${L}?page=${number}&page_size=${size}`), ordering },
+      settings,
+    );
     const label = `seed ${seed} page ${number} size ${size}`;
     if (number > pages) {
       assert.equal(outcome, { ok: false, status: 404, detail: 'Invalid page.' }, label);

@@ -31,11 +31,38 @@ const schemaOf = (name: string): ValidateFunction => ajv.getSchema(`openapi#/com
 function textValues(max = 300): unknown[] {
   return [
     ...['', ' ', ' \t\n', '\u00a0', '\ufeff', 'a', ' a ', 'Ünïcödé', 'a\u0000b', '\u0000', ' \u0000 '],
-    ...['x'.repeat(max), 'x'.repeat(max + 1), ` ${'x'.repeat(max)} `, '\u{1F600}'.repeat(max), '\u{1F600}'.repeat(max + 1)],
+    ...[
+      'x'.repeat(max),
+      'x'.repeat(max + 1),
+      ` ${'x'.repeat(max)} `,
+      '\u{1F600}'.repeat(max),
+      '\u{1F600}'.repeat(max + 1),
+    ],
     ...[7, 0, 1.5, -1, true, false, null, [], {}, ['a'], 'true', '1', 'off'],
   ];
 }
-const BOOLEANS: unknown[] = [true, false, 'true', 'True', 'TRUE', '1', 1, 0, 'yes', 'on', 'no', 'off', 'false', '0', 'maybe', 2, null, [], '', ' true'];
+const BOOLEANS: unknown[] = [
+  true,
+  false,
+  'true',
+  'True',
+  'TRUE',
+  '1',
+  1,
+  0,
+  'yes',
+  'on',
+  'no',
+  'off',
+  'false',
+  '0',
+  'maybe',
+  2,
+  null,
+  [],
+  '',
+  ' true',
+];
 const DATES: unknown[] = [
   ...['2026-11-01', '2026-11-30', '2024-02-29', '2026-02-29', '2026-02-30', '0000-01-01', '0001-01-01', '9999-12-31'],
   ...[' 2026-11-01 ', '2026-11-1', '2026-13-01', '20261101', 20261101, null, '', '2026-11-01T00:00:00Z'],
@@ -109,7 +136,10 @@ schemas('tasks: TaskInput (POST, PUT) and TaskPatch (PATCH) describe parseTaskIn
     }
     for (const body of NOT_OBJECTS) assert.is(validate(body), accepts(() => parseTaskInput(body, partial)).ok);
   }
-  assert.ok(accepted > 1_000 && compared - accepted > 1_000, `both sides exercised: ${accepted} of ${compared} accepted`);
+  assert.ok(
+    accepted > 1_000 && compared - accepted > 1_000,
+    `both sides exercised: ${accepted} of ${compared} accepted`,
+  );
 });
 
 schemas('reports: ReportInput describes parseReportInput, with the range rule its description states', () => {

@@ -13,7 +13,18 @@ const t1 = new Date('2026-01-01T00:01:00Z');
 
 /** Given a task alice created (version 1), open. */
 function givenTask(overrides: Partial<TaskState> = {}): TaskState {
-  return { id: 7, title: 'Write tests', description: '', completed: false, ownerId: 1, owner: 'alice', createdAt: t0, updatedAt: t0, version: 1, ...overrides };
+  return {
+    id: 7,
+    title: 'Write tests',
+    description: '',
+    completed: false,
+    ownerId: 1,
+    owner: 'alice',
+    createdAt: t0,
+    updatedAt: t0,
+    version: 1,
+    ...overrides,
+  };
 }
 
 const change = (
@@ -30,14 +41,25 @@ const change = (
 
 /** Folds events the way the store does: version n+1 for the n-th event after `state`. */
 function fold(state: TaskState | null, events: TaskEvent[], at = t1): TaskState | null {
-  return events.reduce<TaskState | null>((s, e) => evolve(s, e, { streamId: 7, version: (s?.version ?? 0) + 1, recordedAt: at }), state);
+  return events.reduce<TaskState | null>(
+    (s, e) => evolve(s, e, { streamId: 7, version: (s?.version ?? 0) + 1, recordedAt: at }),
+    state,
+  );
 }
 
 const Decide = suite('decide: which events a command produces');
 
 Decide('given no task, when alice creates one, then TaskCreated carries the fields and the owner', () => {
-  const outcome = decide({ type: 'CreateTask', actor: alice, fields: { title: 'A', description: 'd', completed: false } }, null);
-  assert.equal(outcome, { ok: true, events: [{ type: 'TaskCreated', data: { title: 'A', description: 'd', completed: false, owner_id: 1, owner: 'alice' } }] });
+  const outcome = decide(
+    { type: 'CreateTask', actor: alice, fields: { title: 'A', description: 'd', completed: false } },
+    null,
+  );
+  assert.equal(outcome, {
+    ok: true,
+    events: [
+      { type: 'TaskCreated', data: { title: 'A', description: 'd', completed: false, owner_id: 1, owner: 'alice' } },
+    ],
+  });
 });
 
 Decide('given no task, when a change or delete arrives, then it is not_found', () => {
@@ -52,41 +74,67 @@ Decide("given alice's task, when bob changes or deletes it, then it is forbidden
 
 Decide('given version 3, when a command expects version 2, then it is a version conflict naming 3', () => {
   const task = givenTask({ version: 3 });
-  assert.equal(decide(change({ title: 'x' }, alice, 2), task), { ok: false, error: 'version_conflict', currentVersion: 3 });
-  assert.equal(decide({ type: 'DeleteTask', actor: alice, taskId: 7, expectedVersion: 2 }, task), { ok: false, error: 'version_conflict', currentVersion: 3 });
+  assert.equal(decide(change({ title: 'x' }, alice, 2), task), {
+    ok: false,
+    error: 'version_conflict',
+    currentVersion: 3,
+  });
+  assert.equal(decide({ type: 'DeleteTask', actor: alice, taskId: 7, expectedVersion: 2 }, task), {
+    ok: false,
+    error: 'version_conflict',
+    currentVersion: 3,
+  });
 });
 
 Decide('given version 3, when a command expects version 3 (or none), then it proceeds', () => {
   const task = givenTask({ version: 3 });
-  assert.equal(decide(change({ title: 'New' }, alice, 3), task), { ok: true, events: [{ type: 'TaskDetailsChanged', data: { title: 'New' } }] });
-  assert.equal(decide({ type: 'DeleteTask', actor: alice, taskId: 7 }, task), { ok: true, events: [{ type: 'TaskDeleted', data: {} }] });
-});
-
-Decide('given an open task, when title, description and completed change at once, then one details event and TaskCompleted', () => {
-  const outcome = decide(change({ title: 'T2', description: 'D2', completed: true }), givenTask());
-  assert.equal(outcome, {
+  assert.equal(decide(change({ title: 'New' }, alice, 3), task), {
     ok: true,
-    events: [
-      { type: 'TaskDetailsChanged', data: { title: 'T2', description: 'D2' } },
-      { type: 'TaskCompleted', data: {} },
-    ],
+    events: [{ type: 'TaskDetailsChanged', data: { title: 'New' } }],
+  });
+  assert.equal(decide({ type: 'DeleteTask', actor: alice, taskId: 7 }, task), {
+    ok: true,
+    events: [{ type: 'TaskDeleted', data: {} }],
   });
 });
 
+Decide(
+  'given an open task, when title, description and completed change at once, then one details event and TaskCompleted',
+  () => {
+    const outcome = decide(change({ title: 'T2', description: 'D2', completed: true }), givenTask());
+    assert.equal(outcome, {
+      ok: true,
+      events: [
+        { type: 'TaskDetailsChanged', data: { title: 'T2', description: 'D2' } },
+        { type: 'TaskCompleted', data: {} },
+      ],
+    });
+  },
+);
+
 Decide('given a completed task, when completed=false arrives, then TaskReopened', () => {
-  assert.equal(decide(change({ completed: false }), givenTask({ completed: true })), { ok: true, events: [{ type: 'TaskReopened', data: {} }] });
+  assert.equal(decide(change({ completed: false }), givenTask({ completed: true })), {
+    ok: true,
+    events: [{ type: 'TaskReopened', data: {} }],
+  });
 });
 
 Decide('given a task, when the same values arrive again, then no events (nothing to record)', () => {
   const task = givenTask({ description: 'same', completed: true });
-  assert.equal(decide(change({ title: 'Write tests', description: 'same', completed: true }), task), { ok: true, events: [] });
+  assert.equal(decide(change({ title: 'Write tests', description: 'same', completed: true }), task), {
+    ok: true,
+    events: [],
+  });
   assert.equal(decide(change({}), task), { ok: true, events: [] });
 });
 
 const Evolve = suite('evolve: what a task looks like after its events');
 
 Evolve('TaskCreated gives version 1 with the owner and equal created/updated times', () => {
-  const created: TaskEvent = { type: 'TaskCreated', data: { title: 'A', description: '', completed: false, owner_id: 2, owner: 'bob' } };
+  const created: TaskEvent = {
+    type: 'TaskCreated',
+    data: { title: 'A', description: '', completed: false, owner_id: 2, owner: 'bob' },
+  };
   assert.equal(evolve(null, created, { streamId: 5, version: 1, recordedAt: t0 }), {
     id: 5,
     title: 'A',
@@ -106,11 +154,16 @@ Evolve('details, complete and reopen bump the version and updated_at, never crea
     { type: 'TaskCompleted', data: {} },
   ]);
   assert.equal(after, givenTask({ description: 'more', completed: true, version: 3, updatedAt: t1 }));
-  assert.equal(fold(after, [{ type: 'TaskReopened', data: {} }]), givenTask({ description: 'more', completed: false, version: 4, updatedAt: t1 }));
+  assert.equal(
+    fold(after, [{ type: 'TaskReopened', data: {} }]),
+    givenTask({ description: 'more', completed: false, version: 4, updatedAt: t1 }),
+  );
 });
 
 Evolve('a partial details event changes only the fields it names', () => {
-  const after = fold(givenTask({ description: 'keep' }), [{ type: 'TaskDetailsChanged', data: { title: 'Only title' } }]);
+  const after = fold(givenTask({ description: 'keep' }), [
+    { type: 'TaskDetailsChanged', data: { title: 'Only title' } },
+  ]);
   assert.is(after?.title, 'Only title');
   assert.is(after?.description, 'keep');
 });
@@ -157,7 +210,9 @@ Validate('given blank, whitespace-only or null titles, then blank / null texts',
 Validate('given 200 characters the title is accepted; 201 is refused with the limit', () => {
   assert.is(parseTaskInput({ title: 'x'.repeat(200) }, false).title, 'x'.repeat(200));
   assert.is(parseTaskInput({ title: '😀'.repeat(200) }, false).title, '😀'.repeat(200));
-  assert.equal(rejection({ title: 'x'.repeat(201) }), { title: ['Ensure this field has no more than 200 characters.'] });
+  assert.equal(rejection({ title: 'x'.repeat(201) }), {
+    title: ['Ensure this field has no more than 200 characters.'],
+  });
 });
 
 Validate('given a number title, then it is coerced to a string; objects and booleans are not strings', () => {
@@ -168,11 +223,17 @@ Validate('given a number title, then it is coerced to a string; objects and bool
 
 Validate('given a title with a NUL character, then DRF refuses it ("Null characters are not allowed.")', () => {
   assert.equal(rejection({ title: 'a\u0000b' }), { title: ['Null characters are not allowed.'] });
-  assert.equal(rejection({ title: 'ok', description: '\u0000' }), { description: ['Null characters are not allowed.'] });
+  assert.equal(rejection({ title: 'ok', description: '\u0000' }), {
+    description: ['Null characters are not allowed.'],
+  });
 });
 
 Validate('given id and unknown fields, then they are ignored and defaults fill the rest', () => {
-  assert.equal(parseTaskInput({ id: 999, title: ' Trim me ', extra: 1 }, false), { title: 'Trim me', description: '', completed: false });
+  assert.equal(parseTaskInput({ id: 999, title: ' Trim me ', extra: 1 }, false), {
+    title: 'Trim me',
+    description: '',
+    completed: false,
+  });
 });
 
 Validate('given a list or a string body, then non_field_errors says what it got', () => {

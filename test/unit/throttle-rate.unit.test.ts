@@ -192,7 +192,10 @@ headers('t is the ceiling in seconds and matches Retry-After on a 429', () => {
 });
 
 headers('several scopes are list members in order', () => {
-  const fields = rateLimitHeaders([decision({}), decision({ scope: 'reports', limit: 10, windowMs: 3_600_000, remaining: 3, resetMs: 1_200_000 })]);
+  const fields = rateLimitHeaders([
+    decision({}),
+    decision({ scope: 'reports', limit: 10, windowMs: 3_600_000, remaining: 3, resetMs: 1_200_000 }),
+  ]);
   assert.is(fields['RateLimit-Policy'], '"user";q=100;w=60, "reports";q=10;w=3600');
   assert.is(fields.RateLimit, '"user";r=42;t=18, "reports";r=3;t=1200');
   assert.equal(rateLimitHeaders([]), {});

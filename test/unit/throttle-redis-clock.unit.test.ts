@@ -18,7 +18,11 @@ Clock('nothing before the first answer; then the least offset and round trip of 
   clock.sample(10_500, 11_504, 10_502);
   assert.equal(clock.estimate(), { offsetMs: 1_000.25, roundTripMs: 0.5 }, 'the previous span still counts');
   clock.sample(21_000, 22_004.5, 21_003);
-  assert.equal(clock.estimate(), { offsetMs: 1_004, roundTripMs: 2 }, 'two spans on, the old samples are gone: a forward step is followed');
+  assert.equal(
+    clock.estimate(),
+    { offsetMs: 1_004, roundTripMs: 2 },
+    'two spans on, the old samples are gone: a forward step is followed',
+  );
 });
 
 Clock('a backward step is followed at once; reset forgets everything before it', () => {

@@ -14,7 +14,16 @@ const keyOf = (check: Check) => `p:throttle:v3:{${check.ident}}:${check.rule.sco
 /** Redis's answer for a check: refused with `resetMs` to wait, or admitted with `remaining`. */
 function redisSays(check: Check, answer: { resetMs: number } | { remaining: number }): Decision {
   const { limit, windowMs } = check.rule.rate;
-  if ('remaining' in answer) return { scope: check.rule.scope, allowed: true, limit, windowMs, remaining: answer.remaining, resetMs: 10, retryAfterS: 0 };
+  if ('remaining' in answer)
+    return {
+      scope: check.rule.scope,
+      allowed: true,
+      limit,
+      windowMs,
+      remaining: answer.remaining,
+      resetMs: 10,
+      retryAfterS: 0,
+    };
   return {
     scope: check.rule.scope,
     allowed: false,
@@ -33,19 +42,31 @@ const ask = (refusals: Refusals, checks: Check[], now: number) => refusals.refus
 
 const Refused = suite('refusals held in process');
 
-Refused('nothing known, nothing refused; a refusal holds until the window frees, counted from when the call was sent', () => {
-  const refusals = new Refusals();
-  const check = { rule: rule('5/min'), ident: 'ip:10.0.0.1' };
-  assert.is(ask(refusals, [check], 0), undefined);
-  // Sent at 1,000 ms; Redis ran it some time later and said 2,500.3 ms to wait (rounded up to 2,501).
-  learn(refusals, [check], [redisSays(check, { resetMs: 2_501 })], 1_000);
-  const [early] = ask(refusals, [check], 1_000) ?? [];
-  assert.equal(early, { scope: 'anon', allowed: false, limit: 5, windowMs: 60_000, remaining: 0, resetMs: 2_500, retryAfterS: 3, local: true });
-  const late = ask(refusals, [check], 3_499.5)?.[0];
-  assert.equal([late?.allowed, late?.resetMs, late?.retryAfterS], [false, 1, 1], 'Retry-After at least 1');
-  assert.is(ask(refusals, [check], 3_500), undefined, 'free no later than Redis frees it: from sentAt + 2,500 ms on');
-  assert.is(refusals.size, 0, 'a passed moment is dropped when looked up');
-});
+Refused(
+  'nothing known, nothing refused; a refusal holds until the window frees, counted from when the call was sent',
+  () => {
+    const refusals = new Refusals();
+    const check = { rule: rule('5/min'), ident: 'ip:10.0.0.1' };
+    assert.is(ask(refusals, [check], 0), undefined);
+    // Sent at 1,000 ms; Redis ran it some time later and said 2,500.3 ms to wait (rounded up to 2,501).
+    learn(refusals, [check], [redisSays(check, { resetMs: 2_501 })], 1_000);
+    const [early] = ask(refusals, [check], 1_000) ?? [];
+    assert.equal(early, {
+      scope: 'anon',
+      allowed: false,
+      limit: 5,
+      windowMs: 60_000,
+      remaining: 0,
+      resetMs: 2_500,
+      retryAfterS: 3,
+      local: true,
+    });
+    const late = ask(refusals, [check], 3_499.5)?.[0];
+    assert.equal([late?.allowed, late?.resetMs, late?.retryAfterS], [false, 1, 1], 'Retry-After at least 1');
+    assert.is(ask(refusals, [check], 3_500), undefined, 'free no later than Redis frees it: from sentAt + 2,500 ms on');
+    assert.is(refusals.size, 0, 'a passed moment is dropped when looked up');
+  },
+);
 
 Refused('Retry-After and RateLimit t are the ceilings of the wait, as Redis gives them', () => {
   const refusals = new Refusals();
@@ -97,7 +118,11 @@ Refused('Redis admitting a check forgets its refusal; a later refusal keeps the 
   learn(refusals, [check], [redisSays(check, { resetMs: 1_000 })], 10);
   assert.is(ask(refusals, [check], 4_000)?.[0]?.resetMs, 999, 'the later of the two moments');
   learn(refusals, [check], [redisSays(check, { remaining: 0 })], 4_100);
-  assert.is(ask(refusals, [check], 4_200), undefined, 'Redis found room: the log is not what was learnt (deleted, restarted)');
+  assert.is(
+    ask(refusals, [check], 4_200),
+    undefined,
+    'Redis found room: the log is not what was learnt (deleted, restarted)',
+  );
   learn(refusals, [check], [redisSays(check, { resetMs: 1 })], 5_000);
   assert.is(ask(refusals, [check], 5_000), undefined, 'a wait under 1 ms refuses nothing here');
 });

@@ -26,7 +26,8 @@ export async function depthCursor(base: string, secret: string, tasks: number): 
     const key = tasks - 11;
     const token = encodeCursor({ key, direction: 'forward' }, LIST, secret);
     const page = await getPage(`${base}/api/tasks/?cursor=${token}`);
-    if (page.results[0]?.id !== key + 1 || page.next === null) throw new Error(`the depth cursor opened ${JSON.stringify(page).slice(0, 300)}`);
+    if (page.results[0]?.id !== key + 1 || page.next === null)
+      throw new Error(`the depth cursor opened ${JSON.stringify(page).slice(0, 300)}`);
     return {
       token,
       how: `the \`next\` cursor after task ${key} (page ${key + 1}–${key + 10}), made with the service's cursor codec and secret, which reproduce the first page's \`next\` token byte for byte`,
@@ -41,7 +42,10 @@ export async function depthCursor(base: string, secret: string, tasks: number): 
   const token = cursorOf(page.next);
   const last = page.results.at(-1)?.id;
   // The walk's cursor keeps page_size=100 in its link; the row asks with the default size.
-  return { token, how: `the \`next\` cursor after task ${last}, reached by following \`next\` through ${walked} pages of 100 from the first page` };
+  return {
+    token,
+    how: `the \`next\` cursor after task ${last}, reached by following \`next\` through ${walked} pages of 100 from the first page`,
+  };
 }
 
 interface Page {

@@ -24,8 +24,18 @@ export interface Stores {
  * migrated, empty `bench_read_path` database.
  */
 export async function startStores(root: string): Promise<Stores> {
-  const postgres = await startEmbeddedPostgres({ dataDir: join(root, 'pg'), port: await findFreePort(), persistent: true, database: 'postgres' });
-  const redis = await startRedis({ dataDir: join(root, 'redis'), port: await findFreePort(), persistent: false, log: () => {} }).catch(async (error) => {
+  const postgres = await startEmbeddedPostgres({
+    dataDir: join(root, 'pg'),
+    port: await findFreePort(),
+    persistent: true,
+    database: 'postgres',
+  });
+  const redis = await startRedis({
+    dataDir: join(root, 'redis'),
+    port: await findFreePort(),
+    persistent: false,
+    log: () => {},
+  }).catch(async (error) => {
     await postgres.stop();
     throw error;
   });
@@ -54,7 +64,11 @@ export async function startStores(root: string): Promise<Stores> {
  * job worker, on the given stores; resolves once both web workers are up.
  */
 export async function startService(env: Record<string, string>): Promise<RunningCluster> {
-  const service = await startCluster({ WEB_CONCURRENCY: '2', JOB_CONCURRENCY: '0', ROLE: 'web', LOG_LEVEL: 'warn', ...env }, 120_000, 'dist');
+  const service = await startCluster(
+    { WEB_CONCURRENCY: '2', JOB_CONCURRENCY: '0', ROLE: 'web', LOG_LEVEL: 'warn', ...env },
+    120_000,
+    'dist',
+  );
   for (let waited = 0; childPids(service.child.pid!).length < 2; waited += 100) {
     if (waited > 60_000) throw new Error(`the service did not fork its two web workers:\n${service.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -73,10 +87,25 @@ export function rssMiB(pid: number): number {
 }
 
 /** The bare node:http cluster of `workers` processes answering `bodyFile`'s bytes on `port`. */
-export async function startBare(port: number, workers: number, bodyFile: string, contentType: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-server.mjs', import.meta.url)), String(port), String(workers), bodyFile, contentType], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+export async function startBare(
+  port: number,
+  workers: number,
+  bodyFile: string,
+  contentType: string,
+): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      fileURLToPath(new URL('./bare-server.mjs', import.meta.url)),
+      String(port),
+      String(workers),
+      bodyFile,
+      contentType,
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   await Promise.race([

@@ -54,7 +54,10 @@ const ms = (value: number) => (value < 10 ? value.toFixed(2) : value < 100 ? val
 const int = (value: number) => Math.round(value).toLocaleString('en-US');
 
 export function markdownTable(summaries: RowSummary[]): string {
-  const lines = ['| row | request | req/s | ÷ bare | p50 ms | p99 ms | non-2xx (of requests) | Redis cmds / req |', '|---|---|---:|---:|---:|---:|---:|---:|'];
+  const lines = [
+    '| row | request | req/s | ÷ bare | p50 ms | p99 ms | non-2xx (of requests) | Redis cmds / req |',
+    '|---|---|---:|---:|---:|---:|---:|---:|',
+  ];
   for (const s of summaries) {
     const refused = `${int(s.non2xx)} (of ${int(s.requests)})${s.socketErrors > 0 ? `, ${int(s.socketErrors)} socket errors` : ''}`;
     const redis = `${s.redisPerRequest.toFixed(2)}${s.row.flood ? ' per refusal' : ''}`;

@@ -36,9 +36,19 @@ export function buildRows(t: RowTargets): Row[] {
   return [
     { name: 'bare node:http, page-1 bytes from memory', request: 'GET / (2 workers)', load: { url: `${t.bare}/` } },
     get('page 1, anonymous', '/api/tasks/'),
-    get('page 1, authenticated', '/api/tasks/', { Authorization: `Bearer ${t.readerToken}` }, 'GET /api/tasks/ + Bearer'),
+    get(
+      'page 1, authenticated',
+      '/api/tasks/',
+      { Authorization: `Bearer ${t.readerToken}` },
+      'GET /api/tasks/ + Bearer',
+    ),
     get('cursor, first page', '/api/tasks/?cursor='),
-    get(`cursor at depth ${t.tasks.toLocaleString('en-US')}`, `/api/tasks/?cursor=${t.depthCursor}`, undefined, 'GET /api/tasks/?cursor=<depth N>'),
+    get(
+      `cursor at depth ${t.tasks.toLocaleString('en-US')}`,
+      `/api/tasks/?cursor=${t.depthCursor}`,
+      undefined,
+      'GET /api/tasks/?cursor=<depth N>',
+    ),
     get('one task', '/api/tasks/1/'),
     get('limit/offset 5000', '/api/tasks/?limit=10&offset=5000'),
     get('page 990', '/api/tasks/?page=990'),
@@ -48,9 +58,18 @@ export function buildRows(t: RowTargets): Row[] {
     {
       name: 'writes, authenticated',
       request: 'POST /api/tasks/ + Bearer, JSON',
-      load: { url: `${t.service}/api/tasks/`, headers: { Authorization: `Bearer ${t.writerToken}` }, script: t.postScript },
+      load: {
+        url: `${t.service}/api/tasks/`,
+        headers: { Authorization: `Bearer ${t.writerToken}` },
+        script: t.postScript,
+      },
     },
-    { name: '429 flood, one anonymous client', request: 'GET /api/tasks/ (anon 1/hour)', load: { url: `${t.flood}/api/tasks/` }, flood: true },
+    {
+      name: '429 flood, one anonymous client',
+      request: 'GET /api/tasks/ (anon 1/hour)',
+      load: { url: `${t.flood}/api/tasks/` },
+      flood: true,
+    },
   ];
 }
 

@@ -56,7 +56,10 @@ export async function seedTasks(db: Kysely<Database>, tasks: number): Promise<Se
   const eventsSeconds = events.finish();
 
   const rebuild = progressBar('rebuild');
-  const summary = await rebuildProjections(db, { batchSize: REBUILD_BATCH, onProgress: (done, total) => rebuild.update(done, total) });
+  const summary = await rebuildProjections(db, {
+    batchSize: REBUILD_BATCH,
+    onProgress: (done, total) => rebuild.update(done, total),
+  });
   const rebuildSeconds = rebuild.finish();
   if (summary.tasks !== tasks) throw new Error(`the rebuild made ${summary.tasks} tasks of ${tasks} events`);
 

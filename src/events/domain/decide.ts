@@ -26,7 +26,8 @@ function decideChanges(fields: Partial<TaskState>, state: TaskState): TaskEvent[
   const events: TaskEvent[] = [];
   const details: { title?: string; description?: string } = {};
   if (fields.title !== undefined && fields.title !== state.title) details.title = fields.title;
-  if (fields.description !== undefined && fields.description !== state.description) details.description = fields.description;
+  if (fields.description !== undefined && fields.description !== state.description)
+    details.description = fields.description;
   if (Object.keys(details).length > 0) events.push({ type: 'TaskDetailsChanged', data: details });
   if (fields.completed === true && !state.completed) events.push({ type: 'TaskCompleted', data: {} });
   if (fields.completed === false && state.completed) events.push({ type: 'TaskReopened', data: {} });

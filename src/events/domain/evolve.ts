@@ -4,7 +4,11 @@ import type { TaskEvent, TaskState } from './task.events.js';
  * Applies one event to a task's state. Pure; the live append path and `npm run rebuild` both use
  * it, which is why a rebuilt projection equals the live one.
  */
-export function evolve(state: TaskState | null, event: TaskEvent, at: { streamId: number; version: number; recordedAt: Date }): TaskState | null {
+export function evolve(
+  state: TaskState | null,
+  event: TaskEvent,
+  at: { streamId: number; version: number; recordedAt: Date },
+): TaskState | null {
   if (event.type === 'TaskCreated') {
     const { title, description, completed, owner_id, owner } = event.data;
     return {

@@ -2,7 +2,10 @@ import type { IdempotencyClaim, RenderAnswer, StoredAnswer } from '../../idempot
 
 /** The facts a task stream records, in the past tense. `data` is what `evolve` needs and no more. */
 export type TaskEvent =
-  | { type: 'TaskCreated'; data: { title: string; description: string; completed: boolean; owner_id: number; owner: string } }
+  | {
+      type: 'TaskCreated';
+      data: { title: string; description: string; completed: boolean; owner_id: number; owner: string };
+    }
   | { type: 'TaskDetailsChanged'; data: { title?: string; description?: string } }
   | { type: 'TaskCompleted'; data: Record<string, never> }
   | { type: 'TaskReopened'; data: Record<string, never> }
@@ -58,9 +61,27 @@ export type ExpectedVersion = number | readonly number[];
 export type ExcludedVersion = readonly number[] | '*';
 
 export type TaskCommand =
-  | { type: 'CreateTask'; actor: Actor; fields: TaskFields; idempotency?: IdempotencyClaim & { render: RenderAnswer<TaskState> } }
-  | { type: 'ChangeTask'; actor: Actor; taskId: number; fields: Partial<TaskFields>; expectedVersion?: ExpectedVersion; excludedVersion?: ExcludedVersion }
-  | { type: 'DeleteTask'; actor: Actor; taskId: number; expectedVersion?: ExpectedVersion; excludedVersion?: ExcludedVersion };
+  | {
+      type: 'CreateTask';
+      actor: Actor;
+      fields: TaskFields;
+      idempotency?: IdempotencyClaim & { render: RenderAnswer<TaskState> };
+    }
+  | {
+      type: 'ChangeTask';
+      actor: Actor;
+      taskId: number;
+      fields: Partial<TaskFields>;
+      expectedVersion?: ExpectedVersion;
+      excludedVersion?: ExcludedVersion;
+    }
+  | {
+      type: 'DeleteTask';
+      actor: Actor;
+      taskId: number;
+      expectedVersion?: ExpectedVersion;
+      excludedVersion?: ExcludedVersion;
+    };
 
 export type Rejection =
   | { ok: false; error: 'not_found' }

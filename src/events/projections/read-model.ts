@@ -21,7 +21,10 @@ export interface ApplyOutcome {
  * the new checkpoint are written together. Nothing else is applied; the caller reads on from the
  * returned checkpoint.
  */
-export async function applyEvents(db: Kysely<Database>, delivered: ReadonlyArray<{ position: number }>): Promise<ApplyOutcome> {
+export async function applyEvents(
+  db: Kysely<Database>,
+  delivered: ReadonlyArray<{ position: number }>,
+): Promise<ApplyOutcome> {
   return db.transaction().execute(async (trx) => {
     const checkpoint = await lockCheckpoint(trx);
     const positions = new Set(delivered.map((e) => e.position));
@@ -36,7 +39,12 @@ export async function applyEvents(db: Kysely<Database>, delivered: ReadonlyArray
 
 /** The checkpoint, locked until the transaction ends so no other writer applies the same events. */
 export async function lockCheckpoint(trx: Transaction<Database>): Promise<number> {
-  const row = await trx.selectFrom('projection_checkpoints').select('position').where('name', '=', OWNER_COUNTS).forUpdate().executeTakeFirst();
+  const row = await trx
+    .selectFrom('projection_checkpoints')
+    .select('position')
+    .where('name', '=', OWNER_COUNTS)
+    .forUpdate()
+    .executeTakeFirst();
   if (row) return row.position;
   await trx
     .insertInto('projection_checkpoints')
@@ -62,7 +70,9 @@ export async function applyRange(trx: Transaction<Database>, after: number, upTo
     on conflict (owner) do update
       set open = owner_task_counts.open + excluded.open, completed = owner_task_counts.completed + excluded.completed
     returning owner, open, completed`.execute(trx);
-  const emptied = (rows as Array<{ owner: string; open: number; completed: number }>).filter((r) => r.open === 0 && r.completed === 0).map((r) => r.owner);
+  const emptied = (rows as Array<{ owner: string; open: number; completed: number }>)
+    .filter((r) => r.open === 0 && r.completed === 0)
+    .map((r) => r.owner);
   if (emptied.length > 0) await trx.deleteFrom('owner_task_counts').where('owner', 'in', emptied).execute();
 }
 
@@ -91,6 +101,10 @@ export async function readOwnerCounts(db: Kysely<Database>, owner?: string): Pro
 
 /** The checkpoint as last committed, without locking it. */
 export async function readCheckpoint(db: Kysely<Database>): Promise<number> {
-  const row = await db.selectFrom('projection_checkpoints').select('position').where('name', '=', OWNER_COUNTS).executeTakeFirst();
+  const row = await db
+    .selectFrom('projection_checkpoints')
+    .select('position')
+    .where('name', '=', OWNER_COUNTS)
+    .executeTakeFirst();
   return row?.position ?? 0;
 }

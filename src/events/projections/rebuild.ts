@@ -34,7 +34,10 @@ const BATCH = 10_000;
  * as it was. The log is read in position order in batches; memory holds one batch. Reports its
  * progress to `onProgress` and returns a summary.
  */
-export async function rebuildProjections(db: Kysely<Database>, { batchSize = BATCH, onProgress = () => {} }: RebuildOptions = {}): Promise<RebuildSummary> {
+export async function rebuildProjections(
+  db: Kysely<Database>,
+  { batchSize = BATCH, onProgress = () => {} }: RebuildOptions = {},
+): Promise<RebuildSummary> {
   const began = Date.now();
   const summary = await db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
@@ -70,7 +73,12 @@ export async function rebuildProjections(db: Kysely<Database>, { batchSize = BAT
 }
 
 /** Applies the events in (`after`, `upTo`] to the tasks being rebuilt, with the live path's `evolve`. */
-async function rebuildTasks(trx: Transaction<Database>, after: number, upTo: number, counters: Counters): Promise<void> {
+async function rebuildTasks(
+  trx: Transaction<Database>,
+  after: number,
+  upTo: number,
+  counters: Counters,
+): Promise<void> {
   const events = await trx
     .selectFrom('events')
     .select(['position', 'stream_id', 'version', 'type', 'data', 'recorded_at'])
@@ -90,7 +98,11 @@ async function rebuildTasks(trx: Transaction<Database>, after: number, upTo: num
   }
   for (const e of events) {
     const before = tasks.get(e.stream_id) ?? null;
-    const after = evolve(before, { type: e.type, data: e.data } as TaskEvent, { streamId: e.stream_id, version: e.version, recordedAt: e.recorded_at });
+    const after = evolve(before, { type: e.type, data: e.data } as TaskEvent, {
+      streamId: e.stream_id,
+      version: e.version,
+      recordedAt: e.recorded_at,
+    });
     tasks.set(e.stream_id, after);
     if (e.type === 'TaskCreated') counters.lastTaskId = Math.max(counters.lastTaskId, e.stream_id);
     counters.taskCount += (after ? 1 : 0) - (before ? 1 : 0);

@@ -36,20 +36,33 @@ export async function appendBatch(
 ): Promise<CommandOutcome[]> {
   return db.transaction().execute(async (trx) => {
     // Not granted within lockWaitMs: PostgreSQL fails the statement with 55P03 and nothing is written.
-    if (lockWaitMs !== undefined) await sql`select set_config('lock_timeout', ${`${Math.max(1, Math.ceil(lockWaitMs))}ms`}, true)`.execute(trx);
-    const { rows } = await sql<{ now: Date }>`select pg_advisory_xact_lock(${APPEND_LOCK}), clock_timestamp() as now`.execute(trx);
+    if (lockWaitMs !== undefined)
+      await sql`select set_config('lock_timeout', ${`${Math.max(1, Math.ceil(lockWaitMs))}ms`}, true)`.execute(trx);
+    const { rows } = await sql<{
+      now: Date;
+    }>`select pg_advisory_xact_lock(${APPEND_LOCK}), clock_timestamp() as now`.execute(trx);
     const now = rows[0]!.now;
     const state = await loadBatchState(trx, commands);
-    const writes: BatchWrites = { events: [], tasks: new Map(), created: [], idempotency: [], counters: { ...state.counters } };
+    const writes: BatchWrites = {
+      events: [],
+      tasks: new Map(),
+      created: [],
+      idempotency: [],
+      counters: { ...state.counters },
+    };
     const outcomes = commands.map((command) => runCommand(command, state, writes, now));
     await writeBatch(trx as Transaction<Database>, writes, state.counters);
-    if (beforeCommit && writes.counters.lastPosition !== state.counters.lastPosition) await beforeCommit(writes.counters.lastPosition);
+    if (beforeCommit && writes.counters.lastPosition !== state.counters.lastPosition)
+      await beforeCommit(writes.counters.lastPosition);
     return outcomes;
   });
 }
 
 function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites, now: Date): CommandOutcome {
-  const claim = command.type === 'CreateTask' && command.idempotency ? { userId: command.actor.userId, ...command.idempotency } : undefined;
+  const claim =
+    command.type === 'CreateTask' && command.idempotency
+      ? { userId: command.actor.userId, ...command.idempotency }
+      : undefined;
   const earlier = claim && state.idempotency.get(claimId(claim));
   if (claim && earlier) {
     const replay = decideReplay(earlier, claim);
@@ -101,7 +114,9 @@ export async function republishHead(db: Kysely<Database>, publish: (head: number
   await db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
     // A statement of its own: its snapshot is taken after the lock is held.
-    const { rows } = await sql<{ head: string | number }>`select value as head from counters where name = 'events.last_position'`.execute(trx);
+    const { rows } = await sql<{
+      head: string | number;
+    }>`select value as head from counters where name = 'events.last_position'`.execute(trx);
     await publish(Number(rows[0]?.head ?? 0));
   });
 }

@@ -17,11 +17,20 @@ export interface BatchState {
   idempotency: Map<string, IdempotencyRecord>;
 }
 
-export const COUNTER_NAMES = { taskCount: 'tasks.count', lastTaskId: 'tasks.last_id', lastPosition: 'events.last_position' } as const;
+export const COUNTER_NAMES = {
+  taskCount: 'tasks.count',
+  lastTaskId: 'tasks.last_id',
+  lastPosition: 'events.last_position',
+} as const;
 
-export async function loadBatchState(trx: Transaction<Database>, commands: readonly TaskCommand[]): Promise<BatchState> {
+export async function loadBatchState(
+  trx: Transaction<Database>,
+  commands: readonly TaskCommand[],
+): Promise<BatchState> {
   const taskIds = [...new Set(commands.flatMap((c) => (c.type === 'CreateTask' ? [] : [c.taskId])))];
-  const claims = commands.flatMap((c) => (c.type === 'CreateTask' && c.idempotency ? [{ userId: c.actor.userId, key: c.idempotency.key }] : []));
+  const claims = commands.flatMap((c) =>
+    c.type === 'CreateTask' && c.idempotency ? [{ userId: c.actor.userId, key: c.idempotency.key }] : [],
+  );
 
   const [counterRows, taskRows, idempotency] = await Promise.all([
     trx.selectFrom('counters').select(['name', 'value']).execute(),

@@ -19,7 +19,11 @@ export interface BatchWrites {
 /** Keeps multi-row statements under PostgreSQL's 65,535 bind parameters. */
 const CHUNK = 2_000;
 
-export async function writeBatch(trx: Transaction<Database>, writes: BatchWrites, before: Readonly<Counters>): Promise<void> {
+export async function writeBatch(
+  trx: Transaction<Database>,
+  writes: BatchWrites,
+  before: Readonly<Counters>,
+): Promise<void> {
   for (const chunk of chunks(writes.events)) {
     await trx
       .insertInto('events')

@@ -15,6 +15,12 @@ export interface FeedRequest {
  * `next` from 0 visits every event exactly once.
  */
 export async function readFeed(db: Kysely<Database>, { after, limit }: FeedRequest): Promise<RecordedEvent[]> {
-  const rows = await db.selectFrom('events').select(eventColumns).where('position', '>', after).orderBy('position', 'asc').limit(limit).execute();
+  const rows = await db
+    .selectFrom('events')
+    .select(eventColumns)
+    .where('position', '>', after)
+    .orderBy('position', 'asc')
+    .limit(limit)
+    .execute();
   return rows.map(rowToEvent);
 }

@@ -28,7 +28,11 @@ export function rangeDeltas(created: readonly number[], gone: readonly number[])
  * Applies a batch's range deltas in one statement. Runs in the append transaction, under the
  * append lock, so the counts move with the tasks they count and no two writers race on a range.
  */
-export async function writeRangeDeltas(trx: Transaction<Database>, created: readonly number[], gone: readonly number[]): Promise<void> {
+export async function writeRangeDeltas(
+  trx: Transaction<Database>,
+  created: readonly number[],
+  gone: readonly number[],
+): Promise<void> {
   const deltas = rangeDeltas(created, gone);
   if (deltas.size === 0) return;
   await sql`
@@ -48,5 +52,7 @@ export async function rebuildTaskRanges(trx: Transaction<Database>, lastTaskId: 
     insert into task_ranges (range_id, live)
     select r.range_id, coalesce(n.live, 0)
     from generate_series(0, ${lastTaskId}::bigint / ${RANGE_SIZE}) as r(range_id)
-    left join (select id / ${RANGE_SIZE} as range_id, count(*)::integer as live from tasks group by 1) n on n.range_id = r.range_id`.execute(trx);
+    left join (select id / ${RANGE_SIZE} as range_id, count(*)::integer as live from tasks group by 1) n on n.range_id = r.range_id`.execute(
+    trx,
+  );
 }

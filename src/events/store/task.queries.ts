@@ -21,7 +21,8 @@ type PageRow = { total: number } & (Selectable<TasksTable> | { id: null });
  */
 export function tasksPageQuery(offset: number, limit: number, ordering: Ordering): RawBuilder<PageRow> {
   const direction = sql.raw(ordering === 'asc' ? 'asc' : 'desc');
-  const fromRange = ordering === 'asc' ? sql`t.id >= s.range_id * ${RANGE_SIZE}` : sql`t.id < (s.range_id + 1) * ${RANGE_SIZE}`;
+  const fromRange =
+    ordering === 'asc' ? sql`t.id >= s.range_id * ${RANGE_SIZE}` : sql`t.id < (s.range_id + 1) * ${RANGE_SIZE}`;
   return sql<PageRow>`
     with ranges as (
       select range_id, live, sum(live) over (order by range_id ${direction}) - live as before
@@ -138,6 +139,9 @@ export async function streamFacts(db: Kysely<Database>, taskIds: readonly number
     from events e
     where e.stream_id = any(${[...taskIds]}::bigint[]) and e.version = 1`.execute(db);
   for (const row of rows)
-    facts.set(Number(row.stream_id), { ownerId: row.owner_id === null ? null : Number(row.owner_id), deleted: row.last_type === 'TaskDeleted' });
+    facts.set(Number(row.stream_id), {
+      ownerId: row.owner_id === null ? null : Number(row.owner_id),
+      deleted: row.last_type === 'TaskDeleted',
+    });
   return facts;
 }

@@ -35,24 +35,32 @@ const parameters: Record<string, Json> = {
     description: 'Limit/offset style: items per page (default PAGE_SIZE, clamped to MAX_PAGE_SIZE).',
     schema: integerAtLeast(1),
   },
-  offset: { name: 'offset', in: 'query', description: 'Limit/offset style: items to skip (default 0).', schema: integerAtLeast(0) },
+  offset: {
+    name: 'offset',
+    in: 'query',
+    description: 'Limit/offset style: items to skip (default 0).',
+    schema: integerAtLeast(0),
+  },
   cursor: {
     name: 'cursor',
     in: 'query',
-    description: 'Cursor style: empty for the first page, then the token of a `next`/`previous` link. Not with `page`, `limit` or `offset` (400).',
+    description:
+      'Cursor style: empty for the first page, then the token of a `next`/`previous` link. Not with `page`, `limit` or `offset` (400).',
     schema: text,
     allowEmptyValue: true,
   },
   'If-Match': {
     name: 'If-Match',
     in: 'header',
-    description: 'Change only if the task\'s current ETag is one of these strong tags (`"<id>-<version>"`), or `*`; else 412.',
+    description:
+      'Change only if the task\'s current ETag is one of these strong tags (`"<id>-<version>"`), or `*`; else 412.',
     schema: text,
   },
   'If-None-Match': {
     name: 'If-None-Match',
     in: 'header',
-    description: 'On a read: 304 when a tag is still current. On a change: 412 when the current ETag is one of these, or `*`.',
+    description:
+      'On a read: 304 when a tag is still current. On a change: 412 when the current ETag is one of these, or `*`.',
     schema: text,
   },
   'Idempotency-Key': {
@@ -65,10 +73,16 @@ const parameters: Record<string, Json> = {
 };
 
 const headers: Record<string, Json> = {
-  ETag: { description: 'Strong entity tag: `"<id>-<version>"` for a task, `"L<head>.<digest>"` for a list.', schema: text },
+  ETag: {
+    description: 'Strong entity tag: `"<id>-<version>"` for a task, `"L<head>.<digest>"` for a list.',
+    schema: text,
+  },
   Location: { description: 'Absolute URL of the created resource.', schema: { type: 'string', format: 'uri' } },
   'Cache-Control': { description: '`no-cache`: revalidate with `If-None-Match`.', schema: text },
-  'Idempotent-Replayed': { description: '`true` when this answer replays the first request with the same `Idempotency-Key`.', schema: { const: 'true' } },
+  'Idempotent-Replayed': {
+    description: '`true` when this answer replays the first request with the same `Idempotency-Key`.',
+    schema: { const: 'true' },
+  },
   'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: integerAtLeast(0) },
   'WWW-Authenticate': { description: 'The scheme to authenticate with: `Bearer realm="api"`.', schema: text },
   Allow: { description: "The methods of the path, in DRF's order.", schema: text },
@@ -78,7 +92,8 @@ const headers: Record<string, Json> = {
     schema: text,
   },
   RateLimit: {
-    description: 'One member per scope: `"<scope>";r=<remaining>;t=<seconds until r grows>`. On a 429, `t` equals `Retry-After`.',
+    description:
+      'One member per scope: `"<scope>";r=<remaining>;t=<seconds until r grows>`. On a 429, `t` equals `Retry-After`.',
     schema: text,
   },
 };
@@ -88,29 +103,55 @@ const detail = (description: string, example: string, extra: Json = {}): Json =>
   ...extra,
   content: { 'application/json': { schema: { $ref: REF.schema('Error') }, example: { detail: example } } },
 });
-const rateLimitFields = { 'RateLimit-Policy': { $ref: REF.header('RateLimit-Policy') }, RateLimit: { $ref: REF.header('RateLimit') } };
+const rateLimitFields = {
+  'RateLimit-Policy': { $ref: REF.header('RateLimit-Policy') },
+  RateLimit: { $ref: REF.header('RateLimit') },
+};
 
 const responses: Record<string, Json> = {
   BadRequest: {
-    description: 'A malformed request: `{detail}` (a query parameter, JSON syntax) or a validation error mapping each field to its messages.',
-    content: { 'application/json': { schema: { anyOf: [{ $ref: REF.schema('Error') }, { $ref: REF.schema('ValidationError') }] } } },
+    description:
+      'A malformed request: `{detail}` (a query parameter, JSON syntax) or a validation error mapping each field to its messages.',
+    content: {
+      'application/json': {
+        schema: { anyOf: [{ $ref: REF.schema('Error') }, { $ref: REF.schema('ValidationError') }] },
+      },
+    },
   },
-  NotAuthenticated: detail('No credentials, or a token that is unknown, expired or revoked.', 'Authentication credentials were not provided.', {
-    headers: { 'WWW-Authenticate': { $ref: REF.header('WWW-Authenticate') }, ...rateLimitFields },
-  }),
-  InvalidToken: detail('A token was sent but is malformed, unknown, expired or revoked (anonymous clients need none here).', 'Invalid token.', {
-    headers: { 'WWW-Authenticate': { $ref: REF.header('WWW-Authenticate') }, ...rateLimitFields },
-  }),
+  NotAuthenticated: detail(
+    'No credentials, or a token that is unknown, expired or revoked.',
+    'Authentication credentials were not provided.',
+    {
+      headers: { 'WWW-Authenticate': { $ref: REF.header('WWW-Authenticate') }, ...rateLimitFields },
+    },
+  ),
+  InvalidToken: detail(
+    'A token was sent but is malformed, unknown, expired or revoked (anonymous clients need none here).',
+    'Invalid token.',
+    {
+      headers: { 'WWW-Authenticate': { $ref: REF.header('WWW-Authenticate') }, ...rateLimitFields },
+    },
+  ),
   NotFound: detail('No such resource (or an invalid page or cursor on a list).', 'Not found.'),
-  NotAcceptable: detail('The Accept header excludes JSON, the only representation.', 'Could not satisfy the request Accept header.'),
-  PayloadTooLarge: detail('The body is larger than BODY_LIMIT_BYTES (default 65536).', 'Request body is larger than 65536 bytes.'),
+  NotAcceptable: detail(
+    'The Accept header excludes JSON, the only representation.',
+    'Could not satisfy the request Accept header.',
+  ),
+  PayloadTooLarge: detail(
+    'The body is larger than BODY_LIMIT_BYTES (default 65536).',
+    'Request body is larger than 65536 bytes.',
+  ),
   UnsupportedMediaType: detail(
     'The body is not `application/json` in UTF-8.',
     'Unsupported media type "none" in request. Send the body as JSON with Content-Type: application/json.',
   ),
-  Throttled: detail("Over the rate of the request's throttle scope: wait `Retry-After` seconds.", 'Request was throttled. Expected available in 37 seconds.', {
-    headers: { 'Retry-After': { $ref: REF.header('Retry-After') }, ...rateLimitFields },
-  }),
+  Throttled: detail(
+    "Over the rate of the request's throttle scope: wait `Retry-After` seconds.",
+    'Request was throttled. Expected available in 37 seconds.',
+    {
+      headers: { 'Retry-After': { $ref: REF.header('Retry-After') }, ...rateLimitFields },
+    },
+  ),
   Unavailable: detail(
     "The database did not answer in time, Redis could not take a write's publication, or the throttle store is down with THROTTLE_FAILURE_MODE=closed. Nothing was written: retry after `Retry-After`.",
     'The database is busy and could not answer in time. Try again later.',
@@ -124,8 +165,17 @@ export function commonComponents(): Json {
     headers,
     responses,
     securitySchemes: {
-      bearerAuth: { type: 'http', scheme: 'bearer', description: 'A token from `POST /api/auth/token/`: `Authorization: Bearer <token>`.' },
-      tokenAuth: { type: 'apiKey', in: 'header', name: 'Authorization', description: "DRF's spelling of the same token: `Authorization: Token <token>`." },
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        description: 'A token from `POST /api/auth/token/`: `Authorization: Bearer <token>`.',
+      },
+      tokenAuth: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'Authorization',
+        description: "DRF's spelling of the same token: `Authorization: Token <token>`.",
+      },
     },
   };
 }

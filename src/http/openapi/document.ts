@@ -41,7 +41,8 @@ export function buildDocument(operations: readonly Operation[], origin?: string)
     info: {
       title: 'Paceline API',
       version: '1',
-      description: "Tasks with three pagination styles, exact rate limits and an event feed. Errors are JSON with DRF's texts; see the README.",
+      description:
+        "Tasks with three pagination styles, exact rate limits and an event feed. Errors are JSON with DRF's texts; see the README.",
     },
     ...(origin ? { servers: [{ url: origin }] } : {}),
     tags: [...new Set(operations.map((op) => op.tag))].map((name) => ({ name })),
@@ -52,16 +53,35 @@ export function buildDocument(operations: readonly Operation[], origin?: string)
 
 function describe(op: Operation): Json {
   const parameters = [
-    ...Object.entries(op.params ?? {}).map(([name, schema]) => ({ name, in: 'path', required: true, schema: inline(schema) })),
-    ...Object.entries(op.query ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema: inline(schema) })),
-    ...(op.list ? [...['page', 'page_size', 'limit', 'offset', 'cursor'].map((name) => ({ $ref: REF.parameter(name) })), ordering(op.list.ordering)] : []),
+    ...Object.entries(op.params ?? {}).map(([name, schema]) => ({
+      name,
+      in: 'path',
+      required: true,
+      schema: inline(schema),
+    })),
+    ...Object.entries(op.query ?? {}).map(([name, schema]) => ({
+      name,
+      in: 'query',
+      required: false,
+      schema: inline(schema),
+    })),
+    ...(op.list
+      ? [
+          ...['page', 'page_size', 'limit', 'offset', 'cursor'].map((name) => ({ $ref: REF.parameter(name) })),
+          ordering(op.list.ordering),
+        ]
+      : []),
     ...(op.headers ?? []).map((name) => ({ $ref: REF.parameter(name) })),
   ];
   const answers: Record<string, Json> = {};
   for (const [status, spec] of Object.entries(op.responses)) answers[status] = response(spec, op.access !== 'public');
   if (op.list) {
     answers[200] = response(
-      { description: 'A page, in the style the query asks for.', body: op.list.envelopes, headers: op.list.cached ? ['ETag', 'Cache-Control'] : [] },
+      {
+        description: 'A page, in the style the query asks for.',
+        body: op.list.envelopes,
+        headers: op.list.cached ? ['ETag', 'Cache-Control'] : [],
+      },
       true,
     );
     answers[400] ??= { $ref: REF.response('BadRequest') };
@@ -78,7 +98,12 @@ function describe(op: Operation): Json {
     summary: op.summary,
     ...(op.description ? { description: op.description } : {}),
     tags: [op.tag],
-    security: op.access === 'public' ? [] : op.access === 'required' ? [{ bearerAuth: [] }, { tokenAuth: [] }] : [{}, { bearerAuth: [] }, { tokenAuth: [] }],
+    security:
+      op.access === 'public'
+        ? []
+        : op.access === 'required'
+          ? [{ bearerAuth: [] }, { tokenAuth: [] }]
+          : [{}, { bearerAuth: [] }, { tokenAuth: [] }],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: ref(op.body) } } } } : {}),
     responses: { ...answers, ...(op.access === 'public' ? {} : guardResponses(op.access === 'required')) },
@@ -104,7 +129,9 @@ function response(spec: ResponseSpec, throttled: boolean): Json {
   return {
     description: spec.description,
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
-    ...(bodies.length > 0 ? { content: Object.fromEntries((spec.jsonMedia ?? ['application/json']).map((type) => [type, { schema }])) } : {}),
+    ...(bodies.length > 0
+      ? { content: Object.fromEntries((spec.jsonMedia ?? ['application/json']).map((type) => [type, { schema }])) }
+      : {}),
     ...(spec.media ? { content: { [spec.media]: { schema: { type: 'string' } } } } : {}),
   };
 }
@@ -133,5 +160,7 @@ function inline(schema: z.ZodType): Json {
 
 /** The registry's schemas without their `$schema`/`$id` (the document's dialect and position say them). */
 function bare(converted: { schemas: Record<string, Json> }): Record<string, Json> {
-  return Object.fromEntries(Object.entries(converted.schemas).map(([id, { $schema: _s, $id: _i, ...rest }]) => [id, rest]));
+  return Object.fromEntries(
+    Object.entries(converted.schemas).map(([id, { $schema: _s, $id: _i, ...rest }]) => [id, rest]),
+  );
 }

@@ -9,7 +9,8 @@ export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 export type RequestHeader = 'If-Match' | 'If-None-Match' | 'Idempotency-Key';
 
 /** A response header the API document describes once and a response names. */
-export type ResponseHeader = 'ETag' | 'Location' | 'Cache-Control' | 'Idempotent-Replayed' | 'Retry-After' | 'WWW-Authenticate';
+export type ResponseHeader =
+  'ETag' | 'Location' | 'Cache-Control' | 'Idempotent-Replayed' | 'Retry-After' | 'WWW-Authenticate';
 
 export interface ResponseSpec {
   description: string;

@@ -38,7 +38,9 @@ export const docsOperations = {
     summary: 'The document, rendered (Swagger UI)',
     tag: 'meta',
     access: 'public',
-    responses: { 200: { description: 'An HTML page; its scripts and styles are served below `/api/docs/`.', media: 'text/html' } },
+    responses: {
+      200: { description: 'An HTML page; its scripts and styles are served below `/api/docs/`.', media: 'text/html' },
+    },
   }),
   asset: defineOperation({
     method: 'get',
@@ -48,7 +50,10 @@ export const docsOperations = {
     tag: 'meta',
     access: 'public',
     params: { file: z.string() },
-    responses: { 200: { description: 'The file.', media: '*/*' }, 304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] } },
+    responses: {
+      200: { description: 'The file.', media: '*/*' },
+      304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] },
+    },
   }),
 };
 

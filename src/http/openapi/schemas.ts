@@ -101,17 +101,41 @@ export const reportSchema = named(
 export function envelopes(name: string, item: z.ZodType) {
   const links = { next: link, previous: link, results: z.array(item) };
   return [
-    named(responses, `${name}PageNumberPage`, z.object({ count, ...links }), `Page-number style (default; \`page\`, \`page_size\`).`),
-    named(responses, `${name}LimitOffsetPage`, z.object({ count, ...links }), 'Limit/offset style (`limit`, `offset`).'),
-    named(responses, `${name}CursorPage`, z.object(links), 'Cursor style (`cursor`, `page_size`): no `count`; follow `next`.'),
+    named(
+      responses,
+      `${name}PageNumberPage`,
+      z.object({ count, ...links }),
+      `Page-number style (default; \`page\`, \`page_size\`).`,
+    ),
+    named(
+      responses,
+      `${name}LimitOffsetPage`,
+      z.object({ count, ...links }),
+      'Limit/offset style (`limit`, `offset`).',
+    ),
+    named(
+      responses,
+      `${name}CursorPage`,
+      z.object(links),
+      'Cursor style (`cursor`, `page_size`): no `count`; follow `next`.',
+    ),
   ] as const;
 }
 export const taskPages = envelopes('Task', taskSchema);
 export const eventPages = envelopes('Event', eventSchema);
 export const reportPages = envelopes('Report', reportSchema);
 
-export const feedSchema = named(responses, 'EventFeed', z.object({ next: z.url(), results: z.array(eventSchema) }), 'Always a `next` link: poll it.');
-export const tokenSchema = named(responses, 'Token', z.object({ token: z.string().regex(/^[0-9a-f]{64}$/), expires_at: dateTime }));
+export const feedSchema = named(
+  responses,
+  'EventFeed',
+  z.object({ next: z.url(), results: z.array(eventSchema) }),
+  'Always a `next` link: poll it.',
+);
+export const tokenSchema = named(
+  responses,
+  'Token',
+  z.object({ token: z.string().regex(/^[0-9a-f]{64}$/), expires_at: dateTime }),
+);
 export const statsSchema = named(
   responses,
   'TaskStats',
@@ -127,13 +151,21 @@ export const rateLimitsSchema = named(
   z.array(z.object({ scope: z.string(), rate: z.string(), keyed_by: z.enum(KEYED_BY) })),
   'The limits enforced; empty while THROTTLE_ENABLED is off.',
 );
-export const rootSchema = named(responses, 'ApiRoot', z.record(z.string(), z.url()), 'Absolute links to every collection.');
+export const rootSchema = named(
+  responses,
+  'ApiRoot',
+  z.record(z.string(), z.url()),
+  'Absolute links to every collection.',
+);
 export const healthSchema = named(responses, 'Health', z.object({ status: z.literal('ok') }));
 export const readinessSchema = named(
   responses,
   'Readiness',
   z.union([
-    z.object({ status: z.enum(['ready', 'unavailable']), checks: z.object({ database: z.enum(['ok', 'failing']), redis: z.enum(['ok', 'failing']) }) }),
+    z.object({
+      status: z.enum(['ready', 'unavailable']),
+      checks: z.object({ database: z.enum(['ok', 'failing']), redis: z.enum(['ok', 'failing']) }),
+    }),
     z.object({ status: z.literal('stopping') }),
   ]),
   '`stopping` once the host has been told to stop (DRAIN_DELAY_MS): balancers take it out while it still serves.',
