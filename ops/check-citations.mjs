@@ -4,10 +4,11 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-const ROOTS = ['src', 'workers', 'db', 'ops', 'test', 'docs', 'README.md', 'CHANGELOG.md'];
+const ROOTS = ['src', 'workers', 'db', 'ops', 'test', 'clients', 'docs', 'README.md', 'CHANGELOG.md', 'Dockerfile'];
 const SKIP = new Set(['node_modules', 'dist', '.data', 'results']);
-// The page, then anything a comment puts between it and the quoted section when a line breaks.
-const CITATION = /\b(README(?:\.md)?|docs\/[a-z0-9-]+\.md)[\s*/#]*"([^"\n]+)"/g;
+// The page, then anything a comment puts between it and the quoted section when a line breaks;
+// quotes may be escaped (a citation inside a JSON string).
+const CITATION = /\b(README(?:\.md)?|docs\/[a-z0-9-]+\.md)[\s*/#]*\\?"([^"\n\\]+)\\?"/g;
 
 /** Every file under `path` (a file or a folder), skipping build output, data and dependencies. */
 function listFiles(path) {
