@@ -133,8 +133,12 @@ async function main(): Promise<void> {
     THROTTLE_ANON: '100000/s',
     THROTTLE_USER: '100000/s',
   };
-  const [guarded, open] = await Promise.all([startService(guardedEnv), startService(openEnv)]);
-  running.services.push(guarded, open);
+  const started = await Promise.allSettled([startService(guardedEnv), startService(openEnv)]);
+  for (const result of started) if (result.status === 'fulfilled') running.services.push(result.value);
+  const [guarded, open] = started.map((result) => {
+    if (result.status === 'rejected') throw result.reason;
+    return result.value;
+  }) as [RunningCluster, RunningCluster];
 
   const page1 = await fetch(`${open.base}/api/tasks/`, { headers: { 'X-Forwarded-For': '10.0.0.1' } });
   const bodyFile = join(running.root, 'page-1.json');
