@@ -1,0 +1,256 @@
+/**
+ * `npm run bench:abuse`: what an abusive client costs the compiled service and a well-behaved
+ * client beside it. Starts a throwaway PostgreSQL and Redis, seeds a few tasks, starts
+ * `node dist/src/main.js` twice with two web workers each: the guarded instance (the default
+ * limits, behind a trusted proxy so that each abuser can be many addresses) that every abuse
+ * hits, and an open one (limits never reached) that serves the yardsticks, page 1 and /healthz,
+ * beside a bare node:http server. A good client (its own process) reads page 1 on the guarded
+ * instance at a fixed rate, or logs in, throughout. Each row runs after a quiet window (the good
+ * client alone: its baseline latencies and the service's background rates, subtracted from the
+ * row's counters). Prints a Markdown table, also written to ops/bench/results/abuse.md.
+ *
+ *   npm run bench:abuse                                  # about 4 minutes of load
+ *   BENCH_ROUNDS=1 BENCH_SECONDS=2 npm run bench:abuse   # a quicker, rougher run
+ *   BENCH_LOG_LEVEL=warn npm run bench:abuse             # without the access log (as `npm run bench`)
+ */
+import type { ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { Redis } from 'ioredis';
+import { connectDatabase } from '../../db/connect.js';
+import { loadConfig } from '../../src/config.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { runDocsRow } from './abuse/docs-row.js';
+import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';
+import { createCostReader } from './abuse/costs.js';
+import { runFloodRows } from './abuse/flood-rows.js';
+import { startGoodClient, type GoodClient } from './abuse/good-client-process.js';
+import { describeCommit, uptime, wrkVersion } from './abuse/machine.js';
+import { runMetricsRow } from './abuse/metrics-row.js';
+import { BENCH_DATABASE, startCountingStores } from './abuse/stores.js';
+import { factList, markdownTable } from './abuse/report.js';
+import type { RunningCluster } from './fixtures/cluster.js';
+import { startBare, startService, type Stores } from './read-path/processes.js';
+import { seedTasks } from './read-path/seed.js';
+
+const RESULTS = process.env.BENCH_RESULTS || 'ops/bench/results/abuse.md';
+const SECRET = 'abuse-bench-cursor-secret-0123456789';
+const TASKS = 1_000;
+const OPEN_DATABASE = 'bench_abuse_open';
+const GOOD_RATES = { get: 20, login: 3 };
+
+function setting(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) {
+    process.stderr.write(`${name} must be a whole number of at least 1, got "${text}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const rounds = setting('BENCH_ROUNDS', 3);
+const logLevel = process.env.BENCH_LOG_LEVEL || 'info';
+const seconds = setting('BENCH_SECONDS', 4);
+
+const running: {
+  stores?: Stores;
+  services: RunningCluster[];
+  bare?: ChildProcess;
+  good?: GoodClient;
+  close: (() => Promise<unknown> | void)[];
+  root?: string;
+} = { services: [], close: [] };
+
+async function cleanUp(): Promise<void> {
+  running.good?.stop();
+  running.bare?.kill('SIGTERM');
+  await Promise.allSettled(running.services.map((service) => service.stop('SIGTERM')));
+  await Promise.allSettled(running.close.map((close) => close()));
+  await running.stores?.stop().catch(() => {});
+  if (running.root) await rm(running.root, { recursive: true, force: true });
+}
+
+/** The metrics server's header timeout: its setting when the service has one, else Node's default. */
+function metricsHeadersTimeout(env: Record<string, string>): { ms: number; source: string } {
+  const config = loadConfig({ ...process.env, ...env }) as unknown as Record<string, unknown>;
+  const key = Object.keys(config).find((name) => /^METRICS_.*HEADERS?_TIMEOUT/.test(name));
+  if (key && typeof config[key] === 'number') return { ms: config[key], source: `${key}, its default` };
+  return { ms: createServer().headersTimeout, source: "no setting: Node's default headersTimeout" };
+}
+
+/** The login hash bound, when the service has one. */
+function hashBound(env: Record<string, string>): string {
+  const config = loadConfig({ ...process.env, ...env }) as unknown as Record<string, unknown>;
+  const keys = Object.keys(config).filter((name) => /^LOGIN_HASH/.test(name));
+  return keys.length ? keys.map((key) => `${key}=${String(config[key])}`).join(', ') : 'none (no setting)';
+}
+
+async function seed(stores: Stores) {
+  const db = connectDatabase(stores.databaseUrl, 2);
+  const seeded = await seedTasks(db, TASKS).finally(() => db.destroy());
+  const admin = connectDatabase(stores.databaseUrl.replace(/\/[^/]*$/, '/postgres'), 1);
+  await sql`create database ${sql.id(OPEN_DATABASE)} template ${sql.id(BENCH_DATABASE)}`.execute(admin);
+  await admin.destroy();
+  return seeded;
+}
+
+async function main(): Promise<void> {
+  const startedAt = Date.now();
+  const uptimeBefore = uptime();
+  process.stderr.write(
+    `abuse benchmark: ${rounds} rounds × 4 floods × ${seconds} s, then five abuses; about ${Math.ceil((rounds * (4 * (seconds + 2) + 5) + 130) / 60)} min of load\n`,
+  );
+  running.root = await mkdtemp(join(tmpdir(), 'paceline-abuse-'));
+  await chmod(running.root, 0o755); // as root, PostgreSQL runs as the postgres user
+  const stores = (running.stores = await startCountingStores(running.root));
+  const seeded = await seed(stores);
+
+  // By default both instances log as deployed (LOG_LEVEL info, every request logged): logging is part of the cost.
+  const common = {
+    REDIS_URL: stores.redisUrl,
+    CURSOR_SECRET: SECRET,
+    LOG_LEVEL: logLevel,
+    TRUST_PROXY_HOPS: '1',
+    TRUSTED_PROXIES: '127.0.0.1',
+  };
+  const guardedEnv = {
+    ...common,
+    DATABASE_URL: stores.databaseUrl,
+    REDIS_PREFIX: 'bench:guarded:',
+    // The good client's own budgets (its user, its name) never run out; every other limit is the default.
+    THROTTLE_USER: '100000/s',
+    THROTTLE_LOGIN: '100000/s',
+  };
+  const openEnv = {
+    ...common,
+    DATABASE_URL: stores.databaseUrl.replace(/\/[^/]*$/, `/${OPEN_DATABASE}`),
+    REDIS_PREFIX: 'bench:open:',
+    THROTTLE_ANON: '100000/s',
+    THROTTLE_USER: '100000/s',
+  };
+  const started = await Promise.allSettled([startService(guardedEnv), startService(openEnv)]);
+  for (const result of started) if (result.status === 'fulfilled') running.services.push(result.value);
+  const [guarded, open] = started.map((result) => {
+    if (result.status === 'rejected') throw result.reason;
+    return result.value;
+  }) as [RunningCluster, RunningCluster];
+
+  const page1 = await fetch(`${open.base}/api/tasks/`, { headers: { 'X-Forwarded-For': '10.0.0.1' } });
+  const bodyFile = join(running.root, 'page-1.json');
+  await writeFile(bodyFile, Buffer.from(await page1.arrayBuffer()));
+  const barePort = await findFreePort();
+  running.bare = await startBare(barePort, 2, bodyFile, page1.headers.get('content-type') ?? 'application/json');
+
+  const monitor = connectDatabase(stores.databaseUrl, 1, 'abuse-bench-monitor');
+  const redis = new Redis(stores.redisUrl);
+  running.close.push(
+    () => monitor.destroy(),
+    () => redis.disconnect(),
+  );
+  const primary = guarded.child.pid!;
+  const trees = { guarded: primary, open: open.child.pid!, bare: running.bare.pid! };
+  const good = (running.good = await startGoodClient({
+    base: guarded.base,
+    token: seeded.reader.token,
+    username: seeded.reader.username,
+    password: `${seeded.reader.username}-password`,
+    rates: GOOD_RATES,
+  }));
+  const bench = {
+    guarded: { base: guarded.base, metricsPort: guarded.metricsPort, primary },
+    open: { base: open.base, primary: open.child.pid! },
+    bare: { base: `http://127.0.0.1:${barePort}`, primary: running.bare.pid! },
+    good,
+    read: createCostReader(monitor, OPEN_DATABASE, redis, trees, primary),
+    rounds,
+    seconds,
+  };
+  const timeout = metricsHeadersTimeout(guardedEnv);
+  const rows = await runFloodRows(bench);
+  const abuses = [
+    () => runTokenRow(bench),
+    () => runLoginRow(bench, hashBound(guardedEnv)),
+    () => runMetricsRow(bench, timeout.ms, timeout.source),
+    () => runReadyzRow(bench),
+    () => runDocsRow(bench),
+  ];
+  for (const run of abuses) {
+    const row = await run();
+    rows.push(row);
+    process.stderr.write(
+      `${row.name.padEnd(45)} ${Math.round(row.reqPerS).toString().padStart(6)} req/s, good client p99 ` +
+        `${row.good?.quiet.p99Ms.toFixed(1)} → ${row.good?.during.p99Ms.toFixed(1)} ms, ${row.statuses}\n`,
+    );
+  }
+  const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
+  await writeReport(rows, {
+    versions: `node ${process.version}, PostgreSQL ${stores.postgresVersion} (fsync on), Redis ${redisVersion}, wrk ${wrkVersion()}`,
+    uptimeBefore,
+    minutes: (Date.now() - startedAt) / 60_000,
+  });
+}
+
+async function writeReport(
+  rows: Awaited<ReturnType<typeof runFloodRows>>,
+  run: { versions: string; uptimeBefore: string; minutes: number },
+): Promise<void> {
+  const report = [
+    '# Abuse benchmark (`npm run bench:abuse`)',
+    '',
+    `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}; ${run.versions}; ` +
+      `${cpus().length} CPUs shared by everything (other work included); the run took ${run.minutes.toFixed(1)} min.`,
+    `\`uptime\` before: \`${run.uptimeBefore}\`; after: \`${uptime()}\`.`,
+    '',
+    `Command: \`BENCH_ROUNDS=${rounds} BENCH_SECONDS=${seconds} BENCH_LOG_LEVEL=${logLevel} npm run bench:abuse\`. ` +
+      `The guarded service: \`node dist/src/main.js\`, 2 web workers, every setting at its default except LOG_LEVEL=${logLevel} ` +
+      '(info is the default: every request logged, to a pipe the benchmark reads), ' +
+      'TRUST_PROXY_HOPS=1 with TRUSTED_PROXIES=127.0.0.1 (each abuser is one or many addresses by ' +
+      "`X-Forwarded-For`) and the good client's own user and login budgets (never reached). The open instance " +
+      '(anonymous limit never reached, its own database) serves the yardsticks; the bare server is a node:http ' +
+      "cluster of 2 workers answering page 1's bytes from memory.",
+    '',
+    `The good client (its own process) reads page 1 with its token at ${GOOD_RATES.get}/s, or logs in at ` +
+      `${GOOD_RATES.login}/s (row 3), on the guarded instance, each request on a new connection, at a fixed rate ` +
+      'whatever the answers take. Each row follows a quiet window of 4 s (the good client alone): "quiet" is its ' +
+      "latencies there, and the service's background work there (per second) is subtracted from the row's counters " +
+      'before dividing by the abusive requests (negative noise floored at 0). PG statements: pg_stat_statements ' +
+      "calls in the serving database, BEGIN and COMMIT included (a round trip each; pg_stat_database's xact_commit " +
+      "is published up to 10 s late, so a row's transactions landed in the next row); Redis: INFO commandstats calls (INFO itself left out); " +
+      'CPU: utime + stime of the primary and its workers from /proc; FDs: /proc/<primary>/fd of the guarded primary.',
+    '',
+    `Row 1: \`wrk -t2 -c32 -d${seconds}s\`, ${rounds} interleaved round${rounds > 1 ? 's' : ''} (rotated order, 1 s ` +
+      'warm-up each), medians over the rounds; costs of the 429 flood per refused request. Rows 2–6: a Node client ' +
+      'of up to 32 keep-alive connections (50 for the logins, 16 for the docs files) sending a fixed number of requests.',
+    '',
+    markdownTable(rows),
+    '',
+    factList(rows),
+    '',
+  ].join('\n');
+  process.stdout.write(`\n${report}`);
+  await mkdir('ops/bench/results', { recursive: true });
+  await writeFile(RESULTS, report);
+  process.stderr.write(`written to ${RESULTS}\n`);
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`\n${signal}: stopping what the benchmark started\n`);
+    void cleanUp().finally(() => process.exit(130));
+  });
+}
+try {
+  await main();
+} catch (error) {
+  process.stderr.write(
+    `abuse benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exitCode = 1;
+} finally {
+  await cleanUp();
+}

@@ -1,0 +1,88 @@
+import { burst } from './burst.js';
+import { statusList, type RowResult } from './report.js';
+import { measure, perRequest, quiet, type Bench } from './window.js';
+
+/** The docs page and its files, and the document it loads. */
+const ASSETS = [
+  '/api/docs/',
+  '/api/docs/swagger-ui.css',
+  '/api/docs/swagger-ui-bundle.js',
+  '/api/docs/init.js',
+  '/api/docs/favicon-32x32.png',
+  '/api/schema/',
+];
+const BUNDLE = '/api/docs/swagger-ui-bundle.js';
+/** "Long-lived": a browser keeps the file at least a day without asking again. */
+const LONG_LIVED_S = 86_400;
+
+interface Revalidation {
+  path: string;
+  cacheControl: string;
+  etag: string;
+  lastModified: string;
+  ifNoneMatch: number;
+  ifModifiedSince: number;
+}
+
+/** How a browser revalidating `path` fares: the validators it is given and the answers to using them. */
+async function revalidate(base: string, path: string, address: string): Promise<Revalidation> {
+  const headers = { 'X-Forwarded-For': address };
+  const first = await fetch(`${base}${path}`, { headers });
+  await first.arrayBuffer();
+  const etag = first.headers.get('etag') ?? '';
+  const lastModified = first.headers.get('last-modified') ?? '';
+  const again = async (extra: Record<string, string>) => {
+    const answer = await fetch(`${base}${path}`, { headers: { ...headers, ...extra } });
+    await answer.arrayBuffer();
+    return answer.status;
+  };
+  return {
+    path,
+    cacheControl: first.headers.get('cache-control') ?? '(none)',
+    etag: etag || '(none)',
+    lastModified: lastModified || '(none)',
+    ifNoneMatch: etag ? await again({ 'If-None-Match': etag }) : first.status,
+    ifModifiedSince: await again({ 'If-Modified-Since': lastModified || new Date().toUTCString() }),
+  };
+}
+
+const maxAge = (cacheControl: string) => Number(/max-age=(\d+)/.exec(cacheControl)?.[1] ?? 0);
+
+/** Row 6: swagger-ui-bundle.js 300 times from one address, then a revalidation of every file. */
+export async function runDocsRow(bench: Bench): Promise<RowResult> {
+  const background = await quiet(bench, 'get');
+  const window = await measure(bench, () =>
+    burst(bench.guarded.base, 300, 16, () => ({ path: BUNDLE, headers: { 'X-Forwarded-For': '10.6.0.1' } })),
+  );
+  const good = bench.good.latencies('get', window.from, window.to);
+  const checks = [];
+  for (const [i, path] of ASSETS.entries()) checks.push(await revalidate(bench.guarded.base, path, `10.6.1.${i}`));
+  const files = checks.filter((c) => c.path !== '/api/docs/' && c.path !== '/api/schema/');
+  const met = files.every((c) => c.ifNoneMatch === 304 && maxAge(c.cacheControl) >= LONG_LIVED_S);
+  const mb = window.value.bodyBytes / 1e6;
+  return {
+    name: '6. docs assets × 300',
+    request: `GET ${BUNDLE} × 300`,
+    requests: window.value.requests,
+    reqPerS: window.value.reqPerS,
+    statuses: statusList(window.value.statuses),
+    good: { mode: 'get', quiet: background.value, during: good },
+    ...perRequest(window, background, 'guarded', window.value.requests),
+    fds: { before: window.fdsBefore, max: window.fdsMax },
+    goal: `the page's files: 304 to If-None-Match, max-age ≥ ${LONG_LIVED_S.toLocaleString('en-US')} s`,
+    met,
+    facts: [
+      `${mb.toFixed(0)} MB of body sent in ${window.value.seconds.toFixed(2)} s (${(mb / window.value.seconds).toFixed(0)} MB/s).`,
+      'Revalidation, file by file (status to If-None-Match with its ETag / to If-Modified-Since with its Last-Modified, ' +
+        'or the current date when it has none): ' +
+        checks
+          .map(
+            (c) =>
+              `\`${c.path}\` Cache-Control \`${c.cacheControl}\`, ETag ${c.etag === '(none)' ? 'none' : 'yes'}, ` +
+              `Last-Modified ${c.lastModified === '(none)' ? 'none' : 'yes'} → ${c.ifNoneMatch} / ${c.ifModifiedSince}`,
+          )
+          .join('; ') +
+        '.',
+    ],
+  };
+}

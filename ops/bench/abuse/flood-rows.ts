@@ -1,0 +1,151 @@
+import { runWrk, type Load, type WrkResult } from '../read-path/wrk.js';
+import type { Latencies } from './good-client-process.js';
+import type { RowResult } from './report.js';
+import { measure, perRequest, quiet, type Bench, type Window } from './window.js';
+
+interface Flood {
+  name: string;
+  request: string;
+  tree: 'bare' | 'open' | 'guarded';
+  load: Load;
+  /** The refusal flood: costs are per refused request and the good client is compared. */
+  refused?: boolean;
+}
+
+interface Slice {
+  wrk: WrkResult;
+  pg: number;
+  redis: number;
+  cpuUs: number;
+  good: Latencies;
+  fdsBefore: number;
+  fdsMax: number;
+}
+
+const WARMUP_S = 1;
+
+/** The yardsticks and the 429 flood, all loaded by `wrk -t2 -c32` from one forwarded address each. */
+function floods(bench: Bench): Flood[] {
+  const from = (address: string) => ({ 'X-Forwarded-For': address });
+  return [
+    { name: 'bare node:http', request: 'GET / (page-1 bytes)', tree: 'bare', load: { url: `${bench.bare.base}/` } },
+    {
+      name: 'page 1, anonymous (yardstick)',
+      request: 'GET /api/tasks/',
+      tree: 'open',
+      load: { url: `${bench.open.base}/api/tasks/`, headers: from('10.1.0.2') },
+    },
+    {
+      name: '/healthz (yardstick)',
+      request: 'GET /healthz',
+      tree: 'open',
+      load: { url: `${bench.open.base}/healthz`, headers: from('10.1.0.3') },
+    },
+    {
+      name: '1. 429 flood, one anonymous address',
+      request: 'GET /api/tasks/, anon budget spent',
+      tree: 'guarded',
+      load: { url: `${bench.guarded.base}/api/tasks/`, headers: from('10.1.0.1') },
+      refused: true,
+    },
+  ];
+}
+
+function mergeFailures(list: Latencies[]): Record<number, number> {
+  const merged: Record<number, number> = {};
+  for (const { failures } of list) {
+    for (const [status, n] of Object.entries(failures)) merged[Number(status)] = (merged[Number(status)] ?? 0) + n;
+  }
+  return merged;
+}
+
+const median = (values: number[]) => {
+  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  if (sorted.length === 0) return NaN;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+/**
+ * Row 1: BENCH_ROUNDS interleaved rounds (rotated order) of the bare server, page 1 and /healthz
+ * on the open instance, and the 429 flood on the guarded one, each BENCH_SECONDS, the good
+ * client reading page 1 on the guarded instance throughout; a quiet window opens each round.
+ */
+export async function runFloodRows(bench: Bench): Promise<RowResult[]> {
+  const list = floods(bench);
+  const slices = new Map<Flood, Slice[]>(list.map((flood) => [flood, []]));
+  const quiets: Window<Latencies>[] = [];
+  for (const flood of list) await runWrk(flood.load, WARMUP_S); // and spends the flood address's budget
+  for (let round = 0; round < bench.rounds; round += 1) {
+    const background = await quiet(bench, 'get');
+    quiets.push(background);
+    const order = [...list.slice(round % list.length), ...list.slice(0, round % list.length)];
+    for (const flood of order) {
+      const window = await measure(bench, () => runWrk(flood.load, bench.seconds));
+      const wrk = window.value;
+      const costs = perRequest(window, background, flood.tree, flood.refused ? wrk.non2xx : wrk.requests);
+      const good = bench.good.latencies('get', window.from, window.to);
+      slices.get(flood)!.push({ wrk, ...costs, good, fdsBefore: window.fdsBefore, fdsMax: window.fdsMax });
+      process.stderr.write(
+        `round ${round + 1}/${bench.rounds}  ${flood.name.padEnd(38)} ${Math.round(wrk.reqPerS).toString().padStart(6)} req/s, ` +
+          `good client p99 ${good.p99Ms.toFixed(1)} ms\n`,
+      );
+    }
+  }
+  return summarise(list, slices, quiets);
+}
+
+function summarise(list: Flood[], slices: Map<Flood, Slice[]>, quiets: Window<Latencies>[]): RowResult[] {
+  const reqPerS = (flood: Flood) => median(slices.get(flood)!.map((s) => s.wrk.reqPerS));
+  const bare = reqPerS(list[0]!);
+  const page1 = reqPerS(list[1]!);
+  const healthz = list[2]!;
+  const quietGood = {
+    n: quiets.reduce((n, q) => n + q.value.n, 0),
+    p50Ms: median(quiets.map((q) => q.value.p50Ms)),
+    p99Ms: median(quiets.map((q) => q.value.p99Ms)),
+    failures: mergeFailures(quiets.map((q) => q.value)),
+  };
+  return list.map((flood): RowResult => {
+    const runs = slices.get(flood)!;
+    const sum = (pick: (s: Slice) => number) => runs.reduce((n, s) => n + pick(s), 0);
+    const requests = sum((s) => s.wrk.requests);
+    const refused = sum((s) => s.wrk.non2xx);
+    const cpuUs = median(runs.map((s) => s.cpuUs));
+    const result: RowResult = {
+      name: flood.name,
+      request: flood.request,
+      requests,
+      reqPerS: reqPerS(flood),
+      statuses: `${refused.toLocaleString('en-US')} non-2xx, ${sum((s) => s.wrk.socketErrors)} socket errors`,
+      vsBare: reqPerS(flood) / bare,
+      pg: flood.tree === 'bare' ? undefined : median(runs.map((s) => s.pg)),
+      redis: flood.tree === 'bare' ? undefined : median(runs.map((s) => s.redis)),
+      cpuUs,
+      fds: { before: Math.min(...runs.map((s) => s.fdsBefore)), max: Math.max(...runs.map((s) => s.fdsMax)) },
+      goal: '',
+      facts: [],
+    };
+    if (!flood.refused) return result;
+    const ratio = reqPerS(flood) / page1;
+    const healthzCpu = median(slices.get(healthz)!.map((s) => s.cpuUs));
+    result.good = {
+      mode: 'get',
+      quiet: quietGood,
+      during: {
+        n: sum((s) => s.good.n),
+        p50Ms: median(runs.map((s) => s.good.p50Ms)),
+        p99Ms: median(runs.map((s) => s.good.p99Ms)),
+        failures: mergeFailures(runs.map((s) => s.good)),
+      },
+    };
+    result.goal = `≥ 1.5× page 1's req/s (here ${ratio.toFixed(2)}×); 0 Redis, 0 PG per refusal`;
+    result.met = ratio >= 1.5 && (result.redis ?? 0) < 0.01 && (result.pg ?? 0) < 0.01;
+    result.facts.push(
+      `${refused.toLocaleString('en-US')} of ${requests.toLocaleString('en-US')} flood requests refused; the flood ran at ` +
+        `${ratio.toFixed(2)}× page 1's req/s. Service CPU per refusal ${cpuUs.toFixed(0)} µs against ` +
+        `${healthzCpu.toFixed(0)} µs per /healthz answer (item 1 asks for less).`,
+    );
+    return result;
+  });
+}

@@ -1,0 +1,68 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { delta, lessBackground, TICKS_PER_S, watchFds, type Delta, type Snapshot } from './costs.js';
+import type { GoodClient, Latencies } from './good-client-process.js';
+import type { GoodMode } from './good-client.js';
+
+/** Everything a row needs: the targets, the good client, the counters. */
+export interface Bench {
+  guarded: { base: string; metricsPort: number; primary: number };
+  open: { base: string; primary: number };
+  bare: { base: string; primary: number };
+  good: GoodClient;
+  read(): Promise<Snapshot>;
+  rounds: number;
+  seconds: number;
+}
+
+/** One measured stretch of time: what ran in it, its counters, and the primary's most FDs. */
+export interface Window<T> {
+  value: T;
+  from: number;
+  to: number;
+  delta: Delta;
+  fdsBefore: number;
+  fdsMax: number;
+}
+
+/** What was in flight when the abuse ended belongs to its window. */
+const SETTLE_MS = 300;
+export const QUIET_MS = 4_000;
+
+/** Runs `work` between two reads of the counters, watching the guarded primary's FDs meanwhile. */
+export async function measure<T>(bench: Bench, work: () => Promise<T>): Promise<Window<T>> {
+  const fds = watchFds(bench.guarded.primary);
+  const fdsBefore = fds.stop();
+  const watch = watchFds(bench.guarded.primary);
+  const before = await bench.read();
+  const from = Date.now();
+  const value = await work();
+  const to = Date.now();
+  const fdsMax = watch.stop();
+  await sleep(SETTLE_MS);
+  const after = await bench.read();
+  return { value, from, to, delta: delta(before, after), fdsBefore, fdsMax };
+}
+
+/** The good client alone in `mode` for QUIET_MS: its latencies and the service's background rates. */
+export async function quiet(bench: Bench, mode: GoodMode): Promise<Window<Latencies>> {
+  bench.good.setMode(mode);
+  await sleep(500); // the first answers in a new mode pay for new connections and warm caches
+  const window = await measure(bench, () => sleep(QUIET_MS));
+  return { ...window, value: bench.good.latencies(mode, window.from, window.to) };
+}
+
+/** Per abusive request, less the quiet window's background: PG statements, Redis commands, CPU µs. */
+export function perRequest(
+  window: Window<unknown>,
+  background: Window<unknown>,
+  tree: string,
+  requests: number,
+): { pg: number; redis: number; cpuUs: number } {
+  const d = lessBackground(window.delta, background.delta);
+  const per = (value: number) => (requests === 0 ? NaN : Math.max(0, value) / requests);
+  return {
+    pg: tree === 'guarded' ? per(d.pgCalls) : tree === 'open' ? per(d.openPgCalls) : 0,
+    redis: tree === 'bare' ? 0 : per(d.redisCalls),
+    cpuUs: (per(d.cpuTicks[tree] ?? 0) / TICKS_PER_S) * 1e6,
+  };
+}
