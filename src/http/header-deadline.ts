@@ -8,10 +8,10 @@ const GRACE_MS = 500;
  * A second, independent enforcement of the headers timeout, per connection: a connection whose
  * next request's headers have not arrived within `headersTimeoutMs` + `checkEveryMs` + 0.5 s of
  * its opening (or of its last answer, plus `keepAliveMs`) is answered 408 by the server's
- * `clientError` handler and closed. Node enforces the limit from one list of connections per server
- * that a timer walks; a connection missing from that list (one a cluster worker is handed before
- * its server's `listening` event, which creates the list) is never timed out there, so a
- * trickling client could hold it for ever (docs/security.md "Slow clients").
+ * `clientError` handler and closed. Node enforces the limit only for the connections in one list
+ * per server that a timer walks; one missing from it, or a walk that does not run, is never timed
+ * out (nor by requestTimeout), and trickling clients were once all left open that way
+ * (docs/security.md "Slow clients"). This deadline depends on neither.
  */
 export function enforceHeaderDeadline(
   server: Server,
