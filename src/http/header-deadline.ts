@@ -29,11 +29,18 @@ export function enforceHeaderDeadline(
     arm(socket, firstWait);
     socket.once('close', () => clearTimeout(deadlines.get(socket)));
   });
+  // Requests whose answer is not yet written, per connection (more than one when the client pipelines).
+  const open = new WeakMap<Socket, number>();
   server.on('request', (req, res) => {
     const socket = req.socket;
     clearTimeout(deadlines.get(socket));
-    // Once answered, the connection waits for its next request: idle for keepAliveMs at most, then its headers.
-    res.once('finish', () => !socket.destroyed && arm(socket, firstWait + limits.keepAliveMs));
+    open.set(socket, (open.get(socket) ?? 0) + 1);
+    // Once all are answered, the connection waits for its next request: idle for keepAliveMs at most, then its headers.
+    res.once('close', () => {
+      const left = (open.get(socket) ?? 1) - 1;
+      open.set(socket, left);
+      if (left === 0 && !socket.destroyed) arm(socket, firstWait + limits.keepAliveMs);
+    });
   });
 }
 
