@@ -132,3 +132,27 @@ export const clusterNodes = z.string().trim().superRefine(checkClusterNodes).tra
 
 /** Addresses and CIDRs separated by commas (TRUSTED_PROXIES). */
 export const proxyList = z.string().trim().superRefine(checkProxyList).transform(parseProxyList);
+
+/** Credentials /metrics requires (METRICS_AUTH): a bearer token, or a basic-auth user and password. */
+export type MetricsAuth = { scheme: 'bearer'; token: string } | { scheme: 'basic'; user: string; password: string };
+
+/** Reads `bearer:<token>` or `basic:<user>:<password>` (the password may contain colons). */
+export function parseMetricsAuth(text: string): MetricsAuth {
+  const [scheme, ...rest] = text.split(':');
+  if (scheme === 'bearer' && rest.join(':').length >= 16) return { scheme, token: rest.join(':') };
+  if (scheme === 'basic' && rest.length >= 2 && rest[0] && rest.slice(1).join(':')) {
+    return { scheme, user: rest[0], password: rest.slice(1).join(':') };
+  }
+  throw new Error('expected bearer:<token of 16 or more characters> or basic:<user>:<password>');
+}
+
+function checkMetricsAuth(text: string, ctx: z.RefinementCtx): void {
+  try {
+    parseMetricsAuth(text);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+}
+
+/** `bearer:<token>` or `basic:<user>:<password>` (METRICS_AUTH). */
+export const metricsAuth = z.string().trim().superRefine(checkMetricsAuth).transform(parseMetricsAuth);

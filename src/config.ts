@@ -1,13 +1,21 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { clusterNodes, duration, integer, proxyList, rate, scopeRates, urlList } from './config-values.js';
+import { clusterNodes, duration, integer, metricsAuth, proxyList, rate, scopeRates, urlList } from './config-values.js';
 
 const schema = z.object({
   ROLE: z.enum(['all', 'web', 'jobs']).default('all'),
   HOST: z.string().default('0.0.0.0'),
   PORT: integer(0, 65535).default(8000),
   METRICS_PORT: integer(0, 65535).default(9464),
-  METRICS_HOST: z.string().default('0.0.0.0'),
+  // Loopback by default: the metrics are the host's alone (docs/configuration.md "Metrics");
+  // containers and pods that are scraped from outside set 0.0.0.0 (ops/docker-compose.yml, ops/k8s).
+  METRICS_HOST: z.string().default('127.0.0.1'),
+  // `bearer:<token>` or `basic:<user>:<password>`, as Prometheus' `authorization` or `basic_auth`
+  // sends it; unset, /metrics answers anyone who reaches METRICS_HOST.
+  METRICS_AUTH: metricsAuth.optional(),
+  // The metrics server's limits: a scrape's whole request within this time (else 408), and open connections.
+  METRICS_HEADERS_TIMEOUT_MS: integer(1, 600_000).default(5_000),
+  METRICS_MAX_CONNECTIONS: integer(1, 100_000).default(64),
   WEB_CONCURRENCY: integer(1, 256).default(availableParallelism()),
   JOB_CONCURRENCY: integer(0, 64).default(1),
   SHUTDOWN_TIMEOUT_MS: integer(100).default(10_000),
@@ -65,6 +73,8 @@ const schema = z.object({
   HTTP_REQUEST_TIMEOUT_MS: integer(1, 3_600_000).default(30_000),
   HTTP_MAX_CONNECTIONS: integer(1, 1_000_000).default(10_000),
   BODY_LIMIT_BYTES: integer(1, 100 * 1024 * 1024).default(64 * 1024),
+  // How long /readyz answers from one check of PostgreSQL and Redis, per web worker.
+  READY_CHECK_MS: integer(0, 60_000).default(1_000),
   // Per web worker; 0 turns the read cache off (and with it the head published by every write).
   READ_CACHE_BYTES: integer(0, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
   APPEND_BATCH_MAX: integer(1, 10_000).default(256),
@@ -100,6 +110,7 @@ const SECRET_KEYS: ReadonlySet<string> = new Set([
   'REDIS_CLUSTER_NODES',
   'REDIS_PASSWORD',
   'CURSOR_SECRET',
+  'METRICS_AUTH',
 ]);
 
 type Parsed = z.output<typeof schema>;

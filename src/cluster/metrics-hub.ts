@@ -1,8 +1,9 @@
 import cluster, { type Worker } from 'node:cluster';
-import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, Counter, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from '../config.js';
+import type { Server } from 'node:http';
+import { createMetricsServer, type MetricsLimits } from './metrics-server.js';
 import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-protocol.js';
 import type { ChildRole } from './supervisor.js';
 
@@ -154,31 +155,25 @@ export class MetricsHub {
     }
   }
 
-  /** Serves GET /metrics on `port`; anything else is 404. */
-  listen(port: number, host: string): Promise<Server> {
-    const server = createServer((req, res) => {
-      if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
-        return void res.writeHead(404, { 'Content-Type': 'text/plain' }).end('Not found: metrics are at /metrics\n');
-      }
-      this.collect().then(
-        ({ text, contentType }) => res.writeHead(200, { 'Content-Type': contentType }).end(text),
-        (error: unknown) => {
-          this.logger.error({ err: error }, 'metrics collection failed');
-          res.writeHead(500, { 'Content-Type': 'text/plain' }).end('metrics collection failed\n');
-        },
-      );
-    });
-    return new Promise((resolve, reject) => {
+  /** Serves GET /metrics on `host:port` with `limits` (see createMetricsServer); anything else is 404. */
+  async listen(port: number, host: string, limits: MetricsLimits): Promise<Server> {
+    const server = createMetricsServer(
+      limits,
+      () => this.collect(),
+      (error) => this.logger.error({ err: error }, 'metrics collection failed'),
+    );
+    await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => resolve(server));
+      server.listen(port, host, () => resolve());
     });
+    return server;
   }
 }
 
-/** Starts the hub on METRICS_HOST:METRICS_PORT and refreshes the children's reports every 5 s. */
+/** Starts the hub on METRICS_HOST:METRICS_PORT with the METRICS_* limits; refreshes the children's reports every 5 s. */
 export async function startMetricsHub(config: Config, logger: Logger) {
   const hub = new MetricsHub(logger);
-  const server = await hub.listen(config.METRICS_PORT, config.METRICS_HOST);
+  const server = await hub.listen(config.METRICS_PORT, config.METRICS_HOST, config);
   const timer = setInterval(() => void hub.refresh(), REFRESH_MS);
   timer.unref();
   return Object.assign(hub, {

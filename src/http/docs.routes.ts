@@ -32,13 +32,13 @@ const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Paceline API</title>
-<link rel="stylesheet" href="swagger-ui.css">
-<link rel="icon" type="image/png" href="favicon-32x32.png">
+<link rel="stylesheet" href="swagger-ui.css?v={swagger-ui.css}">
+<link rel="icon" type="image/png" href="favicon-32x32.png?v={favicon-32x32.png}">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="swagger-ui-bundle.js"></script>
-<script src="init.js"></script>
+<script src="swagger-ui-bundle.js?v={swagger-ui-bundle.js}"></script>
+<script src="init.js?v={init.js}"></script>
 </body>
 </html>
 `;
@@ -53,6 +53,15 @@ interface Asset {
 }
 
 /**
+ * The docs page and its files have their own throttle scope, generous and keyed by address, so a
+ * client that spent its anonymous budget still sees the page and the document it loads
+ * (docs/throttling.md "Scopes"); THROTTLE_RATES=docs=… sets another rate.
+ */
+const DOCS_SCOPE = { scope: 'docs', rate: '600/min', keyedBy: 'ip' } as const;
+/** A file asked for under its current version (`?v=<tag>`) never changes: browsers keep it for a year. */
+const IMMUTABLE = 'public, max-age=31536000, immutable';
+
+/**
  * `GET /api/schema/`: the API document (docs/architecture.md "API document"), with the request's
  * origin as its server. `GET /api/docs/`: Swagger UI rendering it, every file served from here.
  */
@@ -65,7 +74,7 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
     if (!assets.has(name)) {
       const body =
         name === 'index.html'
-          ? Buffer.from(PAGE)
+          ? versionedPage((file) => asset(file)!.etag.slice(1, -1))
           : name === 'init.js'
             ? Buffer.from(INIT)
             : Object.hasOwn(ASSETS, name)
@@ -83,23 +92,31 @@ export function docsRoutes(deps: Deps, guard: Guard): Router {
     return assets.get(name);
   };
 
-  const schemaGuard = guard({ representations: SCHEMA_MEDIA_TYPES });
+  const schemaGuard = guard({ ...DOCS_SCOPE, representations: SCHEMA_MEDIA_TYPES });
+  const pageGuard = guard({ ...DOCS_SCOPE, representations: ['text/html'] });
+  const assetGuard = guard({ ...DOCS_SCOPE, representations: [...new Set(Object.values(ASSETS))] });
   route(router, docsOperations.schema, schemaGuard, (ctx) => {
     const body = Buffer.from(JSON.stringify({ ...document, servers: [{ url: requestOrigin(ctx, deps.config) }] }));
     // The same bytes under OpenAPI's own media type when the client prefers it; each its own tag.
     const type = (ctx.accepts(...SCHEMA_MEDIA_TYPES) || SCHEMA_MEDIA_TYPES[0]) as string;
     send(ctx, { body, type: `${type}; charset=utf-8`, etag: tagOf(body, type) }, 'public, max-age=60');
   });
-  route(router, docsOperations.page, (ctx) => send(ctx, asset('index.html')!, 'no-cache'));
-  route(router, docsOperations.asset, (ctx) => {
+  route(router, docsOperations.page, pageGuard, (ctx) => send(ctx, asset('index.html')!, 'no-cache'));
+  route(router, docsOperations.asset, assetGuard, (ctx) => {
     const found = asset(ctx.params.file ?? '');
     if (!found || ctx.params.file === 'index.html') throw Errors.notFound();
-    send(ctx, found, 'public, max-age=3600');
+    const current = ctx.query.v === found.etag.slice(1, -1);
+    send(ctx, found, current ? IMMUTABLE : 'public, max-age=3600');
   });
-  // As the health routes: the page and its files are not throttled, other methods refused uncounted.
+  // Other methods are refused, counted under the docs scope as the route's own requests are.
   return refuseOtherMethods(router, (path) =>
-    path === docsOperations.schema.path ? schemaGuard : (_ctx, next) => next(),
+    path === docsOperations.schema.path ? schemaGuard : path === docsOperations.page.path ? pageGuard : assetGuard,
   );
+}
+
+/** The page, each file it loads named with its current tag, so a new release's files are new URLs. */
+function versionedPage(tagOfFile: (name: string) => string): Buffer {
+  return Buffer.from(PAGE.replace(/\{([\w.-]+)\}/g, (_, name: string) => tagOfFile(name)));
 }
 
 function send(ctx: Context, asset: Asset, cacheControl: string): void {

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { checkRedis } from '../stores/redis-client.js';
 import { createRouter, refuseOtherMethods } from './router.js';
+import { shareCheck } from './shared-check.js';
 import { defineOperation, route } from './openapi/operation.js';
 import { healthSchema, readinessSchema } from './openapi/schemas.js';
 
@@ -21,7 +22,7 @@ export const healthOperations = {
     method: 'get',
     path: '/readyz',
     operationId: 'readiness',
-    summary: 'Readiness: PostgreSQL and Redis answer within 2 s',
+    summary: 'Readiness: PostgreSQL and Redis answered within 2 s (one check per worker per second, shared)',
     responses: {
       200: { description: 'Ready.', body: readinessSchema },
       503: { description: 'A store is failing, or the host is stopping.', body: readinessSchema },
@@ -32,10 +33,16 @@ export const healthOperations = {
 /**
  * Liveness and readiness; never throttled. Readiness checks PostgreSQL and Redis within 2 s, and
  * is 503 once the host is stopping (`deps.leaving`). On a Redis Cluster, Redis is ready when
- * every slot is served and every master answers.
+ * every slot is served and every master answers. Probes share one check per READY_CHECK_MS
+ * (default 1 s) per worker, so a flood of them costs the stores nothing more.
  */
 export function healthRoutes(deps: Deps): Router {
   const router = createRouter();
+  const checkStores = shareCheck(
+    () => Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => checkRedis(deps.redis))]),
+    deps.config.READY_CHECK_MS,
+    deps.clock,
+  );
   route(router, healthOperations.live, (ctx) => {
     ctx.body = { status: 'ok' };
   });
@@ -45,10 +52,7 @@ export function healthRoutes(deps: Deps): Router {
       ctx.body = { status: 'stopping' };
       return;
     }
-    const [database, redis] = await Promise.all([
-      probe(() => sql`select 1`.execute(deps.db)),
-      probe(() => checkRedis(deps.redis)),
-    ]);
+    const [database, redis] = await checkStores();
     const ready = database === 'ok' && redis === 'ok';
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'unavailable', checks: { database, redis } };

@@ -4,6 +4,7 @@ import { childDrainBudgetMs, type Config } from '../config.js';
 import type { Deps } from '../deps.js';
 import { createApp } from './app.js';
 import { answerClientErrors } from './client-errors.js';
+import { enforceHeaderDeadline } from './header-deadline.js';
 
 /** Advertised to clients as `Keep-Alive: timeout=5`; an idle connection is closed after it. */
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
@@ -19,18 +20,24 @@ export function createApiServer(
   config: Pick<Config, 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS'>,
   listener: RequestListener,
 ): Server {
+  // Node checks both timeouts on this period (30 s by default), so a short limit needs a short one.
+  const checkEveryMs = Math.max(10, Math.min(1_000, Math.floor(config.HTTP_HEADERS_TIMEOUT_MS / 4)));
   const server = createServer(
     {
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
       requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
-      // Node checks both timeouts on this period (30 s by default), so a short limit needs a short one.
-      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(config.HTTP_HEADERS_TIMEOUT_MS / 4))),
+      connectionsCheckingInterval: checkEveryMs,
     },
     listener,
   );
   server.maxConnections = config.HTTP_MAX_CONNECTIONS;
   answerClientErrors(server);
+  enforceHeaderDeadline(server, {
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    checkEveryMs,
+    keepAliveMs: KEEP_ALIVE_TIMEOUT_MS,
+  });
   return server;
 }
 

@@ -91,7 +91,7 @@ let hub: { url: string; close(): Promise<void> };
 
 test.before(async () => {
   app = await startTestApp({}, 'deploy-files');
-  const server = await new MetricsHub(pino({ level: 'silent' })).listen(0, '127.0.0.1');
+  const server = await new MetricsHub(pino({ level: 'silent' })).listen(0, '127.0.0.1', loadConfig({}));
   hub = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     close: () => new Promise((done) => server.close(() => done())),

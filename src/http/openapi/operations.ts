@@ -37,18 +37,19 @@ export const docsOperations = {
     operationId: 'apiDocs',
     summary: 'The document, rendered (Swagger UI)',
     tag: 'meta',
-    access: 'public',
+    access: 'optional',
     responses: {
       200: { description: 'An HTML page; its scripts and styles are served below `/api/docs/`.', media: 'text/html' },
+      304: { description: 'The `If-None-Match` tag is current.', headers: ['ETag'] },
     },
   }),
   asset: defineOperation({
     method: 'get',
     path: '/api/docs/:file',
     operationId: 'apiDocsAsset',
-    summary: 'A script, style sheet or icon of the docs page',
+    summary: 'A script, style sheet or icon of the docs page; under `?v=<its tag>` it is cached for a year',
     tag: 'meta',
-    access: 'public',
+    access: 'optional',
     params: { file: z.string() },
     responses: {
       200: { description: 'The file.', media: '*/*' },
