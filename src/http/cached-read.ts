@@ -4,7 +4,7 @@ import type { Context, Middleware } from 'koa';
 import type { Database } from '../../db/database.js';
 import type { Deps } from '../deps.js';
 import type { FreshAnswer } from '../read-cache/read-cache.js';
-import { readSnapshot } from '../read-cache/replicas.js';
+import { readSnapshot } from '../stores/read-replicas.js';
 import { requestOrigin } from './request-url.js';
 
 /** What a cacheable read renders from one snapshot: the body, and its tag when it has its own. */

@@ -8,7 +8,7 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { buildDocument } from './openapi/document.js';
 import { route } from './openapi/operation.js';
-import { apiOperations, docsOperations, SCHEMA_MEDIA_TYPES } from './openapi/operations.js';
+import { apiOperations, docsOperations, SCHEMA_MEDIA_TYPES } from './docs.operations.js';
 import type { Guard } from './guard.js';
 import { requestOrigin } from './request-url.js';
 import { createRouter, refuseOtherMethods } from './router.js';

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import { forwardedHops, type ProxySettings } from '../throttle/proxies.js';
+import { forwardedHops, type ProxySettings } from './client-address.js';
 
 const HOST =
   /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;

@@ -3,7 +3,8 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
 import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, forwardedHops, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { forwardedHops } from './client-address.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
 export const STORE_DOWN_RETRY_S = 5;

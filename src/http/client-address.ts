@@ -1,5 +1,5 @@
 import { isIP, isIPv4 } from 'node:net';
-import { maskIpv6, parseIpv6, unmapIpv4, type Ipv6Groups } from './ipv6.js';
+import { maskIpv6, parseIpv6, unmapIpv4, type Ipv6Groups } from '../throttle/ipv6.js';
 
 /**
  * The proxies whose forwarded headers (`X-Forwarded-For`, `-Proto`, `-Host`) are believed

@@ -1,13 +1,13 @@
 import { z } from 'zod';
-import { authOperations } from '../auth.routes.js';
-import { eventOperations } from '../events.routes.js';
-import { healthOperations } from '../health.routes.js';
-import { rateLimitOperations } from '../rate-limits.routes.js';
-import { reportOperations } from '../reports.routes.js';
-import { rootOperations } from '../root.routes.js';
-import { statsOperations } from '../stats.routes.js';
-import { taskOperations } from '../tasks.operations.js';
-import { defineOperation, type Operation } from './operation.js';
+import { authOperations } from './auth.routes.js';
+import { eventOperations } from './events.routes.js';
+import { healthOperations } from './health.routes.js';
+import { rateLimitOperations } from './rate-limits.routes.js';
+import { reportOperations } from './reports.routes.js';
+import { rootOperations } from './root.routes.js';
+import { statsOperations } from './stats.routes.js';
+import { taskOperations } from './tasks.operations.js';
+import { defineOperation, type Operation } from './openapi/operation.js';
 
 /** The media types the document is served as: JSON, and OpenAPI's registered one (as DRF's schema view). */
 export const SCHEMA_MEDIA_TYPES = ['application/json', 'application/vnd.oai.openapi+json'] as const;

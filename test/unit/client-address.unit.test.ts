@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { clientIp } from '../../src/throttle/identity.js';
-import { forwardedHops, isTrustedProxy, parseProxyList } from '../../src/throttle/proxies.js';
+import { forwardedHops, isTrustedProxy, parseProxyList } from '../../src/http/client-address.js';
 
 const proxies = suite('TRUSTED_PROXIES: which peers may forward');
 
