@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { parseClusterNodes } from './redis-cluster-nodes.js';
-import { parseProxyList } from './http/client-address.js';
+import { parseProxyList } from './proxy-list.js';
 import { parseRate } from './throttle/rate.js';
 
 /** A whole number between min and max, from its decimal text. */

@@ -7,8 +7,8 @@ import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { buildDocument } from './openapi/document.js';
-import { route } from './openapi/operation.js';
-import { apiOperations, docsOperations, SCHEMA_MEDIA_TYPES } from './docs.operations.js';
+import { route, type Operation } from './openapi/operation.js';
+import { docsOperations, SCHEMA_MEDIA_TYPES } from './docs.operations.js';
 import type { Guard } from './guard.js';
 import { requestOrigin } from './request-url.js';
 import { createRouter, refuseOtherMethods } from './router.js';
@@ -55,11 +55,12 @@ interface Asset {
 /**
  * `GET /api/schema/`: the API document (docs/architecture.md "API document"), with the request's
  * origin as its server. `GET /api/docs/`: Swagger UI rendering it, every file served from here.
+ * `operations`: every operation the app serves (api-operations.ts).
  */
-export function docsRoutes(deps: Deps, guard: Guard): Router {
+export function docsRoutes(deps: Deps, guard: Guard, operations: readonly Operation[]): Router {
   const router = createRouter();
   // Built once: the document depends on the code alone; the origin is put in per request.
-  const document = buildDocument(apiOperations);
+  const document = buildDocument(operations);
   const assets = new Map<string, Asset>();
   const asset = (name: string): Asset | undefined => {
     if (!assets.has(name)) {

@@ -1,4 +1,4 @@
-import type { Check, Decision } from './consume.js';
+import type { Check, Decision } from './types.js';
 
 /** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
 const RESULT_BYTES = 32;
