@@ -145,7 +145,8 @@ function announceReady(config: Config, logger: Logger): void {
 /** The one line that says the service is ready: where the API and the metrics are, and what to do next. */
 export function readyBanner(config: Pick<Config, 'PORT' | 'METRICS_PORT'>): string {
   return (
-    `Paceline is up: API http://127.0.0.1:${config.PORT}/api/ , metrics http://127.0.0.1:${config.METRICS_PORT}/metrics ; ` +
+    `Paceline is up: API http://127.0.0.1:${config.PORT}/api/ , metrics ` +
+    `http://127.0.0.1:${config.METRICS_PORT}/metrics ; ` +
     'next, in another terminal: npm run cli -- user:create NAME'
   );
 }
@@ -165,7 +166,8 @@ async function ensureServable(setting: string, port: number, host: string): Prom
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
     throw new Error(
-      `${setting} ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`,
+      `${setting} ${port} on ${host} cannot be served: ` +
+        `${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`,
     );
   }
   await new Promise((resolve) => probe.close(resolve));

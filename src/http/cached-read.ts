@@ -37,7 +37,8 @@ export interface ReadStart {
  */
 export async function startRead(ctx: Context, deps: Deps, viewer?: string): Promise<ReadStart> {
   // The page sizes are part of the answer (a reload may change them), so they are part of the key.
-  const url = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
+  const url =
+    `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ` + `${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
   const key = viewer === undefined ? url : `${url} for ${viewer}`;
   return { key, published: await publishedHead(ctx, deps) };
 }

@@ -15,7 +15,8 @@ import { createRouter, refuseOtherMethods } from './router.js';
 
 /** Only this origin: no inline script or style, no other host (Swagger UI's icons are data: images). */
 const CSP =
-  "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+  "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; " +
+  "frame-ancestors 'none'";
 
 /** Swagger UI's files, from the installed package (found from src/ and from dist/ alike). */
 const SWAGGER_UI = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -44,7 +45,9 @@ const PAGE = `<!doctype html>
 `;
 
 // The document is read from this server; no online validator badge (it would call another host).
-const INIT = `window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null, displayRequestDuration: true });\n`;
+const INIT =
+  `window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, ` +
+  `validatorUrl: null, displayRequestDuration: true });\n`;
 
 interface Asset {
   body: Buffer;

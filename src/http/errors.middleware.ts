@@ -44,7 +44,8 @@ function waitedTooLong(error: unknown): AppError | undefined {
   // The server stopped answering while a COMMIT was in flight: it may still commit (README "Bounded work").
   if (error instanceof DatabaseDeadlineError && error.inDoubt) {
     return Errors.unavailable(
-      'The database did not confirm the write in time: it may still be made. Repeat the request with the same Idempotency-Key to learn its outcome.',
+      'The database did not confirm the write in time: it may still be made. Repeat the request with the same ' +
+        'Idempotency-Key to learn its outcome.',
       RETRY_AFTER_S,
     );
   }
