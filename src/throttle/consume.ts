@@ -9,27 +9,13 @@ import type { Check, Decision, Throttler } from './types.js';
 const COMMAND = 'pacelineThrottleRing';
 
 /**
- * Creates a throttler over `redis`, on which it defines a custom command so the script is sent
- * by SHA (ioredis resends the body on NOSCRIPT). Keys are `${keyPrefix}throttle:v3:{<ident>}:<scope>`
- * (v3: the log format of ring.lua; a process of another format counts apart instead of clobbering);
- * the braces make every key of one identity share a Redis Cluster hash slot.
- *
- * The requests that reach `consume` in one turn of the event loop are decided by one script call
- * (one per hash slot on a Redis Cluster, at most MAX_BATCH requests each): under load a process
- * pays one round trip for many requests; idle, one per request with no added wait. Each request
- * is still decided atomically and exactly, as if it had a call of its own (see ring-script.ts).
- *
- * With `timeoutMs`, a request not answered within it of asking (time queued behind calls in
- * flight included) is rejected, with the rest of its call. Only the store's slowness counts, not
- * this process's event-loop lag: the deadline is judged after one more poll for I/O (an expired
- * timer runs before the loop reads the sockets), and a call this process sent late is waited for
- * a few round trips. The call carries, in Redis's clock, the latest moment it may start for its
- * answer to be back in time (see redis-clock.ts): started later (Redis paused, frozen, far
- * behind), it records nothing.
- *
- * With `localRefusals` (the default) a client Redis has refused is refused in process until its
- * window frees (see refusals.ts), so a flood of refused requests costs Redis nothing; turned off
- * only to measure that.
+ * Creates a throttler over `redis` (docs/architecture.md "Throttling"), the script defined as a
+ * custom command sent by SHA. Keys are `${keyPrefix}throttle:v3:{<ident>}:<scope>` (v3: ring.lua's
+ * log format; the braces keep one identity in one Redis Cluster slot). The requests of one
+ * event-loop turn share one script call per hash slot (at most MAX_BATCH each), each decided as if
+ * it had a call of its own. `timeoutMs`: a request not answered within it of asking is rejected
+ * with the rest of its call, and a call Redis starts too late records nothing. `localRefusals`
+ * (default true): a client Redis has refused is refused in process until its window frees.
  */
 export function createThrottler(deps: {
   redis: Redis | Cluster;
