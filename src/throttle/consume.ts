@@ -4,7 +4,7 @@ import { MAX_RULES } from './batches.js';
 import { Batcher, type RingCommand } from './batcher.js';
 import { Refusals } from './refusals.js';
 import { RING_SCRIPT } from './ring-script.js';
-import type { Check, Decision, Throttler } from './types.js';
+import type { Check, Decision, Throttler } from './throttler.js';
 
 const COMMAND = 'pacelineThrottleRing';
 

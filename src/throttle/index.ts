@@ -1,5 +1,5 @@
 export { createThrottler, isAdmitted, throttleKey } from './consume.js';
-export type { Check, Decision, Throttler } from './types.js';
+export type { Check, Decision, Throttler } from './throttler.js';
 export { longestWait, rateLimitHeaders, throttledDetail } from './headers.js';
 export { clientIp, ipKey } from './identity.js';
 export { loginIdent, normaliseUsername } from './login.js';

@@ -1,4 +1,4 @@
-import type { Check, Decision } from './types.js';
+import type { Check, Decision } from './throttler.js';
 import type { ScopeRule } from './scopes.js';
 
 /** Refusals one process remembers at most; past it the one learnt longest ago is forgotten. */

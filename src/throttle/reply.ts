@@ -1,4 +1,4 @@
-import type { Check, Decision } from './types.js';
+import type { Check, Decision } from './throttler.js';
 
 /** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
 const RESULT_BYTES = 32;

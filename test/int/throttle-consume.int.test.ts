@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createThrottler, isAdmitted, throttleKey } from '../../src/throttle/consume.js';
-import type { Decision, Throttler } from '../../src/throttle/types.js';
+import type { Decision, Throttler } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
 
