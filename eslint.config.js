@@ -67,6 +67,59 @@ export default tseslint.config(
     },
   },
   {
+    // Settings and the parsers they use are the ground floor: any process reads them before it has a store.
+    files: ['src/config.ts', 'src/config-values.ts', 'src/proxy-list.ts', 'src/redis-cluster-nodes.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            outsideRuntime,
+            {
+              group: ['**/stores/**', '**/http/**', '**/cluster/**', '**/events/**', '**/read-cache/**', '**/auth/**'],
+              message: 'Settings import no store, server or domain code: only pure parsers (throttle/rate, ipv6).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/stores/**/*.ts', 'src/read-cache/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            outsideRuntime,
+            {
+              group: ['koa', '@koa/*', '**/http/**'],
+              message: 'Stores and the read cache never import the HTTP layer.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The document builder collects what the route files declare; it never imports them back.
+    files: ['src/http/openapi/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            outsideRuntime,
+            {
+              group: ['../*.routes.js', '../*.operations.js', '../api-operations.js'],
+              message: 'Route files import openapi/, not the other way round (docs/architecture.md "API document").',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['ops/**/*.ts'],
     rules: {
       'no-restricted-imports': [

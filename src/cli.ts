@@ -45,7 +45,8 @@ async function main(argv: string[]): Promise<number> {
     }
     if (!signal) {
       process.stdout.write(
-        `Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ${running.startedAt}\n`,
+        `Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ` +
+          `${running.startedAt}\n`,
       );
       return 0;
     }

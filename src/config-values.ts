@@ -3,8 +3,8 @@
  * it expected.
  */
 import { z } from 'zod';
-import { parseClusterNodes } from './stores/redis-cluster-nodes.js';
-import { parseProxyList } from './throttle/proxies.js';
+import { parseClusterNodes } from './redis-cluster-nodes.js';
+import { parseProxyList } from './proxy-list.js';
 import { parseRate } from './throttle/rate.js';
 
 /** A whole number between min and max, from its decimal text. */

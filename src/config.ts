@@ -144,25 +144,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const config = result.data;
   if (config.REDIS_URL && config.REDIS_CLUSTER_NODES) {
     throw new ConfigError(
-      'invalid REDIS_CLUSTER_NODES (value not shown): set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both',
+      'invalid REDIS_CLUSTER_NODES (value not shown): set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis ' +
+        'Cluster), not both',
     );
   }
   // The first {…} of a key is its hash tag: one in the prefix would put every key in one slot.
   if (config.REDIS_CLUSTER_NODES && /[{}]/.test(config.REDIS_PREFIX)) {
     throw new ConfigError(
-      `invalid REDIS_PREFIX=${JSON.stringify(config.REDIS_PREFIX)}: must not contain { or } with REDIS_CLUSTER_NODES (it would put every key in one hash slot)`,
+      `invalid REDIS_PREFIX=${JSON.stringify(config.REDIS_PREFIX)}: must not contain { or } with REDIS_CLUSTER_NODES ` +
+        `(it would put every key in one hash slot)`,
     );
   }
   // Node refuses a server whose headers may take longer than the whole request.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
-      `invalid HTTP_HEADERS_TIMEOUT_MS=${JSON.stringify(String(config.HTTP_HEADERS_TIMEOUT_MS))}: must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
+      `invalid HTTP_HEADERS_TIMEOUT_MS=${JSON.stringify(String(config.HTTP_HEADERS_TIMEOUT_MS))}: must not exceed ` +
+        `HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
     );
   }
   // A replica may answer only what the published head proves current, and only the read cache publishes it.
   if (config.DATABASE_REPLICA_URLS.length > 0 && config.READ_CACHE_BYTES === 0) {
     throw new ConfigError(
-      'invalid DATABASE_REPLICA_URLS (value not shown): replicas need the head the read cache publishes; set READ_CACHE_BYTES above 0',
+      'invalid DATABASE_REPLICA_URLS (value not shown): replicas need the head the read cache publishes; set ' +
+        'READ_CACHE_BYTES above 0',
     );
   }
   return Object.freeze(config);
@@ -182,7 +186,8 @@ export function proxyTrustWarning(
 ): string | undefined {
   if (config.ROLE === 'jobs' || config.TRUST_PROXY_HOPS === 0 || config.TRUSTED_PROXIES !== undefined) return undefined;
   return (
-    `TRUST_PROXY_HOPS=${config.TRUST_PROXY_HOPS} without TRUSTED_PROXIES: X-Forwarded-For, -Proto and -Host are believed from any peer, ` +
+    `TRUST_PROXY_HOPS=${config.TRUST_PROXY_HOPS} without TRUSTED_PROXIES: X-Forwarded-For, -Proto and -Host are ` +
+    `believed from any peer, ` +
     'so a client that reaches the port directly chooses its own address; set TRUSTED_PROXIES to your proxies'
   );
 }

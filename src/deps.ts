@@ -10,8 +10,8 @@ import type { TaskCommand } from './events/domain/task.events.js';
 import { createLogger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { ReportQueue } from './reports/report-queue.js';
-import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/index.js';
-import { ReplicaSet } from './read-cache/replicas.js';
+import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/create-read-cache.js';
+import { ReplicaSet } from './stores/read-replicas.js';
 import { createRedisClient, type RedisClient } from './stores/redis-client.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 

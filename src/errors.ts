@@ -34,7 +34,9 @@ export const Errors = {
   notAcceptable: () => new AppError(406, { detail: 'Could not satisfy the request Accept header.' }),
   preconditionFailed: (currentEtag: string, header: 'If-Match' | 'If-None-Match') =>
     new AppError(412, {
-      detail: `Precondition failed: the task's current ETag is ${currentEtag}, which ${header === 'If-Match' ? 'If-Match does not name' : 'If-None-Match excludes'}.`,
+      detail:
+        `Precondition failed: the task's current ETag is ${currentEtag}, which ` +
+        `${header === 'If-Match' ? 'If-Match does not name' : 'If-None-Match excludes'}.`,
     }),
   preconditionFailedMissing: () => new AppError(412, { detail: 'Precondition failed: the task does not exist.' }),
   payloadTooLarge: (limit: number) => new AppError(413, { detail: `Request body is larger than ${limit} bytes.` }),

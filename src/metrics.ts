@@ -17,20 +17,26 @@ export function createMetrics(registry = new Registry()) {
     registry,
     throttleDecisions: new Counter({
       name: 'paceline_throttle_decisions_total',
-      help: 'Throttle checks by scope and outcome: allowed, throttled (answered 429) or store_error (Redis failed or timed out).',
+      help:
+        'Throttle checks by scope and outcome: allowed, throttled (answered 429) or store_error (Redis failed or ' +
+        'timed out).',
       labelNames: ['scope', 'decision'] as const,
       registers,
     }),
     throttleCheckDuration: new Histogram({
       name: 'paceline_throttle_check_duration_seconds',
-      help: 'Time one throttle check took, including the Redis round trip (none for a refusal answered in process from an earlier one).',
+      help:
+        'Time one throttle check took, including the Redis round trip (none for a refusal answered in process ' +
+        'from an earlier one).',
       labelNames: ['scope'] as const,
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
       registers,
     }),
     httpRequests: new Counter({
       name: 'paceline_http_requests_total',
-      help: 'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and status code.',
+      help:
+        'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and ' +
+        'status code.',
       labelNames: ['method', 'route', 'status'] as const,
       registers,
     }),
@@ -56,14 +62,17 @@ export function createMetrics(registry = new Registry()) {
     dbReads: new Counter({
       name: 'paceline_db_reads_total',
       help:
-        'Reads answered from PostgreSQL (read-cache misses, the feed), by target (replica or primary) and reason: current (a replica had replayed ' +
-        'the published head), no_replica, head_unknown (Redis could not say), lagging, unhealthy (every replica recently failed) or error.',
+        'Reads answered from PostgreSQL (read-cache misses, the feed), by target (replica or primary) and reason: ' +
+        'current (a replica had replayed the published head), no_replica, head_unknown (Redis could not say), ' +
+        'lagging, unhealthy (every replica recently failed) or error.',
       labelNames: ['target', 'reason'] as const,
       registers,
     }),
     retentionSwept: new Counter({
       name: 'paceline_retention_swept_total',
-      help: 'Rows the retention sweep of the job child deleted, by table: expired tokens and idempotency records past their TTL.',
+      help:
+        'Rows the retention sweep of the job child deleted, by table: expired tokens and idempotency records past ' +
+        'their TTL.',
       labelNames: ['table'] as const,
       registers,
     }),
@@ -83,7 +92,10 @@ export type Metrics = ReturnType<typeof createMetrics>;
 /** The tables `paceline_retention_swept_total` counts. */
 export const RETENTION_TABLES = ['tokens', 'idempotency_keys'] as const;
 
-/** Creates every table's `paceline_retention_swept_total` series at zero, so it reads 0 before the first sweep deletes anything. */
+/**
+ * Creates every table's `paceline_retention_swept_total` series at zero, so it reads 0 before the first sweep deletes
+ * anything.
+ */
 export function primeRetentionSeries(metrics: Metrics): void {
   for (const table of RETENTION_TABLES) metrics.retentionSwept.inc({ table }, 0);
 }

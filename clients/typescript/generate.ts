@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { format, resolveConfig } from 'prettier';
 import { buildDocument } from '../../src/http/openapi/document.js';
-import { apiOperations } from '../../src/http/openapi/operations.js';
+import { apiOperations } from '../../src/http/api-operations.js';
 
 export const TYPES_FILE = join(dirname(fileURLToPath(import.meta.url)), 'schema.d.ts');
 

@@ -42,7 +42,8 @@ import { loadConfig } from '../../src/config.js';
 import type { Deps } from '../../src/deps.js';
 import { createThrottle } from '../../src/http/throttle.middleware.js';
 import { createMetrics } from '../../src/metrics.js';
-import { createThrottler, type Decision } from '../../src/throttle/consume.js';
+import { createThrottler } from '../../src/throttle/consume.js';
+import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 

@@ -13,7 +13,8 @@ export async function rebuildWithProgress(
 ): Promise<RebuildSummary> {
   const result = await rebuildProjections(db, { batchSize, onProgress: drawBar(progress) });
   progress.write(
-    `rebuilt from ${result.events} events in ${result.seconds.toFixed(1)} s: tasks ${result.tasks} live (last id ${result.lastTaskId}), ` +
+    `rebuilt from ${result.events} events in ${result.seconds.toFixed(1)} s: tasks ${result.tasks} live (last id ` +
+      `${result.lastTaskId}), ` +
       `owner_task_counts ${result.owners} owners, checkpoint ${result.events}\n`,
   );
   return result;
@@ -36,7 +37,8 @@ function drawBar(stream: ProgressStream): (done: number, total: number) => void 
     const filled = Math.round((done / total) * width);
     const rate = done / Math.max((now - began) / 1000, 0.001);
     stream.write(
-      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} events ${Math.round(rate)}/s`,
+      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} ` +
+        `events ${Math.round(rate)}/s`,
     );
     if (done >= total) stream.write('\n');
   };

@@ -6,9 +6,10 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { childDrainBudgetMs, proxyTrustWarning, usesEmbeddedRedis, type Config } from '../config.js';
 import { rereadEnvFile } from '../env-file.js';
 import { createLogger } from '../logger.js';
-import { provideBackends } from '../stores/backends.js';
+import { provideBackends, type Backends } from '../stores/backends.js';
 import { describeInstance, runningInstance, writeInstanceFile } from './instance-file.js';
-import { startMetricsHub } from './metrics-hub.js';
+import { startMetricsHub, type MetricsHub } from './metrics-hub.js';
+import { handleShutdown, type Lifecycle } from './shutdown.js';
 import { Supervisor } from './supervisor.js';
 
 /**
@@ -21,33 +22,29 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   const logger = createLogger(config, 'primary');
   const proxyWarning = proxyTrustWarning(config);
   if (proxyWarning) logger.warn(proxyWarning);
-  // Signals are handled from the first moment: whatever has started by then is stopped in
-  // reverse order, after the step under way finishes, so no embedded store is left running.
-  const stops: Array<() => Promise<void>> = [];
-  let current: Promise<unknown> = Promise.resolve();
-  let stopping = false;
-  // Once shutting down, start nothing more: the step never resolves and the process exits.
-  const step = <T>(start: () => Promise<T>): Promise<T> => {
-    if (stopping) return new Promise<never>(() => {});
-    const work = start();
-    current = work.catch(() => {});
-    return work;
-  };
-  let holdStores = () => {};
-  let announceLeaving = async () => {};
-  const shutdown = onceShutdown(logger, config, async () => {
-    stopping = true;
-    // A store that exits now (the terminal's Ctrl-C reaches it too) is not restarted.
-    holdStores();
-    for (let seen = null as unknown; seen !== current;) await (seen = current);
-    await announceLeaving();
-    for (const stop of stops.reverse()) await stop();
-  });
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  // Signals are handled from the first moment: whatever has started by then is stopped.
+  const life = handleShutdown(logger, config);
+  await claimHost(config, life);
+  const backends = await life.step(() => provideBackends(config, logger));
+  life.holdStores = backends.hold;
+  life.stops.push(() => backends.stop());
+  await migrate(backends.databaseUrl, logger, life);
+  const metrics = await life.step(() => startMetricsHub(config, logger));
+  life.stops.push(() => metrics.close());
+  const supervisor = superviseChildren(config, logger, { backends, metrics, fileSettings }, life);
+  if (life.stopping()) return;
+  if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
+  if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
+  if (life.stopping()) return;
+  announceReady(config, logger);
+}
 
-  // Checked first, so a start that cannot serve ends before anything else has started. Only a
-  // primary that runs embedded stores owns its DATA_DIR; with both URLs given, several may share it.
+/**
+ * Checked first, so a start that cannot serve ends before anything else has started: no other
+ * instance on DATA_DIR, every port free. Only a primary that runs embedded stores owns its
+ * DATA_DIR; with both URLs given, several may share it.
+ */
+async function claimHost(config: Config, life: Lifecycle): Promise<void> {
   const ownsDataDir = !config.DATABASE_URL || usesEmbeddedRedis(config);
   const running = ownsDataDir ? runningInstance(config) : undefined;
   if (running) {
@@ -56,6 +53,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
         'Use that one, stop it with `npm run cli -- stop`, or start this one with another DATA_DIR',
     );
   }
+  const { step } = life;
   if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
   if (config.METRICS_PORT > 0)
     await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
@@ -64,14 +62,14 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
     await step(() => ensureServable('EMBEDDED_REDIS_PORT', config.EMBEDDED_REDIS_PORT, '127.0.0.1'));
   if (ownsDataDir) {
     const removeInstanceFile = writeInstanceFile(config);
-    stops.push(async () => removeInstanceFile());
+    life.stops.push(async () => removeInstanceFile());
   }
-  const backends = await step(() => provideBackends(config, logger));
-  holdStores = backends.hold;
-  stops.push(() => backends.stop());
-  const migrator = connectDatabase(backends.databaseUrl, 1, 'paceline-migrate');
+}
+
+async function migrate(databaseUrl: string, logger: Logger, life: Lifecycle): Promise<void> {
+  const migrator = connectDatabase(databaseUrl, 1, 'paceline-migrate');
   try {
-    const { applied, newer } = await step(() => migrateToLatest(migrator));
+    const { applied, newer } = await life.step(() => migrateToLatest(migrator));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
     if (newer.length > 0)
       logger.warn(
@@ -81,9 +79,16 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   } finally {
     await migrator.destroy();
   }
+}
 
-  const metrics = await step(() => startMetricsHub(config, logger));
-  stops.push(() => metrics.close());
+/** The supervisor of the children, drained on shutdown and reloaded on SIGHUP; no child started yet. */
+function superviseChildren(
+  config: Config,
+  logger: Logger,
+  started: { backends: Backends; metrics: MetricsHub; fileSettings: Record<string, string> },
+  life: Lifecycle,
+): Supervisor {
+  const { backends, metrics, fileSettings } = started;
   // A Redis Cluster's nodes reach the children as the primary got them (environment or ENV_FILE).
   const stores = {
     DATABASE_URL: backends.databaseUrl,
@@ -99,7 +104,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   });
   metrics.attach(() => supervisor.workers());
   if (config.DRAIN_DELAY_MS > 0 && config.ROLE !== 'jobs') {
-    announceLeaving = async () => {
+    life.announceLeaving = async () => {
       supervisor.announceLeaving();
       logger.info(
         { drainDelayMs: config.DRAIN_DELAY_MS },
@@ -108,20 +113,23 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
       await sleep(config.DRAIN_DELAY_MS);
     };
   }
-  stops.push(() => supervisor.stop());
+  life.stops.push(() => supervisor.stop());
+  reloadOnHangup(config, logger, supervisor, stores);
+  return supervisor;
+}
+
+/** SIGHUP: settings read again and checked like a start; bad ones leave the workers as they are. */
+function reloadOnHangup(config: Config, logger: Logger, supervisor: Supervisor, stores: Record<string, string>): void {
   process.on('SIGHUP', () => {
-    // Settings are read again and checked like a start; bad ones leave the workers as they are.
     const reread = rereadEnvFile(process.env, config);
     if (!reread.ok) return logger.error(`reload refused, the workers keep their settings: ${reread.reason}`);
     supervisor.setEnv({ ...reread.settings, ...stores });
     logger.info('SIGHUP: settings read again; replacing web workers one at a time');
     void supervisor.reload('web').then(() => logger.info('web workers replaced'));
   });
+}
 
-  if (stopping) return;
-  if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
-  if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
-  if (stopping) return;
+function announceReady(config: Config, logger: Logger): void {
   const web = config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY;
   logger.info(
     {
@@ -137,7 +145,8 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
 /** The one line that says the service is ready: where the API and the metrics are, and what to do next. */
 export function readyBanner(config: Pick<Config, 'PORT' | 'METRICS_PORT'>): string {
   return (
-    `Paceline is up: API http://127.0.0.1:${config.PORT}/api/ , metrics http://127.0.0.1:${config.METRICS_PORT}/metrics ; ` +
+    `Paceline is up: API http://127.0.0.1:${config.PORT}/api/ , metrics ` +
+    `http://127.0.0.1:${config.METRICS_PORT}/metrics ; ` +
     'next, in another terminal: npm run cli -- user:create NAME'
   );
 }
@@ -157,35 +166,9 @@ async function ensureServable(setting: string, port: number, host: string): Prom
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
     throw new Error(
-      `${setting} ${port} on ${host} cannot be served: ${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`,
+      `${setting} ${port} on ${host} cannot be served: ` +
+        `${code === 'EADDRINUSE' ? 'another process is listening on it' : message}`,
     );
   }
   await new Promise((resolve) => probe.close(resolve));
-}
-
-function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<void>) {
-  let started = false;
-  return (signal: string) => {
-    if (started) return;
-    started = true;
-    logger.info({ signal }, 'shutting down: draining children');
-    // Backstop: the children have most of SHUTDOWN_TIMEOUT_MS and the stores the rest; this is for a store that hangs.
-    setTimeout(
-      () => {
-        logger.error('shutdown took too long; exiting');
-        process.exit(1);
-      },
-      config.DRAIN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS + 20_000,
-    ).unref();
-    stopAll().then(
-      () => {
-        logger.info('stopped');
-        process.exit(0);
-      },
-      (error) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
 }

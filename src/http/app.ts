@@ -3,6 +3,7 @@ import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { buildScopes, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { apiOperations } from './api-operations.js';
 import { authRoutes } from './auth.routes.js';
 import { handleErrors } from './errors.middleware.js';
 import { eventRoutes } from './events.routes.js';
@@ -44,7 +45,7 @@ export function createApp(
   const routers = [
     healthRoutes(deps),
     rootRoutes(deps, guard),
-    docsRoutes(deps, guard),
+    docsRoutes(deps, guard, apiOperations),
     statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),

@@ -19,7 +19,8 @@ export const authOperations = {
     operationId: 'obtainToken',
     summary: 'Log in: a bearer token for a username and password',
     description:
-      'Throttled per address by the `token-obtain` scope and per username named by the `login` scope, which answers 503 rather than admit when Redis cannot count. Wrong credentials: 400 `{"non_field_errors": [...]}`.',
+      'Throttled per address by the `token-obtain` scope and per username named by the `login` scope, which answers ' +
+      '503 rather than admit when Redis cannot count. Wrong credentials: 400 `{"non_field_errors": [...]}`.',
     tag: 'auth',
     access: 'optional',
     body: credentialsSchema,

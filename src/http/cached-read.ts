@@ -4,7 +4,7 @@ import type { Context, Middleware } from 'koa';
 import type { Database } from '../../db/database.js';
 import type { Deps } from '../deps.js';
 import type { FreshAnswer } from '../read-cache/read-cache.js';
-import { readSnapshot } from '../read-cache/replicas.js';
+import { readSnapshot } from '../stores/read-replicas.js';
 import { requestOrigin } from './request-url.js';
 
 /** What a cacheable read renders from one snapshot: the body, and its tag when it has its own. */
@@ -37,7 +37,8 @@ export interface ReadStart {
  */
 export async function startRead(ctx: Context, deps: Deps, viewer?: string): Promise<ReadStart> {
   // The page sizes are part of the answer (a reload may change them), so they are part of the key.
-  const url = `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
+  const url =
+    `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ` + `${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
   const key = viewer === undefined ? url : `${url} for ${viewer}`;
   return { key, published: await publishedHead(ctx, deps) };
 }

@@ -7,15 +7,16 @@ import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { buildDocument } from './openapi/document.js';
-import { route } from './openapi/operation.js';
-import { apiOperations, docsOperations, SCHEMA_MEDIA_TYPES } from './openapi/operations.js';
+import { route, type Operation } from './openapi/operation.js';
+import { docsOperations, SCHEMA_MEDIA_TYPES } from './docs.operations.js';
 import type { Guard } from './guard.js';
 import { requestOrigin } from './request-url.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 
 /** Only this origin: no inline script or style, no other host (Swagger UI's icons are data: images). */
 const CSP =
-  "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+  "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; " +
+  "frame-ancestors 'none'";
 
 /** Swagger UI's files, from the installed package (found from src/ and from dist/ alike). */
 const SWAGGER_UI = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -44,7 +45,9 @@ const PAGE = `<!doctype html>
 `;
 
 // The document is read from this server; no online validator badge (it would call another host).
-const INIT = `window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null, displayRequestDuration: true });\n`;
+const INIT =
+  `window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, ` +
+  `validatorUrl: null, displayRequestDuration: true });\n`;
 
 interface Asset {
   body: Buffer;
@@ -64,11 +67,12 @@ const IMMUTABLE = 'public, max-age=31536000, immutable';
 /**
  * `GET /api/schema/`: the API document (docs/architecture.md "API document"), with the request's
  * origin as its server. `GET /api/docs/`: Swagger UI rendering it, every file served from here.
+ * `operations`: every operation the app serves (api-operations.ts).
  */
-export function docsRoutes(deps: Deps, guard: Guard): Router {
+export function docsRoutes(deps: Deps, guard: Guard, operations: readonly Operation[]): Router {
   const router = createRouter();
   // Built once: the document depends on the code alone; the origin is put in per request.
-  const document = buildDocument(apiOperations);
+  const document = buildDocument(operations);
   const assets = new Map<string, Asset>();
   const asset = (name: string): Asset | undefined => {
     if (!assets.has(name)) {

@@ -41,10 +41,12 @@ const RETRY_AFTER_S = 1;
  * that is unreachable or went away mid-request (see isDatabaseUnreachable for what was written).
  */
 function waitedTooLong(error: unknown): AppError | undefined {
-  // A COMMIT in flight when the server stopped answering may still commit (docs/architecture.md "Bounded work").
+  // The server stopped answering while a COMMIT was in flight: it may still commit
+  // (docs/architecture.md "Bounded work").
   if (error instanceof DatabaseDeadlineError && error.inDoubt) {
     return Errors.unavailable(
-      'The database did not confirm the write in time: it may still be made. Repeat the request with the same Idempotency-Key to learn its outcome.',
+      'The database did not confirm the write in time: it may still be made. Repeat the request with the same ' +
+        'Idempotency-Key to learn its outcome.',
       RETRY_AFTER_S,
     );
   }

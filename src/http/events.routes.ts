@@ -8,7 +8,7 @@ import { buildLink } from '../pagination/links.js';
 import { readLimit } from '../pagination/params.js';
 import { parsePythonInt } from '../pagination/python-int.js';
 import { parseQuery, readLastValue, type QueryParams } from '../pagination/query-string.js';
-import { readLatest } from '../read-cache/replicas.js';
+import { readLatest } from '../stores/read-replicas.js';
 import { publishedHead, readHeadAhead } from './cached-read.js';
 import { audienceOf, viewEvent } from './event.view.js';
 import type { Guard } from './guard.js';

@@ -9,7 +9,7 @@ import { readBody } from './body.js';
 import { renderPage } from './paginated.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
-import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
+import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency-key.js';
 import { requireUser } from './users.js';
 import { defineOperation, route } from './openapi/operation.js';
 import { errorSchema, reportInput, reportPages, reportSchema } from './openapi/schemas.js';

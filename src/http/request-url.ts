@@ -1,8 +1,9 @@
 import type { Context } from 'koa';
-import { forwardedHops, type ProxySettings } from '../throttle/proxies.js';
+import { forwardedHops, type ProxySettings } from './client-address.js';
 
-const HOST =
-  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?';
+// Dot-separated labels, or an IPv6 address in brackets, and an optional port.
+const HOST = new RegExp(`^(?:${LABEL}(?:\\.${LABEL})*|\\[[0-9A-Fa-f:.]+\\])(?::\\d{1,5})?$`);
 
 /**
  * The absolute URL the client used. Scheme and host come from `X-Forwarded-Proto` /

@@ -14,7 +14,7 @@ import { readAnswer, readHeadAhead, sendList, sendNotModified, sendRead, startRe
 import { renderPage } from './paginated.js';
 import { audienceOf, viewEvent } from './event.view.js';
 import { etagOf, etagOfBody, matchesEtag, readIfMatch, readIfNoneMatch } from './conditional.js';
-import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency.js';
+import { readIdempotencyClaim, sendAnswer, sendReplay } from './idempotency-key.js';
 import { taskPath, viewTask, type TaskResource } from './task.view.js';
 import { parseTaskInput } from './task.input.js';
 import { requireUser } from './users.js';

@@ -3,7 +3,8 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
 import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, forwardedHops, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { forwardedHops } from './client-address.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
 export const STORE_DOWN_RETRY_S = 5;
@@ -13,7 +14,8 @@ export const STORE_DOWN_RETRY_S = 5;
  * permission check or other work. Without a named scope the general rate applies: `user` for an
  * authenticated client, `anon` otherwise. A named scope (e.g. `token-obtain`) replaces the
  * general rate on its route; one keyed by user (e.g. `reports`) counts only authenticated
- * clients, and anonymous ones (or bad credentials) against `anon`. Store failures are logged once per burst for all routes together.
+ * clients, and anonymous ones (or bad credentials) against `anon`. Store failures are logged once per burst for all
+ * routes together.
  * @throws Error from `throttleFor` when the named scope has no rule (at start, where the route is declared).
  */
 export function createThrottle(

@@ -9,7 +9,8 @@ import type { PageRequest, PageSource, PaginateOutcome, PaginationSettings } fro
  * Paginates a collection in the style the query string asks for: page-number by
  * default, limit/offset when `limit` or `offset` is present, cursor when `cursor` is present.
  * Links are absolute, built from `request.url`, and keep every other query parameter (keys
- * sorted, as DRF writes them). The query is parsed once (`request.query` when the caller did). Returns the body to send, or `{ok: false, status, detail}`:
+ * sorted, as DRF writes them). The query is parsed once (`request.query` when the caller did). Returns the body to
+ * send, or `{ok: false, status, detail}`:
  * 400 for mixed styles or a malformed `limit`/`offset`/`page_size`, 404 for an invalid page or
  * cursor. Errors thrown by `source` propagate.
  */

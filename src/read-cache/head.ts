@@ -43,8 +43,8 @@ const UNKNOWN: Published = { head: null, tokens: null };
 const RETRUST_DELAY_MS = 1_000;
 
 /**
- * A head channel over `redis` at `keys` (one hash slot, so one MGET reads both). A read slower than `readTimeoutMs` answers null; `onMissing`
- * is told whenever the key is found gone.
+ * A head channel over `redis` at `keys` (one hash slot, so one MGET reads both). A read slower than `readTimeoutMs`
+ * answers null; `onMissing` is told whenever the key is found gone.
  */
 export function createHeadChannel(
   redis: Redis | Cluster,

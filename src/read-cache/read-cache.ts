@@ -1,6 +1,6 @@
 import { ByteLru } from './lru.js';
 import type { HeadChannel } from './head.js';
-import { TokenCache } from './tokens.js';
+import { TokenCache } from './token-cache.js';
 
 /** An answer as kept: the bytes sent, its entity tag, and the head of the snapshot it was read from. */
 export interface CachedAnswer {

@@ -24,12 +24,14 @@ export function clearStaleLock(dataDir: string, log: (line: string) => void): vo
     if (owner !== undefined) {
       throw new Error(
         `PostgreSQL (pid ${pid}) is serving ${dataDir} for the Paceline whose primary is pid ${owner}: ` +
-          '`npm run cli -- status` names it and its ports, `npm run cli -- stop` stops it with its database. Never kill a running database',
+          '`npm run cli -- status` names it and its ports, `npm run cli -- stop` stops it with its database. Never ' +
+          'kill a running database',
       );
     }
     // No Paceline started it any more (its primary was killed): the only case where stopping it is the advice.
     throw new Error(
-      `PostgreSQL (pid ${pid}) still serves ${dataDir}, left behind by a Paceline that did not stop (no Paceline runs it now): ` +
+      `PostgreSQL (pid ${pid}) still serves ${dataDir}, left behind by a Paceline that did not stop ` +
+        '(no Paceline runs it now): ' +
         `stop it cleanly with \`kill -TERM ${pid}\` and start again`,
     );
   }

@@ -28,7 +28,9 @@ export async function provideServiceRole(adminUrl: string, dataDir: string, acco
     await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
     const role = client.escapeIdentifier(SERVICE_ROLE);
     const found = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [SERVICE_ROLE]);
-    const attributes = `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${client.escapeLiteral(secret)}`;
+    const attributes =
+      `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ` +
+      `${client.escapeLiteral(secret)}`;
     await client.query(`${found.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${role} WITH ${attributes}`);
     const { rows } = await client.query<{ db: string }>('SELECT current_database() AS db');
     await client.query(`ALTER DATABASE ${client.escapeIdentifier(rows[0]!.db)} OWNER TO ${role}`);
@@ -53,14 +55,18 @@ export async function provideServiceRole(adminUrl: string, dataDir: string, acco
  * system's objects too.) A sequence that belongs to a table follows the table.
  */
 function handOver(role: string): string {
-  const kinds = `CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END`;
+  const kinds =
+    `CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE' WHEN ` +
+    `'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END`;
   return `DO $$
 DECLARE item record;
 BEGIN
   FOR item IN
     SELECT ${kinds} AS kind, c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND pg_get_userbyid(c.relowner) <> '${role}'
-      AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')))
+    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+      AND pg_get_userbyid(c.relowner) <> '${role}'
+      AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d
+        WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')))
     ORDER BY c.relkind = 'S'
   LOOP
     EXECUTE format('ALTER %s public.%I OWNER TO %I', item.kind, item.name, '${role}');

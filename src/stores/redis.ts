@@ -29,8 +29,8 @@ const STOP_GRACE_MS = 3_000;
 /**
  * Starts `redis-server` as a child process on 127.0.0.1:`port` and resolves once it answers
  * PING, with `redis://127.0.0.1:<port>` (`redis://:<password>@…` with a password). Run as root,
- * the server runs as the `postgres` account, which then owns `dataDir`. `stop()` is idempotent: SIGTERM, then SIGKILL after a
- * few seconds. Once stopped or killed (a test may kill `pid` itself), calling this again with
+ * the server runs as the `postgres` account, which then owns `dataDir`. `stop()` is idempotent: SIGTERM, then SIGKILL
+ * after a few seconds. Once stopped or killed (a test may kill `pid` itself), calling this again with
  * the same port and data directory brings it back; a persistent one keeps its data.
  * Throws one line saying how to get Redis when `redis-server` is not installed.
  */
@@ -155,7 +155,9 @@ function startFailure(port: number, exit: Exit, recent: string[]): Error {
   return new Error(`redis-server did not start on 127.0.0.1:${port}: ${reason ?? `exit code ${exit.code}`}`);
 }
 
-/** One PING over a raw socket (after an AUTH with `password`): PING's reply line, or undefined when nothing answered. */
+/**
+ * One PING over a raw socket (after an AUTH with `password`): PING's reply line, or undefined when nothing answered.
+ */
 function ping(port: number, password: string | undefined): Promise<string | undefined> {
   const replies = password === undefined ? 1 : 2;
   return new Promise((resolvePing) => {

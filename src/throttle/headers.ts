@@ -1,4 +1,4 @@
-import type { Decision } from './consume.js';
+import type { Decision } from './throttler.js';
 
 /**
  * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, structured-field lists) for

@@ -9,7 +9,8 @@ import { formatIpv6, maskIpv6, parseIpv6, unmapIpv4 } from './ipv6.js';
  * the client is the N-th address from the right of the header (DRF's `NUM_PROXIES`). The socket
  * address is used when the header is absent, has fewer than N addresses, or that address is not
  * an IP. The caller passes 0 hops when the connection is not from a trusted proxy
- * (`forwardedHops`, `TRUSTED_PROXIES`). IPv4-mapped IPv6 (`::ffff:1.2.3.4`) becomes plain IPv4; ports and brackets are dropped.
+ * (`forwardedHops`, `TRUSTED_PROXIES`). IPv4-mapped IPv6 (`::ffff:1.2.3.4`) becomes plain IPv4; ports and brackets
+ * are dropped.
  *
  * @returns the address, or `''` when the socket address is unknown (the socket is gone).
  */

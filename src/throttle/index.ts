@@ -1,10 +1,8 @@
 export { createThrottler, isAdmitted, throttleKey } from './consume.js';
-export type { Check, Decision, Throttler } from './consume.js';
+export type { Check, Decision, Throttler } from './throttler.js';
 export { longestWait, rateLimitHeaders, throttledDetail } from './headers.js';
 export { clientIp, ipKey } from './identity.js';
 export { loginIdent, normaliseUsername } from './login.js';
-export { forwardedHops, isTrustedProxy, parseProxyList } from './proxies.js';
-export type { ProxyList, ProxySettings } from './proxies.js';
 export { MAX_RATE_LIMIT, MAX_RATE_WINDOW_MS, parseRate } from './rate.js';
 export type { Rate } from './rate.js';
 export { DEFAULT_KEYED_BY, KEYED_BY, buildScopes } from './scopes.js';

@@ -1,23 +1,15 @@
-import type { Check, Decision } from './consume.js';
+import type { Check, Decision } from './throttler.js';
 import type { ScopeRule } from './scopes.js';
 
 /** Refusals one process remembers at most; past it the one learnt longest ago is forgotten. */
 export const MAX_REFUSALS = 10_000;
 
 /**
- * The moments, in this process's clock (`performance.now()`), until which Redis has said a
- * client's window on a rule is full, so that its requests before then are refused without
- * asking Redis again.
- *
- * This refuses nothing Redis would admit: a refusal records nothing, and an admission by any
- * process only fills a window further, so once Redis has refused a check until its oldest
- * counted entry leaves at T, every check of that log under the same rule before T is refused too.
- * A refusal remembers its rule's limit and window, so another rule over the same log never
- * matches, and any admission of the log forgets it. A Redis connection that comes back (a Redis
- * restarted, perhaps empty) forgets them all; a log deleted by hand is not seen: its refusal
- * stands until T.
- *
- * Bounded (MAX_REFUSALS, oldest forgotten first); a passed moment is dropped when next looked up.
+ * Until when, in this process's clock (`performance.now()`), Redis has said a client's window on a
+ * rule is full, so that its requests before then are refused without asking Redis again; why this
+ * refuses nothing Redis would admit: docs/architecture.md "Throttling". Any admission of the log,
+ * or a Redis connection that comes back, forgets it; a log deleted by hand is not seen until the
+ * moment passes. Bounded (MAX_REFUSALS, oldest forgotten first).
  */
 export class Refusals {
   /**

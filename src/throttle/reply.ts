@@ -1,4 +1,4 @@
-import type { Check, Decision } from './consume.js';
+import type { Check, Decision } from './throttler.js';
 
 /** Bytes of the script's reply per check: allowed, remaining, resetMs, retryAfterS as doubles. */
 const RESULT_BYTES = 32;
@@ -22,7 +22,10 @@ export function isExpired(reply: Buffer): boolean {
   return reply.readDoubleLE(0) === EXPIRED;
 }
 
-/** Redis's clock (µs) in a reply: after the results, or after the EXPIRED mark. @throws Error for a reply of another shape. */
+/**
+ * Redis's clock (µs) in a reply: after the results, or after the EXPIRED mark. @throws Error for a reply of another
+ * shape.
+ */
 export function clockOf(reply: Buffer, checkCount: number): number {
   const expired = reply.length === 2 * CLOCK_BYTES && reply.readDoubleLE(0) === EXPIRED;
   if (!expired && reply.length < RESULT_BYTES * checkCount + CLOCK_BYTES)
@@ -30,7 +33,10 @@ export function clockOf(reply: Buffer, checkCount: number): number {
   return reply.readDoubleLE(expired ? CLOCK_BYTES : RESULT_BYTES * checkCount);
 }
 
-/** Hands each request of a batch its decisions from the reply of the script call sent at `sentAt` (see ring-script.ts). */
+/**
+ * Hands each request of a batch its decisions from the reply of the script call sent at `sentAt` (see
+ * ring-script.ts).
+ */
 export function answer(batch: ReadonlyArray<Awaiting>, checkCount: number, reply: Buffer, sentAt: number): void {
   const end = RESULT_BYTES * checkCount + CLOCK_BYTES;
   const errors = reply.length > end ? reply.subarray(end).toString().split('\n') : [];

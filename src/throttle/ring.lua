@@ -1,3 +1,24 @@
+--[[
+  Checks and records a batch of requests against sliding logs, one log per client and scope,
+  atomically and in Redis's clock (docs/architecture.md "The throttle log").
+
+  Input:
+    KEYS[1..]  every check's log, request after request
+    ARGV[1]    the batch's distinct rules: 'N ms N ms ...' (limit, window in ms; decimal)
+    ARGV[2]    the layout, one byte each: per request its number of checks c, then c 1-based
+               rule indices
+    ARGV[3]    the caller's deadline in µs of Redis's clock ('0': none)
+
+  Output: one string of little-endian doubles
+    per check: allowed (1/0), remaining, resetMs, retryAfterS; then the clock (µs).
+    A request that failed (a key of another type, a write refused for memory) has -1 as its first
+    check's allowed; its error texts follow the clock, one per line.
+    Past the deadline: just -2 and the clock; nothing decided, nothing recorded.
+
+  A log (one string value): a 40-byte header '<c4I4I4I4ddd' (marker 'PLR1' exact or 'PLRa'
+  lagging, head, size, gone, last µs, expires µs, widest ms), then `size` entries (doubles, µs
+  of TIME), a ring read from head, oldest first. A value that is not such a log is replaced.
+]]
 local unpack, pack, ceil, floor, max, min, byte = struct.unpack, struct.pack, math.ceil, math.floor, math.max, math.min, string.byte
 local MAGIC, LAGGING, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', 'PLRa', '<c4I4I4I4ddd', 40, 8, 128
 -- a key lives LIFE (widest) windows past the admission that last moved its expiry, and at least

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createThrottler, isAdmitted, throttleKey, type Decision, type Throttler } from '../../src/throttle/consume.js';
+import { createThrottler, isAdmitted, throttleKey } from '../../src/throttle/consume.js';
+import type { Decision, Throttler } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
 

@@ -4,7 +4,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readCredentials } from '../../src/http/credentials.input.js';
 import { buildDocument } from '../../src/http/openapi/document.js';
-import { apiOperations } from '../../src/http/openapi/operations.js';
+import { apiOperations } from '../../src/http/api-operations.js';
 import { parseTaskInput } from '../../src/http/task.input.js';
 import { daysBetween, parseReportInput } from '../../src/reports/report.input.js';
 

@@ -1,7 +1,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { clientIp } from '../../src/throttle/identity.js';
-import { forwardedHops, isTrustedProxy, parseProxyList } from '../../src/throttle/proxies.js';
+import { forwardedHops, isTrustedProxy } from '../../src/http/client-address.js';
+import { parseProxyList } from '../../src/proxy-list.js';
 
 const proxies = suite('TRUSTED_PROXIES: which peers may forward');
 

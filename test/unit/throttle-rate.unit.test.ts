@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { Decision } from '../../src/throttle/consume.js';
+import type { Decision } from '../../src/throttle/throttler.js';
 import { longestWait, rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { clientIp, ipKey } from '../../src/throttle/identity.js';
 import { parseRate } from '../../src/throttle/rate.js';

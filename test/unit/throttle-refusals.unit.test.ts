@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { Check, Decision } from '../../src/throttle/consume.js';
+import type { Check, Decision } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import { Refusals } from '../../src/throttle/refusals.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';

@@ -122,10 +122,13 @@ async function writeTasks(trx: Transaction<Database>, tasks: Map<number, TaskSta
     const column = <T>(pick: (t: TaskState) => T) => live.map(pick);
     await sql`
       insert into tasks (id, title, description, completed, owner_id, owner, created_at, updated_at, version)
-      select * from unnest(${column((t) => t.id)}::bigint[], ${column((t) => t.title)}::text[], ${column((t) => t.description)}::text[],
-        ${column((t) => t.completed)}::boolean[], ${column((t) => t.ownerId)}::bigint[], ${column((t) => t.owner)}::text[],
-        ${column((t) => t.createdAt)}::timestamptz[], ${column((t) => t.updatedAt)}::timestamptz[], ${column((t) => t.version)}::integer[])
-      on conflict (id) do update set title = excluded.title, description = excluded.description, completed = excluded.completed,
+      select * from unnest(${column((t) => t.id)}::bigint[], ${column((t) => t.title)}::text[],
+        ${column((t) => t.description)}::text[], ${column((t) => t.completed)}::boolean[],
+        ${column((t) => t.ownerId)}::bigint[], ${column((t) => t.owner)}::text[],
+        ${column((t) => t.createdAt)}::timestamptz[], ${column((t) => t.updatedAt)}::timestamptz[],
+        ${column((t) => t.version)}::integer[])
+      on conflict (id) do update set title = excluded.title, description = excluded.description,
+        completed = excluded.completed,
         updated_at = excluded.updated_at, version = excluded.version`.execute(trx);
   }
   if (gone.length > 0)

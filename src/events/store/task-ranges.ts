@@ -52,7 +52,6 @@ export async function rebuildTaskRanges(trx: Transaction<Database>, lastTaskId: 
     insert into task_ranges (range_id, live)
     select r.range_id, coalesce(n.live, 0)
     from generate_series(0, ${lastTaskId}::bigint / ${RANGE_SIZE}) as r(range_id)
-    left join (select id / ${RANGE_SIZE} as range_id, count(*)::integer as live from tasks group by 1) n on n.range_id = r.range_id`.execute(
-    trx,
-  );
+    left join (select id / ${RANGE_SIZE} as range_id, count(*)::integer as live from tasks group by 1) n
+      on n.range_id = r.range_id`.execute(trx);
 }

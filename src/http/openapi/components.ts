@@ -45,7 +45,8 @@ const parameters: Record<string, Json> = {
     name: 'cursor',
     in: 'query',
     description:
-      'Cursor style: empty for the first page, then the token of a `next`/`previous` link. Not with `page`, `limit` or `offset` (400).',
+      'Cursor style: empty for the first page, then the token of a `next`/`previous` link. Not with `page`, `limit` ' +
+      'or `offset` (400).',
     schema: text,
     allowEmptyValue: true,
   },
@@ -67,7 +68,8 @@ const parameters: Record<string, Json> = {
     name: 'Idempotency-Key',
     in: 'header',
     description:
-      'Up to 255 characters. Repeating a request with the same key within 24 hours replays the first answer; another body or endpoint with it is 422.',
+      'Up to 255 characters. Repeating a request with the same key within 24 hours replays the first answer; another ' +
+      'body or endpoint with it is 422.',
     schema: { type: 'string', maxLength: 255 },
   },
 };
@@ -88,7 +90,8 @@ const headers: Record<string, Json> = {
   Allow: { description: "The methods of the path, in DRF's order.", schema: text },
   'RateLimit-Policy': {
     description:
-      'One member per throttle scope that applied: `"<scope>";q=<limit>;w=<window seconds>` (IETF RateLimit fields). Absent while throttling is off.',
+      'One member per throttle scope that applied: `"<scope>";q=<limit>;w=<window seconds>` (IETF RateLimit fields). ' +
+      'Absent while throttling is off.',
     schema: text,
   },
   RateLimit: {
@@ -111,7 +114,8 @@ const rateLimitFields = {
 const responses: Record<string, Json> = {
   BadRequest: {
     description:
-      'A malformed request: `{detail}` (a query parameter, JSON syntax) or a validation error mapping each field to its messages.',
+      'A malformed request: `{detail}` (a query parameter, JSON syntax) or a validation error mapping each field to ' +
+      'its messages.',
     content: {
       'application/json': {
         schema: { anyOf: [{ $ref: REF.schema('Error') }, { $ref: REF.schema('ValidationError') }] },
@@ -153,7 +157,8 @@ const responses: Record<string, Json> = {
     },
   ),
   Unavailable: detail(
-    "The database did not answer in time, Redis could not take a write's publication, or the throttle store is down with THROTTLE_FAILURE_MODE=closed. Nothing was written: retry after `Retry-After`.",
+    "The database did not answer in time, Redis could not take a write's publication, or the throttle store is down " +
+      'with THROTTLE_FAILURE_MODE=closed. Nothing was written: retry after `Retry-After`.',
     'The database is busy and could not answer in time. Try again later.',
     { headers: { 'Retry-After': { $ref: REF.header('Retry-After') } } },
   ),

@@ -42,7 +42,8 @@ export function buildDocument(operations: readonly Operation[], origin?: string)
       title: 'Paceline API',
       version: '1',
       description:
-        "Tasks with three pagination styles, exact rate limits and an event feed. Errors are JSON with DRF's texts; see the README.",
+        'Tasks with three pagination styles, exact rate limits and an event feed. ' +
+        "Errors are JSON with DRF's texts; see the README.",
     },
     ...(origin ? { servers: [{ url: origin }] } : {}),
     tags: [...new Set(operations.map((op) => op.tag))].map((name) => ({ name })),

@@ -60,7 +60,8 @@ export function publishBeforeCommit(cache: ReadCache): BeforeCommit {
       await cache.channel.publish(head);
     } catch {
       throw Errors.unavailable(
-        'The change could not be published to the other servers (Redis unreachable), so it was not made. Try again shortly.',
+        'The change could not be published to the other servers (Redis unreachable), so it was not made. Try again ' +
+          'shortly.',
         1,
       );
     }

@@ -7,7 +7,8 @@ export interface ClusterNodes {
 
 const SCHEME = 'redis-cluster://';
 const EXPECTED =
-  'expected host:port entries separated by commas (cache-1:6379,cache-2:6379) or redis-cluster://[user:password@]host:port,host:port';
+  'expected host:port entries separated by commas (cache-1:6379,cache-2:6379) or ' +
+  'redis-cluster://[user:password@]host:port,host:port';
 
 /**
  * Reads `REDIS_CLUSTER_NODES`: `host:port,host:port,…` or `redis-cluster://[user:password@]host:port,…`
@@ -28,7 +29,8 @@ export function parseClusterNodes(text: string): ClusterNodes {
       throw new Error(`a redis-cluster:// URL holds only nodes, not a path or query; ${EXPECTED}`);
   } else if (rest.includes('://')) {
     throw new Error(
-      `"${rest.slice(0, rest.indexOf('://') + 3)}" is not a cluster address (for one Redis, set REDIS_URL); ${EXPECTED}`,
+      `"${rest.slice(0, rest.indexOf('://') + 3)}" is not a cluster address (for one Redis, set REDIS_URL); ` +
+        `${EXPECTED}`,
     );
   } else if (rest.includes('@')) {
     throw new Error(`credentials go in the redis-cluster:// form or REDIS_PASSWORD; ${EXPECTED}`);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import { Errors } from '../errors.js';
 import type { IdempotencyClaim, StoredAnswer } from '../idempotency/idempotency.js';
-import type { ProxySettings } from '../throttle/proxies.js';
+import type { ProxySettings } from './client-address.js';
 import { absoluteUrl } from './request-url.js';
 
 const KEY_MAX = 255;

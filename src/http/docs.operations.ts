@@ -1,13 +1,5 @@
 import { z } from 'zod';
-import { authOperations } from '../auth.routes.js';
-import { eventOperations } from '../events.routes.js';
-import { healthOperations } from '../health.routes.js';
-import { rateLimitOperations } from '../rate-limits.routes.js';
-import { reportOperations } from '../reports.routes.js';
-import { rootOperations } from '../root.routes.js';
-import { statsOperations } from '../stats.routes.js';
-import { taskOperations } from '../tasks.operations.js';
-import { defineOperation, type Operation } from './operation.js';
+import { defineOperation } from './openapi/operation.js';
 
 /** The media types the document is served as: JSON, and OpenAPI's registered one (as DRF's schema view). */
 export const SCHEMA_MEDIA_TYPES = ['application/json', 'application/vnd.oai.openapi+json'] as const;
@@ -57,20 +49,3 @@ export const docsOperations = {
     },
   }),
 };
-
-/**
- * Every operation the API serves, in the order of the document: what `GET /api/schema/` and
- * `npm run client` describe. A route registered without being listed here fails
- * test/int/openapi.int.test.ts.
- */
-export const apiOperations: readonly Operation[] = [
-  ...Object.values(rootOperations),
-  ...Object.values(healthOperations),
-  ...Object.values(docsOperations),
-  ...Object.values(statsOperations),
-  ...Object.values(taskOperations),
-  ...Object.values(authOperations),
-  ...Object.values(rateLimitOperations),
-  ...Object.values(eventOperations),
-  ...Object.values(reportOperations),
-];

@@ -1,0 +1,27 @@
+import { authOperations } from './auth.routes.js';
+import { docsOperations } from './docs.operations.js';
+import { eventOperations } from './events.routes.js';
+import { healthOperations } from './health.routes.js';
+import type { Operation } from './openapi/operation.js';
+import { rateLimitOperations } from './rate-limits.routes.js';
+import { reportOperations } from './reports.routes.js';
+import { rootOperations } from './root.routes.js';
+import { statsOperations } from './stats.routes.js';
+import { taskOperations } from './tasks.operations.js';
+
+/**
+ * Every operation the API serves, in the order of the document: what `GET /api/schema/` and
+ * `npm run client` describe. A route registered without being listed here fails
+ * test/int/openapi.int.test.ts.
+ */
+export const apiOperations: readonly Operation[] = [
+  ...Object.values(rootOperations),
+  ...Object.values(healthOperations),
+  ...Object.values(docsOperations),
+  ...Object.values(statsOperations),
+  ...Object.values(taskOperations),
+  ...Object.values(authOperations),
+  ...Object.values(rateLimitOperations),
+  ...Object.values(eventOperations),
+  ...Object.values(reportOperations),
+];

@@ -1,0 +1,62 @@
+// The throttle's shared shapes (docs/architecture.md "Throttling"): consume.ts answers them; refusals.ts and
+// reply.ts build them.
+import type { ScopeName, ScopeRule } from './scopes.js';
+
+/**
+ * One scope's verdict on one request.
+ *
+ * The request is admitted iff every decision of its `consume` call is `allowed` (see
+ * `isAdmitted`); only then is it recorded, in every scope. A decision can be `allowed` while the
+ * request was refused by another scope: its `remaining` then still counts the request as not made.
+ */
+export interface Decision {
+  scope: ScopeName;
+  /** This scope had room for the request. */
+  allowed: boolean;
+  /** The scope's N. */
+  limit: number;
+  /** The scope's window. */
+  windowMs: number;
+  /** Requests this scope would still admit in the current window, after this one. */
+  remaining: number;
+  /**
+   * Milliseconds until the oldest admitted request still in the window leaves it, i.e. until
+   * `remaining` next grows by one; 0 when the window is empty. When not allowed this is the wait
+   * until a request is admitted again, so `ceil(resetMs / 1000)` equals `retryAfterS`; that
+   * ceiling is what the RateLimit field's `t` carries. With a sliding log the quota never
+   * resets all at once; this is the earliest point at which the client gets more.
+   */
+  resetMs: number;
+  /** Whole seconds (≥ 1) until a request is admitted again when not allowed; 0 when allowed. */
+  retryAfterS: number;
+  /**
+   * Set when this process answered without asking Redis, from an earlier refusal of the same
+   * log under the same rule (see refusals.ts); every decision of such a request has it.
+   */
+  local?: true;
+}
+
+/** One scope to check: the rule and the identity it counts (`ip:1.2.3.4`, `user:42`). */
+export interface Check {
+  rule: ScopeRule;
+  ident: string;
+}
+
+/**
+ * Exact, Redis-shared throttling (docs/architecture.md "Throttling"). Holds no counts in process
+ * memory, only until when Redis has refused a client on a rule (refusals.ts), which can only refuse.
+ */
+export interface Throttler {
+  /**
+   * Decides all checks of one request in one atomic step, in one Redis round trip, timed by
+   * Redis's clock: the request is recorded in every check if every check admits it, and in none
+   * otherwise. Returns one decision per check, in order. Rejection is a value; a Redis failure
+   * rejects the promise. A request with a check Redis has already refused until a moment still
+   * ahead is refused in process, with no round trip, records nothing, and is answered even while
+   * Redis is down (see `Decision.local`).
+   *
+   * Under Redis Cluster all checks of one call must have the same `ident` (one hash slot).
+   * @throws Error (rejects) when two checks name the same scope and ident: a wiring mistake.
+   */
+  consume(checks: ReadonlyArray<Check>): Promise<Decision[]>;
+}
