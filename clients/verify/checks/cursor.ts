@@ -7,6 +7,8 @@ import { Tasks } from './tasks.js';
 const STYLES: WalkStyle[] = ['cursor ascending', 'cursor descending', 'page number', 'limit/offset'];
 const SEEDS = 8;
 const WRITE_GAP_MS = 400;
+/** A pause between pages, so that writes land while a walk is under way. */
+const PAGE_GAP_MS = 250;
 const MAX_PAGES = 400;
 /** Two walks of each style, spread over the check's duration. */
 const WALKS = 2 * STYLES.length;
@@ -27,7 +29,7 @@ export async function checkCursor(ctx: RunContext, tasks: Tasks, durationMs: num
   let stopWriting = false;
   const writing = loops(1, Infinity, async () => {
     const created = await tasks.create('written during walks');
-    if (created !== undefined && created % 3 === 0) await tasks.deleteOne(created - 1);
+    if (created !== undefined && created % 3 === 0) await tasks.deleteOne(tasks.randomLive());
     await sleep(WRITE_GAP_MS);
     return !stopWriting;
   });
@@ -110,6 +112,7 @@ async function walk(client: Client, style: WalkStyle, pageSize: number, elements
     const ids = body.results.map((task) => task.id);
     pages.push({ invoke: page.invoke, complete: page.complete, ids });
     url = typeof body.next === 'string' ? body.next : null;
+    await sleep(PAGE_GAP_MS);
     if (style === 'cursor descending' && ids.length > 0 && ids.at(-1)! < oldest) return pages;
     if (url !== null && pages.length === MAX_PAGES) return undefined;
   }

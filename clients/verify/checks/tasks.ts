@@ -46,6 +46,12 @@ export class Tasks {
     return element.deleteAck !== undefined;
   }
 
+  /** A task of the run not yet deleted, chosen at random (0 when there is none). */
+  randomLive(): number {
+    const live = [...this.elements.values()].filter((e) => e.deleteInvoke === undefined);
+    return live[Math.floor(Math.random() * live.length)]?.id ?? 0;
+  }
+
   /** Deletes every task of the run still standing, including ones made by checks outside this registry. */
   async cleanUp(extra: Iterable<number> = []): Promise<number> {
     let deleted = 0;
