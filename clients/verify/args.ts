@@ -22,11 +22,13 @@ export interface Options {
   /** Requests per second the limits check sends at most, across its connections. */
   rate: number;
   connections: number;
+  /** How long the cursor check's writers and walkers run. */
+  walkSeconds: number;
 }
 
 export const USAGE = `usage: npm run verify -- <base URL> --user NAME:PASSWORD [--user NAME:PASSWORD]
   [--checks ${CHECKS.join(',')}] [--report DIR] [--history FILE] [--keep]
-  [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N]`;
+  [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N] [--walk-seconds N]`;
 
 /** Parses the command line; a bad one throws an Error whose message is one line for the user. */
 export function parseArgs(argv: readonly string[]): Options {
@@ -38,6 +40,7 @@ export function parseArgs(argv: readonly string[]): Options {
     sources: [],
     rate: 60,
     connections: 8,
+    walkSeconds: 15,
   };
   let base: string | undefined;
   for (let i = 0; i < argv.length; i++) {
@@ -56,6 +59,7 @@ export function parseArgs(argv: readonly string[]): Options {
     else if (arg === '--source') options.sources.push(value());
     else if (arg === '--rate') options.rate = parsePositive(arg, value(), 1000);
     else if (arg === '--connections') options.connections = parsePositive(arg, value(), 64);
+    else if (arg === '--walk-seconds') options.walkSeconds = parsePositive(arg, value(), 600);
     else if (arg.startsWith('--')) throw new Error(`unknown option ${arg}`);
     else if (base === undefined) base = arg;
     else throw new Error(`one base URL only (got "${base}" and "${arg}")`);

@@ -16,8 +16,6 @@ import { checkScope } from './history.js';
 import { Progress } from './progress.js';
 import { writeReport, type Report } from './report.js';
 
-const CURSOR_MS = 15_000;
-
 async function main(): Promise<number> {
   let options: Options;
   try {
@@ -94,7 +92,7 @@ async function runChecks(ctx: RunContext, progress: Progress): Promise<CheckResu
 }
 
 function runOne(name: Exclude<CheckName, 'limits'>, ctx: RunContext, tasks: Tasks): Promise<CheckResult> {
-  if (name === 'cursor') return checkCursor(ctx, tasks, CURSOR_MS);
+  if (name === 'cursor') return checkCursor(ctx, tasks, ctx.options.walkSeconds * 1000);
   if (name === 'ryw') return checkReadYourWrites(ctx, tasks);
   if (name === 'idempotency') return checkIdempotency(ctx, tasks);
   return checkFeed(ctx, tasks);

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '../client.js';
 import { loops, type CheckResult, type RunContext } from '../context.js';
 import { analyseWalk, breaksGuarantee, type Element, type WalkPage, type WalkStyle } from './cursor-analysis.js';
-import { Tasks } from './tasks.js';
+import { type Tasks } from './tasks.js';
 
 const STYLES: WalkStyle[] = ['cursor ascending', 'cursor descending', 'page number', 'limit/offset'];
 const SEEDS = 8;
