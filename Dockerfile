@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Paceline's image: the compiled service (dist/) on Node.js with its production dependencies only.
 # It needs DATABASE_URL, REDIS_URL and CURSOR_SECRET (no embedded stores in the image). Build from
-# the repository root:  docker build -t paceline .   (README "Deployment files").
+# the repository root:  docker build -t paceline .   (docs/scaling.md "Deployment files").
 ARG NODE_VERSION=20
 
 # Build: every dependency, then tsc to dist/ plus the runtime files that are not TypeScript

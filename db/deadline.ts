@@ -3,7 +3,7 @@ import type pg from 'pg';
 
 /**
  * A query the server did not answer within the connection's answer deadline: the connection was
- * destroyed under it (README "Bounded work"). `inDoubt` when that query was a COMMIT: the server
+ * destroyed under it (docs/architecture.md "Bounded work"). `inDoubt` when that query was a COMMIT: the server
  * may still commit once it answers again, so the write's outcome is unknown; any other statement
  * leaves a transaction that can no longer commit, so nothing of it was written.
  */

@@ -15,7 +15,7 @@ export interface MigrationRun {
  * Brings the schema to the latest migration. Safe to call from many processes or hosts at once:
  * a session-level advisory lock lets one run while the others wait and then find nothing to do.
  * A database that already holds every migration of this release and some of a newer one (a
- * rolling deploy under way, README "Zero-downtime deploy") is left as it is: migrations only add
+ * rolling deploy under way, docs/scaling.md "Zero-downtime deploy") is left as it is: migrations only add
  * what the release before them still works with. A database that lacks one of this release's
  * migrations while holding newer ones is refused.
  */

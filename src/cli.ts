@@ -101,7 +101,7 @@ async function firstLineOfStdin(): Promise<string | null> {
 
 /**
  * Runs `work` on DATABASE_URL; without it, on the embedded database (starting it if it is down)
- * as the service's role, which is no superuser (README "Least privilege").
+ * as the service's role, which is no superuser (docs/security.md "Least privilege").
  */
 async function withDatabase(config: Config, work: (db: Kysely<Database>) => Promise<number>): Promise<number> {
   let url = config.DATABASE_URL;

@@ -27,7 +27,7 @@ const schema = z.object({
   DATABASE_REPLICA_URLS: urlList.default([]),
   DATABASE_REPLICA_WAIT_MS: integer(1, 3_600_000).default(500),
   REDIS_URL: z.string().url().optional(),
-  // A Redis Cluster instead of one Redis (README "Redis Cluster"): `host:port,host:port` or
+  // A Redis Cluster instead of one Redis (docs/scaling.md "Redis Cluster"): `host:port,host:port` or
   // `redis-cluster://[user:password@]host:port,…`; mutually exclusive with REDIS_URL.
   REDIS_CLUSTER_NODES: clusterNodes.optional(),
   // Used when REDIS_URL or REDIS_CLUSTER_NODES carries no password of its own.
@@ -47,7 +47,7 @@ const schema = z.object({
   THROTTLE_USER: rate.default('100/min'),
   THROTTLE_TOKEN_OBTAIN: rate.default('5/min'),
   THROTTLE_REPORTS: rate.default('10/hour'),
-  // Login attempts per submitted username, from any address (README "Password guessing").
+  // Login attempts per submitted username, from any address (docs/security.md "Password guessing").
   THROTTLE_LOGIN: rate.default('10/15min'),
   // Rates of scopes declared by routes (`guard({ scope, rate })`), overriding their defaults:
   // `exports=5/min,search=30/min`.

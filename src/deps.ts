@@ -19,7 +19,7 @@ import { createThrottler, type Throttler } from './throttle/index.js';
 export interface Deps {
   config: Config;
   db: Kysely<Database>;
-  /** One Redis or a Redis Cluster, per configuration (README "Redis Cluster"). */
+  /** One Redis or a Redis Cluster, per configuration (docs/scaling.md "Redis Cluster"). */
   redis: RedisClient;
   clock: Clock;
   logger: Logger;
@@ -51,7 +51,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     {
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       connectionTimeoutMs: config.DATABASE_WAIT_MS,
-      // A server that stopped answering ends no statement_timeout (README "Bounded work").
+      // A server that stopped answering ends no statement_timeout (docs/architecture.md "Bounded work").
       answerDeadlineMs: config.DATABASE_STATEMENT_TIMEOUT_MS + ANSWER_GRACE_MS,
     },
   );

@@ -1,5 +1,5 @@
 /**
- * A typed client of the Paceline API (README "For integrators"): openapi-fetch over the types
+ * A typed client of the Paceline API (docs/api.md "For integrators"): openapi-fetch over the types
  * `npm run client` generates from the API document. Every path, parameter and body is checked by
  * the compiler; answers are typed by status.
  *
@@ -26,7 +26,7 @@ export function createPacelineClient(baseUrl: string, token?: string, fetch?: ty
 /**
  * Every task, oldest first, by cursor pages of `pageSize` following each `next` link: a walk
  * that sees every task that existed when it started exactly once, whatever is written meanwhile
- * (README "Guarantees under concurrent writes"). Throws on an error answer, with its status.
+ * (docs/pagination.md "Guarantees under concurrent writes"). Throws on an error answer, with its status.
  */
 export async function* allTasks(client: PacelineClient, pageSize = 100): AsyncGenerator<Task> {
   let cursor = '';

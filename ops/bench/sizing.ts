@@ -1,6 +1,6 @@
 /**
  * What one request costs the shared stores, for sizing Redis and PostgreSQL for many hosts
- * (README "Running at scale", "Sizing"):
+ * (docs/scaling.md "Running at scale", "Sizing"):
  *
  *   npm run bench:sizing            (node --import tsx ops/bench/sizing.ts [requests per phase = 2000])
  *

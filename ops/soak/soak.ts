@@ -2,7 +2,7 @@
  * `npm run soak [-- --seconds N]` (or SOAK_SECONDS=N; default 600): a bounded run at a steady
  * mixed load against the real entry point (node:cluster primary, 2 web children, a jobs child)
  * with its own throwaway PostgreSQL and Redis on 127.0.0.1, to show that nothing grows without
- * bound and nothing fails over time (README "Soak").
+ * bound and nothing fails over time (docs/security.md "Soak").
  *
  * Load: STEADY signed-in clients below their user rate, each mixing list reads in every
  * pagination style, single tasks, histories, creates with Idempotency-Key, changes and deletes

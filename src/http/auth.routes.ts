@@ -39,7 +39,7 @@ export const authOperations = {
 /**
  * Login (`POST`) and logout (`DELETE`) of bearer tokens. Login has its own `token-obtain` budget
  * per address and, for every attempt that names a username, the `login` budget of that name
- * (README "Password guessing").
+ * (docs/security.md "Password guessing").
  */
 export function authRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();

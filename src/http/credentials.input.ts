@@ -11,7 +11,7 @@ export const credentialsInputSchema = z.object({
 /**
  * Reads a login body as DRF's CharFields do: the trimmed username and the password, `''` where
  * invalid, and the field errors if any. It does not throw on a bad field: the login budget of the
- * named user is counted before the other fields are judged (README "Password guessing").
+ * named user is counted before the other fields are judged (docs/security.md "Password guessing").
  */
 export function readCredentials(body: unknown): {
   username: string;

@@ -41,7 +41,7 @@ const RETRY_AFTER_S = 1;
  * that is unreachable or went away mid-request (see isDatabaseUnreachable for what was written).
  */
 function waitedTooLong(error: unknown): AppError | undefined {
-  // The server stopped answering while a COMMIT was in flight: it may still commit (README "Bounded work").
+  // A COMMIT in flight when the server stopped answering may still commit (docs/architecture.md "Bounded work").
   if (error instanceof DatabaseDeadlineError && error.inDoubt) {
     return Errors.unavailable(
       'The database did not confirm the write in time: it may still be made. Repeat the request with the same Idempotency-Key to learn its outcome.',
@@ -51,7 +51,7 @@ function waitedTooLong(error: unknown): AppError | undefined {
   if (error instanceof CommandTimeoutError || isDatabaseTimeout(error)) {
     return Errors.unavailable('The database is busy and could not answer in time. Try again later.', RETRY_AFTER_S);
   }
-  // PostgreSQL down or gone mid-request (README "Outages"): the process keeps serving what it can
+  // PostgreSQL down or gone mid-request (docs/security.md "Outages"): the process keeps serving what it can
   // without it and answers the rest 503 until it is back, with no restart.
   if (isDatabaseUnreachable(error))
     return Errors.unavailable('The database is unavailable. Try again shortly.', RETRY_AFTER_S);

@@ -12,7 +12,7 @@ export interface EventView {
 }
 
 /**
- * How much of an event a reader sees (README "Who can see what"):
+ * How much of an event a reader sees (docs/security.md "Who can see what"):
  * - `owner`, the task's owner: all of it;
  * - `public`, anyone else, anonymous or not: what the task itself shows. Ids of people
  *   (`owner_id`, any `*_id` in the data) and of requests are left out; of the metadata only

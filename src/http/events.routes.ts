@@ -41,7 +41,7 @@ export const eventOperations = {
  * The global event feed (docs/architecture.md, "Events"): `GET /api/events/?after=P&limit=N`, for
  * authenticated clients. `next` is always a link (after the last event returned, or `after` again
  * when none), so a consumer at the end keeps polling it. Every event is listed, each shown as its
- * reader may see it (README "Who can see what"): whole to its task's owner, without ids of people
+ * reader may see it (docs/security.md "Who can see what"): whole to its task's owner, without ids of people
  * and requests to others, and with nothing but its place and type once its task is deleted.
  */
 export function eventRoutes(deps: Deps, guard: Guard): Router {

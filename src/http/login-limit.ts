@@ -9,7 +9,7 @@ import { createBurstLogger, seriesFor, STORE_DOWN_RETRY_S } from './throttle.mid
 export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
 
 /**
- * The per-account login budget (README "Password guessing"): every attempt that names a username
+ * The per-account login budget (docs/security.md "Password guessing"): every attempt that names a username
  * counts against that name, normalised and hashed (`loginIdent`), from whichever address it
  * comes, whether the user exists or not. It runs after the route's per-address `token-obtain`
  * check and before any password work, so a refused attempt costs no scrypt.

@@ -63,7 +63,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
     ctx.status = 204;
   });
 
-  // A history's answer depends on who asks (README "Who can see what"): a deleted task's is the
+  // A history's answer depends on who asks (docs/security.md "Who can see what"): a deleted task's is the
   // owner's alone, and only the owner sees ids of people and requests. Kept and tagged per viewer.
   route(router, ops.history, ahead, guard(), async (ctx) => {
     const taskId = parseId(ctx.params.id);

@@ -17,7 +17,7 @@ const SETUP_LOCK = 7_310_002;
  * is created when missing (NOSUPERUSER NOCREATEDB NOCREATEROLE), with a password generated once
  * and kept in `dataDir` (0600, owned by `account` like the cluster). Idempotent: on a database
  * an earlier release created, whose tables the superuser owns, it hands them over; afterwards it
- * changes nothing but the role's attributes. See the README's "Least privilege".
+ * changes nothing but the role's attributes. See docs/security.md "Least privilege".
  */
 export async function provideServiceRole(adminUrl: string, dataDir: string, account?: ServerAccount): Promise<string> {
   const { secret } = await readOrCreateSecret(join(dataDir, SERVICE_PASSWORD_FILE), account);

@@ -8,7 +8,7 @@ import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 
-// Production runs compiled JavaScript (README "Processes and signals"): `npm run build` writes
+// Production runs compiled JavaScript (docs/operations.md "Processes and signals"): `npm run build` writes
 // dist/, `node dist/src/main.js` serves with its stores, and no process of the service, the
 // primary or any child it forks, loads a TypeScript loader (tsx) or runs esbuild.
 

@@ -14,7 +14,7 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
 
-// README "Least privilege", on the real entry point with its embedded stores (no DATABASE_URL
+// docs/security.md "Least privilege", on the real entry point with its embedded stores (no DATABASE_URL
 // or REDIS_URL), started on a data directory as the previous release left it: tables owned by
 // the superuser, no service role, a Redis without a password.
 

@@ -19,7 +19,7 @@ import { scrape, sumOf } from '../helpers/metrics.js';
 import { resultValues, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import { checkWalk, spawnWriters, walkWithCursor, type Walk } from '../helpers/writers.js';
 
-// README "Running at scale": two Paceline hosts (separate primaries with their own PORT,
+// docs/scaling.md "Running at scale": two Paceline hosts (separate primaries with their own PORT,
 // METRICS_PORT and DATA_DIR, one PostgreSQL database, one Redis prefix) behind a real HAProxy
 // running the shipped example configuration (ops/haproxy/paceline.cfg): roundrobin, /readyz
 // health checks, `option forwardfor`, retries with redispatch. Clients connect from distinct

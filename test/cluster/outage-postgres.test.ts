@@ -18,7 +18,7 @@ import { testStoresEnv } from '../helpers/cluster.js';
 import { request } from '../helpers/http.js';
 
 // PostgreSQL killed (SIGKILL of the postmaster) under a mixed load of reads and writes, and
-// brought back on the same data directory and port (README "Outages"). While it is down every
+// brought back on the same data directory and port (docs/security.md "Outages"). While it is down every
 // request is answered promptly: 503 with Retry-After and a JSON detail, or a read the read cache
 // can prove current (docs/architecture.md "Read cache"), which must then be exact. Once it is back
 // the same worker processes serve again. Nothing acknowledged is lost, nothing refused is written,

@@ -16,7 +16,7 @@ import { request } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // Redis killed (SIGKILL) under a load of reads, writes and reports, and brought back on the same
-// port with its append-only file (README "Outages"). While it is down: the throttle admits
+// port with its append-only file (docs/security.md "Outages"). While it is down: the throttle admits
 // (THROTTLE_FAILURE_MODE=open, the default); reads are answered from PostgreSQL; writes are
 // refused 503 with nothing written, because their commit cannot be published to the read cache's
 // head (docs/architecture.md "Read cache"); a report is accepted, recorded and left for the jobs

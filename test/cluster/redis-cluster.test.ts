@@ -17,7 +17,7 @@ import { scrape, sumOf } from '../helpers/metrics.js';
 import { random } from '../helpers/random.js';
 import { startRedisCluster, type ClusterNode, type TestRedisCluster } from '../helpers/redis-cluster.js';
 
-// README "Redis Cluster": two real Paceline hosts (4 web workers and a jobs child each) on one
+// docs/scaling.md "Redis Cluster": two real Paceline hosts (4 web workers and a jobs child each) on one
 // PostgreSQL and a real Redis Cluster of 3 masters with a replica each. Limits stay exact, reports
 // run, cursor walks stay exact while both hosts write; then a master is SIGKILLed under traffic,
 // its replica takes over, and the test measures what that cost and asserts what must hold.

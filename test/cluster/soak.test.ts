@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 
-// `npm run soak` for a minute (README "Soak"): the real entry point with its own throwaway stores
+// `npm run soak` for a minute (docs/security.md "Soak"): the real entry point with its own throwaway stores
 // under a steady mixed load with throttled clients. Over the run no request fails (no 5xx, none
 // unanswered), the over-limit clients are answered 429, no child restarts, and Redis's key count
 // and each child's RSS stay within the soak's bounds. SOAK_SECONDS changes the length.

@@ -21,7 +21,7 @@ import { MetricsHub } from '../../src/cluster/metrics-hub.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { hasTool, promtool } from '../helpers/prometheus.js';
 
-// README "Deployment files": the Dockerfile, ops/docker-compose.yml and ops/k8s/ are validated
+// docs/scaling.md "Deployment files": the Dockerfile, ops/docker-compose.yml and ops/k8s/ are validated
 // here (no image is built, nothing is applied): every YAML parses, the Kubernetes manifests pass
 // the API schemas kubernetes-models bundles, the compose file passes the Compose Specification
 // schema, their settings pass loadConfig, and every probe and the image's HEALTHCHECK are run

@@ -5,7 +5,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 
-// GET /api/docs/ (README "For integrators") as a person sees it in a browser: Debian's Chromium,
+// GET /api/docs/ (docs/api.md "For integrators") as a person sees it in a browser: Debian's Chromium,
 // headless, driven by playwright-core (ops/ensure-tools.sh installs it).
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path));

@@ -7,7 +7,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
 import { startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.js';
 
-// README "Bounded work": a PostgreSQL that stops answering (frozen, or cut off without a reset)
+// docs/architecture.md "Bounded work": a PostgreSQL that stops answering (frozen, or cut off without a reset)
 // ends no statement_timeout. The app reaches its database through a loopback relay the test can
 // freeze: bytes stop in both directions, connections stay open, as with a stopped server. Every
 // request that needs the database must still be answered 503 within its deadlines, nothing

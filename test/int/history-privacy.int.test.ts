@@ -5,7 +5,7 @@ import type { Database } from '../../db/database.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 
-// README "Who can see what": a task's history shows ids of people and requests to the task's
+// docs/security.md "Who can see what": a task's history shows ids of people and requests to the task's
 // owner alone, a deleted task's history is the owner's alone (404 to anyone else, as an unknown
 // task), the feed follows the same rule, and the per-worker read cache never hands one viewer's
 // answer (or its ETag) to another.

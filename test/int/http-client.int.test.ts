@@ -7,7 +7,7 @@ import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
 
-// README "A retrying HTTP client": `got`, configured as its users configure it (retry on 429
+// docs/api.md "A retrying HTTP client": `got`, configured as its users configure it (retry on 429
 // honouring Retry-After), against the real app, Redis and PostgreSQL with a small anonymous
 // limit. It follows `next` through every pagination style and sees every task exactly once, and
 // a burst over the limit completes with no window admitting more than the limit, in the time the

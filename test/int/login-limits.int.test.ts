@@ -12,7 +12,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
 
-// README "Password guessing": every login attempt that names a username counts against that
+// docs/security.md "Password guessing": every login attempt that names a username counts against that
 // name's `login` budget, from any address, whether the name exists or not, answered alike for
 // both; a refused attempt checks no password; the scope is closed even under
 // THROTTLE_FAILURE_MODE=open. Against the real app, PostgreSQL and Redis (a private

@@ -6,7 +6,7 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { migrationProvider } from '../../db/migrations/index.js';
 import { createTestDatabase } from '../helpers/database.js';
 
-// README "Zero-downtime deploy": once a new release has migrated, a host of the release before it
+// docs/scaling.md "Zero-downtime deploy": once a new release has migrated, a host of the release before it
 // (whose primary migrates at every start) must still start on the newer schema; a database that
 // lacks one of a release's own migrations is refused rather than served.
 

@@ -10,7 +10,7 @@ import { documentPath } from '../../src/http/openapi/operation.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 
-// GET /api/schema/ (README "For integrators"): a valid OpenAPI 3.1 document naming every route
+// GET /api/schema/ (docs/api.md "For integrators"): a valid OpenAPI 3.1 document naming every route
 // the routers serve, whose response schemas every live answer of every route matches.
 
 type Json = Record<string, any>;

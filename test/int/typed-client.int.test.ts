@@ -6,7 +6,7 @@ import { generateTypes, TYPES_FILE } from '../../clients/typescript/generate.js'
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
 
-// The typed client of README "For integrators": types generated from the API document
+// The typed client of docs/api.md "For integrators": types generated from the API document
 // (`npm run client`), checked in, and an openapi-fetch client over them.
 
 let app: TestApp;
