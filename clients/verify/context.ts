@@ -23,6 +23,8 @@ export interface Plot {
   xLabel: string;
   yLabel: string;
   series: { name: string; points: [number, number][] }[];
+  /** Names of the bars (x = 1, 2, …), where numbers would say less. */
+  xLabels?: string[];
   /** A horizontal line, such as the limit. */
   level?: { name: string; y: number };
 }

@@ -54,46 +54,60 @@ ${report.seconds.toFixed(1)} s, ${report.requests} requests.</p>
 
 /** A small SVG chart: lines or grouped bars, axes with a few ticks, an optional level line. */
 export function renderPlot(plot: Plot): string {
-  const [w, h, left, bottom] = [880, 300, 50, 40];
+  const [w, h, left, bottom, right] = [880, 300, 50, 48, 20];
   const points = plot.series.flatMap((s) => s.points);
   if (points.length === 0) return '';
+  const bars = plot.kind === 'bars';
   const maxX = Math.max(...points.map(([x]) => x), 1);
+  const minX = bars ? 0 : Math.min(...points.map(([x]) => x));
   const maxY = Math.max(...points.map(([, y]) => y), plot.level?.y ?? 0, 1) * 1.1;
-  const minX = plot.kind === 'bars' ? 0 : Math.min(...points.map(([x]) => x));
-  const sx = (x: number) => left + ((x - minX) / (maxX - minX || 1)) * (w - left - 20);
+  const plotW = w - left - right;
+  const sx = (x: number) => left + ((x - minX) / (maxX - minX || 1)) * plotW;
   const sy = (y: number) => h - bottom - (y / maxY) * (h - bottom - 20);
   const parts: string[] = [];
   for (let i = 0; i <= 4; i++) {
     const y = (maxY / 4) * i;
+    parts.push(`<line x1="${left}" x2="${w - right}" y1="${sy(y)}" y2="${sy(y)}" stroke="#eee"/>`);
+    parts.push(`<text x="${left - 6}" y="${sy(y) + 4}" text-anchor="end" font-size="11">${Math.round(y)}</text>`);
+  }
+  const slot = plotW / maxX;
+  const barW = (slot * 0.8) / plot.series.length;
+  const tickX = (x: number) => (bars ? left + (x - 0.5) * slot : sx(x));
+  const ticks = bars
+    ? points.map(([x]) => x).filter((x, i, all) => all.indexOf(x) === i)
+    : [0, 1, 2, 3, 4].map((i) => minX + ((maxX - minX) / 4) * i);
+  for (const x of ticks) {
+    const label = plot.xLabels?.[x - 1] ?? (Number.isInteger(x) ? String(x) : x.toFixed(1));
     parts.push(
-      `<line x1="${left}" x2="${w - 20}" y1="${sy(y)}" y2="${sy(y)}" stroke="#eee"/><text x="${left - 6}" y="${sy(y) + 4}" text-anchor="end" font-size="11">${Math.round(y)}</text>`,
+      `<text x="${tickX(x)}" y="${h - bottom + 16}" text-anchor="middle" font-size="11">${escape(bars ? label : x.toFixed(1))}</text>`,
     );
   }
   plot.series.forEach((s, i) => {
     const colour = SERIES[i % SERIES.length];
-    if (plot.kind === 'line') {
+    if (!bars) {
       const d = s.points.map(([x, y], j) => `${j === 0 ? 'M' : 'L'}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join('');
       parts.push(`<path d="${d}" fill="none" stroke="${colour}" stroke-width="1.5"/>`);
     } else {
-      const barW = Math.max(2, (w - left - 20) / (maxX + 1) / plot.series.length - 2);
-      for (const [x, y] of s.points)
+      for (const [x, y] of s.points) {
+        const x0 = left + (x - 1) * slot + slot * 0.1 + i * barW;
         parts.push(
-          `<rect x="${sx(x) - barW + i * barW}" y="${sy(y)}" width="${barW}" height="${sy(0) - sy(y)}" fill="${colour}"/>`,
+          `<rect x="${x0.toFixed(1)}" y="${sy(y)}" width="${barW.toFixed(1)}" height="${sy(0) - sy(y)}" fill="${colour}"/>`,
         );
+      }
     }
     parts.push(`<text x="${left + 10 + i * 160}" y="14" font-size="12" fill="${colour}">■ ${escape(s.name)}</text>`);
   });
   if (plot.level) {
+    const y = sy(plot.level.y);
+    parts.push(`<line x1="${left}" x2="${w - right}" y1="${y}" y2="${y}" stroke="#cf222e" stroke-dasharray="6 4"/>`);
     parts.push(
-      `<line x1="${left}" x2="${w - 20}" y1="${sy(plot.level.y)}" y2="${sy(plot.level.y)}" stroke="#cf222e" stroke-dasharray="6 4"/>`,
-    );
-    parts.push(
-      `<text x="${w - 24}" y="${sy(plot.level.y) - 4}" text-anchor="end" font-size="11" fill="#cf222e">${escape(plot.level.name)}</text>`,
+      `<text x="${w - right - 4}" y="${y - 4}" text-anchor="end" font-size="11" fill="#cf222e">${escape(plot.level.name)}</text>`,
     );
   }
   parts.push(`<text x="${w / 2}" y="${h - 8}" text-anchor="middle" font-size="12">${escape(plot.xLabel)}</text>`);
   parts.push(
     `<text x="12" y="${h / 2}" font-size="12" transform="rotate(-90 12 ${h / 2})" text-anchor="middle">${escape(plot.yLabel)}</text>`,
   );
-  return `<figure><svg viewBox="0 0 ${w} ${h}" width="100%" role="img" aria-label="${escape(plot.title)}">${parts.join('')}</svg><figcaption>${escape(plot.title)}</figcaption></figure>`;
+  const label = escape(plot.title);
+  return `<figure><svg viewBox="0 0 ${w} ${h}" width="100%" role="img" aria-label="${label}">${parts.join('')}</svg><figcaption>${label}</figcaption></figure>`;
 }

@@ -5,6 +5,12 @@ import { analyseWalk, breaksGuarantee, type Element, type WalkPage, type WalkSty
 import { type Tasks } from './tasks.js';
 
 const STYLES: WalkStyle[] = ['cursor ascending', 'cursor descending', 'page number', 'limit/offset'];
+const SHORT: Record<WalkStyle, string> = {
+  'cursor ascending': 'cursor ↑',
+  'cursor descending': 'cursor ↓',
+  'page number': 'page',
+  'limit/offset': 'offset',
+};
 const SEEDS = 8;
 const WRITE_GAP_MS = 400;
 /** A pause between pages, so that writes land while a walk is under way. */
@@ -65,7 +71,8 @@ function judgeWalks(
   const plot = {
     title: 'Walk coverage: tasks that existed at each walk’s start, and how many it listed',
     kind: 'bars' as const,
-    xLabel: 'walk',
+    xLabel: 'walk (cursor ↑ and ↓ must list every task; page number and limit/offset may skip)',
+    xLabels: walks.map((w) => SHORT[w.style]),
     yLabel: 'tasks',
     series: [
       { name: 'expected', points: walks.map((w, i) => [i + 1, w.expected] as [number, number]) },
