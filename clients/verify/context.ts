@@ -60,7 +60,7 @@ export class RunContext {
     return token;
   }
 
-  /** A title that marks a task as this run's own (docs/verify.md "What it touches"). */
+  /** A title that marks a task as this run's own (docs/verify.md "Against staging, safely"). */
   title(label: string): string {
     return `verify ${this.runId} ${label}`;
   }

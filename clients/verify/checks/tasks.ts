@@ -4,7 +4,7 @@ import type { Element } from './cursor-analysis.js';
 
 /**
  * The tasks a run creates, as elements with their acknowledged times: every task carries the run id in its
- * title, and only these are ever changed or deleted (docs/verify.md "What it touches").
+ * title, and only these are ever changed or deleted (docs/verify.md "Against staging, safely").
  */
 export class Tasks {
   readonly elements = new Map<number, Element>();
