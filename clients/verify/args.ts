@@ -1,0 +1,120 @@
+/** The checks `verify` knows, in the order it reports them. */
+export const CHECKS = ['limits', 'cursor', 'ryw', 'idempotency', 'feed'] as const;
+export type CheckName = (typeof CHECKS)[number];
+
+export interface Credentials {
+  username: string;
+  password: string;
+}
+
+export interface Options {
+  base: URL;
+  users: Credentials[];
+  checks: CheckName[];
+  reportDir?: string;
+  historyFile?: string;
+  /** Leave the tasks the run created in place (default: delete them). */
+  keep: boolean;
+  /** `N/W` for the limits check when the service sends no `RateLimit-Policy`. */
+  limit?: { limit: number; windowMs: number };
+  /** Local addresses the limits check sends from (loopback or test hosts). */
+  sources: string[];
+  /** Requests per second the limits check sends at most, across its connections. */
+  rate: number;
+  connections: number;
+  /** How long the cursor check's writers and walkers run. */
+  walkSeconds: number;
+}
+
+export const USAGE = `usage: npm run verify -- <base URL> --user NAME:PASSWORD [--user NAME:PASSWORD]
+  [--checks ${CHECKS.join(',')}] [--report DIR] [--history FILE] [--keep]
+  [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N] [--walk-seconds N]`;
+
+/** Parses the command line; a bad one throws an Error whose message is one line for the user. */
+export function parseArgs(argv: readonly string[]): Options {
+  const options: Options = {
+    base: new URL('http://x'),
+    users: [],
+    checks: [...CHECKS],
+    keep: false,
+    sources: [],
+    rate: 60,
+    connections: 8,
+    walkSeconds: 15,
+  };
+  let base: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = () => {
+      const next = argv[++i];
+      if (next === undefined) throw new Error(`${arg} needs a value`);
+      return next;
+    };
+    if (arg === '--user') options.users.push(parseUser(value()));
+    else if (arg === '--checks') options.checks = parseChecks(value());
+    else if (arg === '--report') options.reportDir = value();
+    else if (arg === '--history') options.historyFile = value();
+    else if (arg === '--keep') options.keep = true;
+    else if (arg === '--limit') options.limit = parseLimit(value());
+    else if (arg === '--source') options.sources.push(value());
+    else if (arg === '--rate') options.rate = parsePositive(arg, value(), 1000);
+    else if (arg === '--connections') options.connections = parsePositive(arg, value(), 64);
+    else if (arg === '--walk-seconds') options.walkSeconds = parsePositive(arg, value(), 600);
+    else if (arg.startsWith('--')) throw new Error(`unknown option ${arg}`);
+    else if (base === undefined) base = arg;
+    else throw new Error(`one base URL only (got "${base}" and "${arg}")`);
+  }
+  if (base === undefined) throw new Error('the base URL of the service is required');
+  options.base = parseBase(base);
+  if (options.users.length === 0) throw new Error('at least one --user NAME:PASSWORD is required');
+  return options;
+}
+
+function parseBase(text: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error(`"${text}" is not a URL (e.g. http://127.0.0.1:8000)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`"${text}" is not an http(s) URL`);
+  return new URL(url.origin + url.pathname.replace(/\/?$/, '/'));
+}
+
+function parseUser(text: string): Credentials {
+  const colon = text.indexOf(':');
+  if (colon <= 0 || colon === text.length - 1) throw new Error(`--user takes NAME:PASSWORD, got "${text}"`);
+  return { username: text.slice(0, colon), password: text.slice(colon + 1) };
+}
+
+function parseChecks(text: string): CheckName[] {
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  for (const name of names) {
+    if (!(CHECKS as readonly string[]).includes(name))
+      throw new Error(`unknown check "${name}" (known: ${CHECKS.join(', ')})`);
+  }
+  if (names.length === 0) throw new Error('--checks names no check');
+  return CHECKS.filter((name) => names.includes(name));
+}
+
+const UNITS: Record<string, number> = { s: 1_000, m: 60_000, min: 60_000, h: 3_600_000 };
+
+/** `100/60s`, `20/min`, `10/2s`: a limit and its window. */
+export function parseLimit(text: string): { limit: number; windowMs: number } {
+  const match = /^(\d+)\/(\d*)(s|m|min|h)$/.exec(text.trim());
+  if (!match) throw new Error(`--limit takes N/<seconds>s (e.g. 100/60s or 20/min), got "${text}"`);
+  const limit = Number(match[1]);
+  const windowMs = Number(match[2] === '' ? 1 : match[2]) * UNITS[match[3]!]!;
+  if (limit < 1 || windowMs < 1) throw new Error(`--limit must be positive, got "${text}"`);
+  return { limit, windowMs };
+}
+
+function parsePositive(name: string, text: string, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw new Error(`${name} takes a whole number from 1 to ${max}, got "${text}"`);
+  return n;
+}

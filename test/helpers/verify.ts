@@ -1,0 +1,45 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export interface VerifyRun {
+  code: number | null;
+  output: string;
+  report: {
+    verdict: string;
+    requests: number;
+    checks: { name: string; verdict: string; summary: string; evidence: Record<string, any>; requests: number }[];
+  };
+}
+
+/** Runs `npm run verify`'s entry point as a user would, with a deadline; reads the report it wrote. */
+export async function runVerify(
+  base: string,
+  args: string[],
+  reportDir: string,
+  deadlineMs = 180_000,
+): Promise<VerifyRun> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'clients/verify/main.ts', base, ...args, '--report', reportDir],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
+  const [code] = await once(child, 'exit');
+  clearTimeout(timer);
+  const report = JSON.parse(await readFile(join(reportDir, 'report.json'), 'utf8').catch(() => '{"checks":[]}'));
+  return { code, output, report };
+}
+
+/** The named check of a run, or a failure that shows the run's output. */
+export function checkOf(run: VerifyRun, name: string) {
+  const check = run.report.checks.find((c) => c.name === name);
+  if (check === undefined) throw new Error(`no "${name}" check in the report; verify printed:\n${run.output}`);
+  return check;
+}

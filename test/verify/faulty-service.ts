@@ -1,0 +1,73 @@
+/**
+ * `node --import tsx test/verify/faulty-service.ts <fault> <port>`: the model service with one seeded fault
+ * (or none: `honest`), on 127.0.0.1:<port>, until killed. Prints `listening <port>` when ready.
+ *   fixed-window  a fixed-window limiter (10 per 2 s): twice the limit across a window edge
+ *   per-process   a sliding log per process behind 2 cluster workers: the limit times the workers
+ *   offset-cursor a "cursor" that is an OFFSET: skips and repeats under concurrent writes
+ *   ttl-cache     two hosts behind a round-robin balancer, each with a 5 s read cache: stale reads
+ */
+import cluster from 'node:cluster';
+import net from 'node:net';
+import { Model, serve, slidingLog, type Limiter, type Parts } from './model-service.js';
+
+const [fault = 'honest', portText = '0'] = process.argv.slice(2);
+const port = Number(portText);
+
+function fixedWindow(limit: number, windowS: number): Limiter {
+  const counts = new Map<string, number>();
+  return {
+    policy: { limit, windowS },
+    check(identity) {
+      const now = Date.now();
+      const index = Math.floor(now / (windowS * 1000));
+      const key = `${identity}:${index}`;
+      const used = counts.get(key) ?? 0;
+      if (used >= limit)
+        return { allowed: false, retryAfterS: Math.max(1, Math.ceil(((index + 1) * windowS * 1000 - now) / 1000)) };
+      counts.set(key, used + 1);
+      return { allowed: true, retryAfterS: 0 };
+    },
+  };
+}
+
+const offsetCursor: Parts['cursorPage'] = (tasks, cursor, size, descending) => {
+  const offset = cursor === '' ? 0 : Number(Buffer.from(cursor, 'base64url').toString());
+  const ordered = descending ? [...tasks].reverse() : tasks;
+  const results = ordered.slice(offset, offset + size);
+  const more = offset + size < ordered.length;
+  return { results, next: more ? Buffer.from(String(offset + size)).toString('base64url') : null };
+};
+
+/** Two servers over one model, and a balancer that sends each new connection to the next one. */
+async function twoHostsBehindBalancer(model: Model): Promise<void> {
+  const hosts = await Promise.all([serve(model, 0, 5_000), serve(model, 0, 5_000)]);
+  const ports = hosts.map((h) => (h.address() as net.AddressInfo).port);
+  let turn = 0;
+  const balancer = net.createServer((client) => {
+    const upstream = net.connect(ports[turn++ % ports.length]!, '127.0.0.1');
+    client.pipe(upstream).pipe(client);
+    const close = () => (client.destroy(), upstream.destroy());
+    client.on('error', close);
+    upstream.on('error', close);
+  });
+  await new Promise<void>((resolve) => balancer.listen(port, '127.0.0.1', resolve));
+}
+
+async function main(): Promise<void> {
+  const generous = slidingLog(40, 2);
+  if (fault === 'per-process' && cluster.isPrimary) {
+    for (let i = 0; i < 2; i++) cluster.fork();
+    let ready = 0;
+    cluster.on('listening', () => ++ready === 2 && console.log(`listening ${port}`));
+    return;
+  }
+  if (fault === 'ttl-cache') await twoHostsBehindBalancer(new Model({ limiter: generous }));
+  else if (fault === 'fixed-window') await serve(new Model({ limiter: fixedWindow(10, 2) }), port);
+  else if (fault === 'per-process') await serve(new Model({ limiter: slidingLog(10, 2) }), port);
+  else if (fault === 'offset-cursor') await serve(new Model({ limiter: generous, cursorPage: offsetCursor }), port);
+  else if (fault === 'honest') await serve(new Model({ limiter: generous }), port);
+  else throw new Error(`unknown fault "${fault}"`);
+  if (!cluster.isWorker) console.log(`listening ${port}`);
+}
+
+await main();
