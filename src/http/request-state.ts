@@ -29,6 +29,8 @@ export interface RequestState {
   rateLimit?: Decision[];
   /** The read cache's published head, read as the request arrived (cached-read.ts). */
   head?: Promise<number | null>;
+  /** Ends this request's turn at looking a token up, once the throttle has counted it (authenticate). */
+  afterThrottle?: () => void;
   /** Set when the throttle refused the request. */
   refusal?: Refusal;
 }

@@ -63,6 +63,11 @@ export interface Throttler {
    * @throws Error (rejects) when two checks name the same scope and ident: a wiring mistake.
    */
   consume(checks: ReadonlyArray<Check>): Promise<Decision[]>;
+  /**
+   * True when this process already knows Redis refused `check` until a moment still ahead, so a
+   * request counted by it now would be refused: asks nothing of Redis and records nothing.
+   */
+  isRefused(check: Check): boolean;
 }
 
 const COMMAND = 'pacelineThrottleRing';
@@ -105,6 +110,9 @@ export function createThrottler(deps: {
   if (refusals) redis.on('ready', () => refusals.clear());
 
   return {
+    isRefused(check) {
+      return refusals?.refuse([check], [throttleKey(keyPrefix, check)], performance.now()) !== undefined;
+    },
     consume(checks) {
       return new Promise<Decision[]>((resolve, reject) => {
         if (checks.length === 0) return resolve([]);
