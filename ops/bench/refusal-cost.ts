@@ -9,8 +9,9 @@
  *
  *   node --import tsx ops/bench/refusal-cost.ts [seconds per load and round = 3] [rounds = 2] [connections = 20]
  *
- * Prints req/s per load and the ratio flood / page-1. With PROFILE_DIR set the worker runs under
- * `--cpu-prof` and writes its profile there. Starts its own throwaway PostgreSQL and redis-server.
+ * Prints req/s and the worker's CPU time per request (process.cpuUsage: on a busy 2-core host
+ * the load generator sways req/s more than the CPU figure) per load, and the ratio flood / page-1. With PROFILE_DIR set the worker runs under
+ * `--cpu-prof` and writes its profile there; with LOADS=flood (a comma list) only those loads run. Starts its own throwaway PostgreSQL and redis-server.
  */
 import cluster from 'node:cluster';
 import { once } from 'node:events';
@@ -45,6 +46,7 @@ async function serve(setup: Setup): Promise<void> {
   const { deps } = await buildDeps(config, 'bench');
   deps.logger = pino({ level: 'info', base: { pid: process.pid, role: 'web' } }, pino.destination('/dev/null'));
   createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
+  process.on('message', (message) => message === 'cpu' && process.send?.(process.cpuUsage()));
   process.once('disconnect', () => process.exit(0));
 }
 
@@ -75,13 +77,24 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
       'page-1': { url: `${base}/api/tasks/`, headers: { authorization: `Bearer ${token}` } },
       healthz: { url: `${base}/healthz` },
     };
-    const totals = new Map<string, { requests: number; seconds: number; non2xx: number }>();
+    // LOADS=flood (a comma list) measures only those: a profile of one load alone.
+    for (const name of Object.keys(loads))
+      if (process.env.LOADS && !process.env.LOADS.split(',').includes(name)) delete loads[name];
+    const totals = new Map<string, { requests: number; seconds: number; non2xx: number; cpuUs: number }>();
+    /** CPU time (µs, user + system) the worker has used so far. */
+    const cpu = async () => {
+      worker.send('cpu');
+      const [usage] = (await once(worker, 'message')) as [NodeJS.CpuUsage];
+      return usage.user + usage.system;
+    };
     for (const load of Object.values(loads)) await autocannon({ ...load, connections, duration: 1 });
     for (let round = 0; round < rounds; round += 1) {
       const names = round % 2 === 0 ? Object.keys(loads) : Object.keys(loads).reverse();
       for (const name of names) {
+        const before = await cpu();
         const result = await autocannon({ ...loads[name]!, connections, duration: seconds });
-        const total = totals.get(name) ?? { requests: 0, seconds: 0, non2xx: 0 };
+        const total = totals.get(name) ?? { requests: 0, seconds: 0, non2xx: 0, cpuUs: 0 };
+        total.cpuUs += (await cpu()) - before;
         total.requests += result.requests.total;
         total.seconds += result.duration;
         total.non2xx += result.non2xx;
@@ -95,10 +108,18 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
           .map((load) => load.toFixed(1))
           .join(' ')}`,
     );
-    console.table([...totals].map(([name, t]) => ({ load: name, reqPerS: rate(name), non2xx: t.non2xx })));
-    console.log(
-      `flood / page-1 = ${(rate('flood') / rate('page-1')).toFixed(2)}×, flood / healthz = ${(rate('flood') / rate('healthz')).toFixed(2)}×`,
+    console.table(
+      [...totals].map(([name, t]) => ({
+        load: name,
+        reqPerS: rate(name),
+        non2xx: t.non2xx,
+        workerCpuUsPerReq: Math.round(t.cpuUs / t.requests),
+      })),
     );
+    if (totals.size === 3)
+      console.log(
+        `flood / page-1 = ${(rate('flood') / rate('page-1')).toFixed(2)}×, flood / healthz = ${(rate('flood') / rate('healthz')).toFixed(2)}×`,
+      );
     worker.disconnect();
     await once(worker, 'exit');
   } finally {

@@ -90,7 +90,9 @@ function refuse(ctx: Context, rejected: Decision, ident: string, headers: Record
   ctx.status = 429;
   for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
   ctx.res.setHeader('Retry-After', String(seconds));
-  ctx.body = { detail: throttledDetail(seconds) };
+  // Koa's type for a JSON body, set directly: its setter would look the media type up on every refusal.
+  ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  ctx.body = JSON.stringify({ detail: throttledDetail(seconds) });
 }
 
 /** A scope's metric series, bound once: the per-request path does no label lookups. */
