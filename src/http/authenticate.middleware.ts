@@ -25,25 +25,28 @@ type AuthDeps = Pick<Deps, 'db' | 'clock' | 'readCache' | 'throttler'>;
 export function authenticate(deps: AuthDeps, guard: LookupGuard): Middleware {
   return async (ctx, next) => {
     ctx.state.user = null;
-    const header = ctx.get('Authorization').trim();
-    const [scheme = '', ...rest] = header.split(/\s+/);
-    if (/^(bearer|token)$/i.test(scheme)) {
-      if (rest.length === 0)
-        ctx.state.authError = Errors.invalidToken('Invalid token header. No credentials provided.');
-      else if (rest.length > 1)
-        ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
-      else {
-        const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, guard, rest[0]!) : null;
-        if (user) ctx.state.user = user;
-        else ctx.state.authError = Errors.invalidToken();
-      }
-    }
+    // The lookup's turn ends here at the latest, also when the lookup or anything after it throws.
     try {
+      await identifyClient(ctx, deps, guard);
       await next();
     } finally {
       ctx.state.afterThrottle?.();
     }
   };
+}
+
+async function identifyClient(ctx: Context, deps: AuthDeps, guard: LookupGuard): Promise<void> {
+  const header = ctx.get('Authorization').trim();
+  const [scheme = '', ...rest] = header.split(/\s+/);
+  if (!/^(bearer|token)$/i.test(scheme)) return;
+  if (rest.length === 0) ctx.state.authError = Errors.invalidToken('Invalid token header. No credentials provided.');
+  else if (rest.length > 1)
+    ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
+  else {
+    const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, guard, rest[0]!) : null;
+    if (user) ctx.state.user = user;
+    else ctx.state.authError = Errors.invalidToken();
+  }
 }
 
 /**
