@@ -1,52 +1,89 @@
 import type { Context, Middleware } from 'koa';
 import { findLiveToken, hashToken, resolveToken } from '../auth/tokens.js';
+import type { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
 import type { User } from '../auth/users.repository.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
+import type { Check } from '../throttle/index.js';
+
+/** What keeps tokens no one knows from costing the database, shared by every route of a process. */
+export interface LookupGuard {
+  unknown: UnknownTokens;
+  /** One token lookup at a time per anonymous client and scope (see `identify`). */
+  turns: KeyedTurns;
+  /** The check a request would be counted by without a user (its address); undefined when unthrottled. */
+  anonymousCheck: (ctx: Context) => Check | undefined;
+}
+
+type AuthDeps = Pick<Deps, 'db' | 'clock' | 'readCache' | 'throttler'>;
 
 /**
  * Identifies the client from `Authorization: Bearer <token>` (or DRF's `Token <token>`). It only
  * identifies: a bad credential is remembered in `ctx.state.authError` and answered after the
  * throttle has counted the request against the anonymous budget.
  */
-export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Middleware {
+export function authenticate(deps: AuthDeps, guard: LookupGuard): Middleware {
   return async (ctx, next) => {
     ctx.state.user = null;
-    const header = ctx.get('Authorization').trim();
-    const [scheme = '', ...rest] = header.split(/\s+/);
-    if (/^(bearer|token)$/i.test(scheme)) {
-      if (rest.length === 0)
-        ctx.state.authError = Errors.invalidToken('Invalid token header. No credentials provided.');
-      else if (rest.length > 1)
-        ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
-      else {
-        const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, rest[0]!) : null;
-        if (user) ctx.state.user = user;
-        else ctx.state.authError = Errors.invalidToken();
-      }
+    // The lookup's turn ends here at the latest, also when the lookup or anything after it throws.
+    try {
+      await identifyClient(ctx, deps, guard);
+      await next();
+    } finally {
+      ctx.state.afterThrottle?.();
     }
-    await next();
   };
+}
+
+async function identifyClient(ctx: Context, deps: AuthDeps, guard: LookupGuard): Promise<void> {
+  const header = ctx.get('Authorization').trim();
+  const [scheme = '', ...rest] = header.split(/\s+/);
+  if (!/^(bearer|token)$/i.test(scheme)) return;
+  if (rest.length === 0) ctx.state.authError = Errors.invalidToken('Invalid token header. No credentials provided.');
+  else if (rest.length > 1)
+    ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
+  else {
+    const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, guard, rest[0]!) : null;
+    if (user) ctx.state.user = user;
+    else ctx.state.authError = Errors.invalidToken();
+  }
 }
 
 /**
  * The token's user: remembered by this worker (confirmed against the token epoch while the
- * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL.
+ * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL — but not for a token
+ * just found unknown, nor for a client its address's budget has already refused once it has
+ * presented MAX_STRIKES unknown tokens while refused (the request is counted there as bad
+ * credentials are, docs/architecture.md "Auth and errors"). Lookups of one address take turns,
+ * each until the throttle has counted its request, so a flood of random tokens from it costs at
+ * most its anonymous budget plus MAX_STRIKES lookups per process; a real user sharing a refused
+ * address before then is still looked up and counted under `user`.
  */
-async function identify(
-  ctx: Context,
-  deps: Pick<Deps, 'db' | 'clock' | 'readCache'>,
-  token: string,
-): Promise<User | null> {
+async function identify(ctx: Context, deps: AuthDeps, guard: LookupGuard, token: string): Promise<User | null> {
   const now = deps.clock.now();
   const lookup = () => findLiveToken(deps.db, token, now);
   const tokens = deps.readCache?.tokens;
-  if (!tokens) return resolveToken(deps.db, token, now);
   const tokenHash = hashToken(token);
-  const recalled = tokens.recall(tokenHash, now, lookup);
-  if (!recalled) return tokens.lookUp(tokenHash, lookup);
-  ctx.state.tokenConfirmed = recalled.confirm;
-  return recalled.user;
+  const recalled = tokens?.recall(tokenHash, now, lookup);
+  if (recalled) {
+    ctx.state.tokenConfirmed = recalled.confirm;
+    return recalled.user;
+  }
+  if (guard.unknown.has(tokenHash, now.getTime())) return null;
+  const check = guard.anonymousCheck(ctx);
+  const client = check && `${check.rule.scope} ${check.ident}`;
+  let refused = false;
+  if (check && client) {
+    ctx.state.afterThrottle = await guard.turns.enter(client);
+    const nowMs = deps.clock.now().getTime();
+    refused = deps.throttler.isRefused(check);
+    if (guard.unknown.has(tokenHash, nowMs) || (refused && guard.unknown.struckOut(client, nowMs))) return null;
+  }
+  const user = tokens ? await tokens.lookUp(tokenHash, lookup) : await resolveToken(deps.db, token, now);
+  if (user) return user;
+  guard.unknown.add(tokenHash, deps.clock.now().getTime());
+  if (refused && client) guard.unknown.strike(client, deps.clock.now().getTime());
+  return null;
 }
 
 /** Answers a bad credential (after throttling) for every route that authenticates. */

@@ -46,7 +46,7 @@ export async function startRead(ctx: Context, deps: Deps, viewer?: string): Prom
 /** The head published when this request arrived (null: unknown, or no read cache). */
 export async function publishedHead(ctx: Context, deps: Pick<Deps, 'readCache'>): Promise<number | null> {
   const cache = deps.readCache;
-  return cache ? await ((ctx.state.head as Promise<number | null> | undefined) ?? cache.channel.read()) : null;
+  return cache ? await (ctx.state.head ?? cache.channel.read()) : null;
 }
 
 /**

@@ -3,8 +3,9 @@ import type { Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { parseRate, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
 import { authenticate, rejectBadCredentials } from './authenticate.middleware.js';
-import { createThrottle } from './throttle.middleware.js';
+import { anonymousCheck, createThrottle } from './throttle.middleware.js';
 
 export type Guard = ReturnType<typeof createGuard>;
 
@@ -27,7 +28,8 @@ const JSON_ONLY = ['application/json'] as const;
  * `guard({ scope: 'exports', rate: '5/min', keyedBy: 'user' })`.
  */
 export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
-  const identify = authenticate(deps);
+  const unknown = new UnknownTokens();
+  const turns = new KeyedTurns();
   const throttleFor = createThrottle(deps, rules);
   return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): Middleware => {
     if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
@@ -36,6 +38,7 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
         : rate;
       rules.set(scope, { scope, rate: parseRate(text), keyedBy });
     }
+    const identify = authenticate(deps, { unknown, turns, anonymousCheck: anonymousCheck(deps, rules, scope) });
     return compose([identify, throttleFor(scope), negotiate(representations), rejectBadCredentials]);
   };
 }

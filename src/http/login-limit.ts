@@ -39,7 +39,7 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
     }
     duration.observe((performance.now() - started) / 1000);
     if (!decisions[0]?.local) storeErrors.recovered();
-    const headers = rateLimitHeaders([...((ctx.state.rateLimit as Decision[] | undefined) ?? []), ...decisions]);
+    const headers = rateLimitHeaders([...(ctx.state.rateLimit ?? []), ...decisions]);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { methodLabel, type Metrics } from '../metrics.js';
+import { RefusalLog } from './refusal-log.js';
 
 const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
@@ -13,10 +14,13 @@ export type AccessLog = 'all' | 'errors' | 'off';
 /**
  * Gives each request an id (the client's `X-Request-Id` when it is sane, else a new UUID),
  * returns it as `X-Request-Id`, and logs and measures the request by its route template.
- * `accessLog` (ACCESS_LOG) picks the requests logged: all, errors (4xx and 5xx) or none.
+ * `accessLog` (ACCESS_LOG) picks the requests logged: all, errors (4xx and 5xx) or none. A
+ * refused request's line carries its scope, client and Retry-After, and refusals are sampled
+ * per client (see RefusalLog) so a flood cannot write a line per request.
  */
 export function requestContext(logger: Logger, metrics: Metrics, accessLog: AccessLog = 'all'): Middleware {
   const series = bindSeries(metrics);
+  const refusals = new RefusalLog(logger);
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const given = ctx.get('X-Request-Id');
@@ -32,9 +36,12 @@ export function requestContext(logger: Logger, metrics: Metrics, accessLog: Acce
       const bound = series(method, route, ctx.status);
       bound.requests.inc();
       bound.duration.observe(seconds);
-      if (accessLog === 'all' || (accessLog === 'errors' && ctx.status >= 400)) {
+      const refusal = ctx.state.refusal;
+      const logged = accessLog === 'all' || (accessLog === 'errors' && ctx.status >= 400);
+      if (logged && (!refusal || refusals.note(refusal))) {
         const line = { requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 };
-        if (PROBES.has(route) && ctx.status < 400) logger.debug(line, 'request');
+        if (refusal) logger.info({ ...line, ...refusal }, 'request');
+        else if (PROBES.has(route) && ctx.status < 400) logger.debug(line, 'request');
         else logger.info(line, 'request');
       }
     }

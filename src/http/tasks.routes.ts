@@ -2,7 +2,6 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
-import type { User } from '../auth/users.repository.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import type { CommandOutcome, TaskState } from '../events/domain/task.events.js';
@@ -67,7 +66,7 @@ export function taskRoutes(deps: Deps, guard: Guard): Router {
   // owner's alone, and only the owner sees ids of people and requests. Kept and tagged per viewer.
   route(router, ops.history, ahead, guard(), async (ctx) => {
     const taskId = parseId(ctx.params.id);
-    const viewer = (ctx.state.user as User | null)?.id;
+    const viewer = ctx.state.user?.id;
     const render = async (db: Kysely<Database>) => {
       const audience = audienceOf((await streamFacts(db, [taskId])).get(taskId), viewer);
       if (audience === 'redacted') throw Errors.notFound();
@@ -128,7 +127,7 @@ function answerCreated(task: TaskState) {
 }
 
 function actorOf(ctx: Context, user: { id: number; username: string }) {
-  return { userId: user.id, username: user.username, requestId: ctx.state.requestId as string };
+  return { userId: user.id, username: user.username, requestId: ctx.state.requestId };
 }
 
 function expectTask(outcome: CommandOutcome): TaskState {

@@ -2,7 +2,7 @@ import type { Context, Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
-import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
+import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { forwardedHops } from './client-address.js';
 
@@ -45,10 +45,7 @@ function throttle(
   const named = scope === undefined ? undefined : rules.get(scope);
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
-    // A scope keyed by user cannot key a client without one (anonymous, or bad credentials): anon counts it.
-    const general = ctx.state.user ? 'user' : 'anon';
-    const rule = named && (named.keyedBy !== 'user' || ctx.state.user) ? named : rules.get(general);
-    if (!rule) throw new Error(`throttle scope "${general}" is not configured`);
+    const rule = ruleFor(named, rules, ctx.state.user !== null);
     const ident = identify(ctx, rule, deps);
     const { duration, allowed, throttled, storeError } = series(rule.scope);
     const started = performance.now();
@@ -64,6 +61,8 @@ function throttle(
         throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
       }
       return next();
+    } finally {
+      ctx.state.afterThrottle?.();
     }
     duration.observe((performance.now() - started) / 1000);
     // A refusal answered in process (an earlier refusal by Redis still holds) did not reach Redis:
@@ -72,13 +71,30 @@ function throttle(
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
-    if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
+    if (rejected) return refuse(ctx, rejected, ident, headers);
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
     // A route that checks another scope of its own (the login's) lists both in the fields.
     ctx.state.rateLimit = decisions;
     await next();
   };
+}
+
+/**
+ * Answers a refusal here, as a value rather than a thrown AppError: the same status, headers and
+ * body as Errors.throttled, without an Error's stack or the error middleware's work, so a
+ * flood of refused requests stays the cheapest thing this process answers (docs/architecture.md
+ * "Throttling"). `ctx.state.refusal` tells the access log who was refused, where and for how long.
+ */
+function refuse(ctx: Context, rejected: Decision, ident: string, headers: Record<string, string>): void {
+  const seconds = rejected.retryAfterS;
+  ctx.state.refusal = { scope: rejected.scope, client: ident, retryAfterS: seconds, local: rejected.local === true };
+  ctx.status = 429;
+  for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
+  ctx.res.setHeader('Retry-After', String(seconds));
+  // Koa's type for a JSON body, set directly: its setter would look the media type up on every refusal.
+  ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  ctx.body = JSON.stringify({ detail: throttledDetail(seconds) });
 }
 
 /** A scope's metric series, bound once: the per-request path does no label lookups. */
@@ -94,6 +110,31 @@ export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
     let series = bound.get(scope);
     if (!series) bound.set(scope, (series = bind(scope)));
     return series;
+  };
+}
+
+/** The rule a request is counted by: a scope keyed by user cannot key a client without one, anon counts it. */
+function ruleFor(named: ScopeRule | undefined, rules: ReadonlyMap<ScopeName, ScopeRule>, hasUser: boolean): ScopeRule {
+  const general = hasUser ? 'user' : 'anon';
+  const rule = named && (named.keyedBy !== 'user' || hasUser) ? named : rules.get(general);
+  if (!rule) throw new Error(`throttle scope "${general}" is not configured`);
+  return rule;
+}
+
+/**
+ * The check that would count a request of route `scope` if it had no user: where bad credentials
+ * are counted. Undefined when throttling is off.
+ */
+export function anonymousCheck(
+  deps: Deps,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+  scope?: ScopeName,
+): (ctx: Context) => Check | undefined {
+  const named = scope === undefined ? undefined : rules.get(scope);
+  return (ctx) => {
+    if (!deps.config.THROTTLE_ENABLED) return undefined;
+    const rule = ruleFor(named, rules, false);
+    return { rule, ident: identify(ctx, rule, deps) };
   };
 }
 

@@ -4,7 +4,7 @@ import { Errors } from '../errors.js';
 
 /** The authenticated user, or a 401 for an anonymous client. */
 export function requireUser(ctx: Context): User {
-  const user = ctx.state.user as User | null;
+  const user = ctx.state.user;
   if (!user) throw Errors.notAuthenticated();
   return user;
 }

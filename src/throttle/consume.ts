@@ -32,6 +32,9 @@ export function createThrottler(deps: {
   if (refusals) redis.on('ready', () => refusals.clear());
 
   return {
+    isRefused(check) {
+      return refusals?.refuse([check], [throttleKey(keyPrefix, check)], performance.now()) !== undefined;
+    },
     consume(checks) {
       return new Promise<Decision[]>((resolve, reject) => {
         if (checks.length === 0) return resolve([]);

@@ -92,9 +92,14 @@ export class Refusals {
   }
 }
 
+/** Rules' ids, built once per rule object: `refuse` runs for every request of a refused flood. */
+const ruleIds = new WeakMap<ScopeRule, string>();
+
 /** A rule as a refusal remembers it: its limit and window. */
 function ruleId(rule: ScopeRule): string {
-  return `${rule.rate.limit}/${rule.rate.windowMs}`;
+  let id = ruleIds.get(rule);
+  if (id === undefined) ruleIds.set(rule, (id = `${rule.rate.limit}/${rule.rate.windowMs}`));
+  return id;
 }
 
 /** What Redis would answer for a check whose window frees in `waitMs`: see ring.lua's refusal. */

@@ -59,4 +59,9 @@ export interface Throttler {
    * @throws Error (rejects) when two checks name the same scope and ident: a wiring mistake.
    */
   consume(checks: ReadonlyArray<Check>): Promise<Decision[]>;
+  /**
+   * True when this process already knows Redis refused `check` until a moment still ahead, so a
+   * request counted by it now would be refused: asks nothing of Redis and records nothing.
+   */
+  isRefused(check: Check): boolean;
 }

@@ -1,0 +1,135 @@
+/**
+ * What a refusal costs beside an answer: one node:cluster worker running the real Koa stack
+ * (anon 20/min, user 100000/s, access log at info to /dev/null), measured by autocannon on
+ * 127.0.0.1 in interleaved rounds of three loads:
+ *
+ *   flood    GET /api/tasks/ from one anonymous address (X-Forwarded-For) refused for the minute
+ *   page-1   GET /api/tasks/ with a user's token (answered 200 from the read cache)
+ *   healthz  GET /healthz
+ *
+ *   node --import tsx ops/bench/refusal-cost.ts [seconds per load and round = 3] [rounds = 2] [connections = 20]
+ *
+ * Prints req/s and the worker's CPU time per request (process.cpuUsage: on a busy 2-core host
+ * the load generator sways req/s more than the CPU figure) per load, and the ratio flood / page-1. With PROFILE_DIR set the worker runs under
+ * `--cpu-prof` and writes its profile there; with LOADS=flood (a comma list) only those loads run. Starts its own throwaway PostgreSQL and redis-server.
+ */
+import cluster from 'node:cluster';
+import { once } from 'node:events';
+import { loadavg } from 'node:os';
+import autocannon from 'autocannon';
+import { createUser } from '../../src/auth/users.repository.js';
+import { loadConfig } from '../../src/config.js';
+import { buildDeps } from '../../src/deps.js';
+import { createApp } from '../../src/http/app.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+import pino from 'pino';
+
+interface Setup {
+  databaseUrl: string;
+  redisUrl: string;
+  httpPort: number;
+}
+
+async function serve(setup: Setup): Promise<void> {
+  const config = loadConfig({
+    DATABASE_URL: setup.databaseUrl,
+    REDIS_URL: setup.redisUrl,
+    REDIS_PREFIX: 'bench:refusal:',
+    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    LOG_LEVEL: 'info',
+    TRUST_PROXY_HOPS: '1',
+    THROTTLE_ANON: '20/min',
+    THROTTLE_USER: '100000/s',
+    THROTTLE_TOKEN_OBTAIN: '100000/s',
+  });
+  const { deps } = await buildDeps(config, 'bench');
+  deps.logger = pino({ level: 'info', base: { pid: process.pid, role: 'web' } }, pino.destination('/dev/null'));
+  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
+  process.on('message', (message) => message === 'cpu' && process.send?.(process.cpuUsage()));
+  process.once('disconnect', () => process.exit(0));
+}
+
+async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
+  const { postgres, redis, cleanUp } = await startBenchStores();
+  try {
+    const { url: databaseUrl, db } = await createBenchDatabase(postgres.url, 'bench_refusal');
+    await createUser(db, 'bench', 'bench-pass-123');
+    await db.destroy();
+    const httpPort = await findFreePort();
+    const profileDir = process.env.PROFILE_DIR;
+    cluster.setupPrimary({
+      execArgv: [...process.execArgv, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
+    });
+    const worker = cluster.fork();
+    await once(worker, 'message');
+    worker.send({ databaseUrl, redisUrl: redis.url, httpPort } satisfies Setup);
+    await once(worker, 'message');
+    const base = `http://127.0.0.1:${httpPort}`;
+    const login = await fetch(`${base}/api/auth/token/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'bench', password: 'bench-pass-123' }),
+    });
+    const { token } = (await login.json()) as { token: string };
+    const loads: Record<string, autocannon.Options> = {
+      flood: { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.1' } },
+      'page-1': { url: `${base}/api/tasks/`, headers: { authorization: `Bearer ${token}` } },
+      healthz: { url: `${base}/healthz` },
+    };
+    // LOADS=flood (a comma list) measures only those: a profile of one load alone.
+    for (const name of Object.keys(loads))
+      if (process.env.LOADS && !process.env.LOADS.split(',').includes(name)) delete loads[name];
+    const totals = new Map<string, { requests: number; seconds: number; non2xx: number; cpuUs: number }>();
+    /** CPU time (µs, user + system) the worker has used so far. */
+    const cpu = async () => {
+      worker.send('cpu');
+      const [usage] = (await once(worker, 'message')) as [NodeJS.CpuUsage];
+      return usage.user + usage.system;
+    };
+    for (const load of Object.values(loads)) await autocannon({ ...load, connections, duration: 1 });
+    for (let round = 0; round < rounds; round += 1) {
+      const names = round % 2 === 0 ? Object.keys(loads) : Object.keys(loads).reverse();
+      for (const name of names) {
+        const before = await cpu();
+        const result = await autocannon({ ...loads[name]!, connections, duration: seconds });
+        const total = totals.get(name) ?? { requests: 0, seconds: 0, non2xx: 0, cpuUs: 0 };
+        total.cpuUs += (await cpu()) - before;
+        total.requests += result.requests.total;
+        total.seconds += result.duration;
+        total.non2xx += result.non2xx;
+        totals.set(name, total);
+      }
+    }
+    const rate = (name: string) => Math.round(totals.get(name)!.requests / totals.get(name)!.seconds);
+    console.log(
+      `node ${process.version}, 1 worker, ${connections} connections, ${seconds} s × ${rounds} interleaved rounds, ` +
+        `load average ${loadavg()
+          .map((load) => load.toFixed(1))
+          .join(' ')}`,
+    );
+    console.table(
+      [...totals].map(([name, t]) => ({
+        load: name,
+        reqPerS: rate(name),
+        non2xx: t.non2xx,
+        workerCpuUsPerReq: Math.round(t.cpuUs / t.requests),
+      })),
+    );
+    if (totals.size === 3)
+      console.log(
+        `flood / page-1 = ${(rate('flood') / rate('page-1')).toFixed(2)}×, flood / healthz = ${(rate('flood') / rate('healthz')).toFixed(2)}×`,
+      );
+    worker.disconnect();
+    await once(worker, 'exit');
+  } finally {
+    await cleanUp();
+  }
+}
+
+if (cluster.isPrimary) {
+  await runPrimary(Number(process.argv[2] ?? 3), Number(process.argv[3] ?? 2), Number(process.argv[4] ?? 20));
+} else {
+  process.once('message', (setup: Setup) => void serve(setup));
+  process.send?.('ready');
+}

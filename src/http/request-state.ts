@@ -1,0 +1,41 @@
+import type { User } from '../auth/users.repository.js';
+import type { AppError } from '../errors.js';
+import type { Decision } from '../throttle/index.js';
+
+/** A request the throttle refused: what the access log and its summaries say of it. */
+export interface Refusal {
+  scope: string;
+  /** The throttle's identity of the client: `ip:<address or prefix>` or `user:<id>`. */
+  client: string;
+  retryAfterS: number;
+  /** Answered from this process's memory of an earlier refusal, without Redis. */
+  local: boolean;
+}
+
+/**
+ * What the middleware of one request hand each other in `ctx.state`, declared once as Koa's
+ * `DefaultState` so every reader gets the type without a cast.
+ */
+export interface RequestState {
+  /** `X-Request-Id`: the client's when sane, else a new UUID (request-context.middleware.ts). */
+  requestId: string;
+  /** The authenticated user; null for an anonymous client or bad credentials. */
+  user: User | null;
+  /** A bad credential, answered after the throttle has counted the request. */
+  authError?: AppError;
+  /** For a token remembered by this worker: whether it is still live (see read-cache/token-cache.ts). */
+  tokenConfirmed?: Promise<boolean>;
+  /** The throttle's decisions of an admitted request, for routes that check a scope of their own. */
+  rateLimit?: Decision[];
+  /** The read cache's published head, read as the request arrived (cached-read.ts). */
+  head?: Promise<number | null>;
+  /** Ends this request's turn at looking a token up, once the throttle has counted it (authenticate). */
+  afterThrottle?: () => void;
+  /** Set when the throttle refused the request. */
+  refusal?: Refusal;
+}
+
+declare module 'koa' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface DefaultState extends RequestState {}
+}
