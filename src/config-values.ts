@@ -132,3 +132,16 @@ export const clusterNodes = z.string().trim().superRefine(checkClusterNodes).tra
 
 /** Addresses and CIDRs separated by commas (TRUSTED_PROXIES). */
 export const proxyList = z.string().trim().superRefine(checkProxyList).transform(parseProxyList);
+
+// Words that template files put where a secret belongs ("replace-me", "change-me", "your secret here").
+const PLACEHOLDER = /replace[-_ ]?me|change[-_ ]?me|placeholder|your[-_ ]?(own[-_ ]?)?secret|secret[-_ ]?here|^x+$/i;
+
+/**
+ * A secret of at least 16 characters that is not a template's placeholder: a deployment copied
+ * without setting it stops at start instead of signing with a value anyone can read
+ * (README "Least privilege").
+ */
+export const secret = z
+  .string()
+  .min(16, 'must be at least 16 characters')
+  .refine((text) => !PLACEHOLDER.test(text), 'is a placeholder: set a random value, e.g. openssl rand -base64 32');
