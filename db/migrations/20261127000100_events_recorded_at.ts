@@ -1,0 +1,14 @@
+import type { Kysely } from 'kysely';
+
+/**
+ * `events (recorded_at, position)`: a report finds the first position recorded on or after its
+ * `from` day with one index range read, and starts there instead of at position 0
+ * (docs/architecture.md "Bounded work").
+ */
+export async function up(db: Kysely<any>): Promise<void> {
+  await db.schema.createIndex('events_recorded_at_idx').on('events').columns(['recorded_at', 'position']).execute();
+}
+
+export async function down(db: Kysely<any>): Promise<void> {
+  await db.schema.dropIndex('events_recorded_at_idx').ifExists().execute();
+}
