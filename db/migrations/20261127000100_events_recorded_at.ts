@@ -6,7 +6,13 @@ import type { Kysely } from 'kysely';
  * (docs/architecture.md "Bounded work").
  */
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.createIndex('events_recorded_at_idx').on('events').columns(['recorded_at', 'position']).execute();
+  // ifNotExists: on a large log an operator may build it first with CREATE INDEX CONCURRENTLY.
+  await db.schema
+    .createIndex('events_recorded_at_idx')
+    .ifNotExists()
+    .on('events')
+    .columns(['recorded_at', 'position'])
+    .execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
