@@ -156,3 +156,16 @@ function checkMetricsAuth(text: string, ctx: z.RefinementCtx): void {
 
 /** `bearer:<token>` or `basic:<user>:<password>` (METRICS_AUTH). */
 export const metricsAuth = z.string().trim().superRefine(checkMetricsAuth).transform(parseMetricsAuth);
+
+// Words that template files put where a secret belongs ("replace-me", "change-me", "your secret here").
+const PLACEHOLDER = /replace[-_ ]?me|change[-_ ]?me|placeholder|your[-_ ]?(own[-_ ]?)?secret|secret[-_ ]?here|^x+$/i;
+
+/**
+ * A secret of at least 16 characters that is not a template's placeholder: a deployment copied
+ * without setting it stops at start instead of signing with a value anyone can read
+ * (docs/security.md "Least privilege").
+ */
+export const secret = z
+  .string()
+  .min(16, 'must be at least 16 characters')
+  .refine((text) => !PLACEHOLDER.test(text), 'is a placeholder: set a random value, e.g. openssl rand -base64 32');

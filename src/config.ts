@@ -1,6 +1,16 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { clusterNodes, duration, integer, metricsAuth, proxyList, rate, scopeRates, urlList } from './config-values.js';
+import {
+  clusterNodes,
+  duration,
+  integer,
+  metricsAuth,
+  proxyList,
+  rate,
+  scopeRates,
+  secret,
+  urlList,
+} from './config-values.js';
 
 const schema = z.object({
   ROLE: z.enum(['all', 'web', 'jobs']).default('all'),
@@ -46,7 +56,7 @@ const schema = z.object({
   EMBEDDED_REDIS_PORT: integer(1, 65535).default(63799),
   PAGE_SIZE: integer(1, 1000).default(10),
   MAX_PAGE_SIZE: integer(1, 10_000).default(100),
-  CURSOR_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  CURSOR_SECRET: secret.optional(),
   THROTTLE_ENABLED: z
     .enum(['true', 'false'])
     .default('true')

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Context, Middleware } from 'koa';
 import type { Database } from '../../db/database.js';
@@ -78,7 +78,8 @@ export async function sendList(
 ): Promise<void> {
   const read = await startRead(ctx, deps, viewer);
   const asked = ctx.get('If-None-Match');
-  const current = read.published === null ? undefined : currentListTag(asked, read.key, read.published);
+  const current =
+    read.published === null ? undefined : currentListTag(asked, read.key, read.published, deps.cursorSecret);
   if (current) return sendNotModified(ctx, current);
   const answer = await readAnswer(deps, read, render);
   // RFC 9110 §13.1.2: If-None-Match compares weakly, and `*` matches any current answer.
@@ -113,7 +114,8 @@ async function renderFromSnapshot(
 ): Promise<FreshAnswer> {
   return readSnapshot(deps, read.published, async (trx, head) => {
     const rendered = await render(trx);
-    return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag: rendered.etag ?? listTag(head, read.key) };
+    const etag = rendered.etag ?? listTag(head, read.key, deps.cursorSecret);
+    return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag };
   });
 }
 
@@ -127,13 +129,18 @@ function ownBuffer(text: string): Buffer {
   return bytes;
 }
 
-/** A list's strong tag: the head of the snapshot it was read from and a digest of the request URL. */
-function listTag(head: number, key: string): string {
-  return `"L${head}.${digest(key)}"`;
+/**
+ * A list's strong tag: the head of the snapshot it was read from and a MAC of that head with the
+ * cache key under `secret`. Only a rendered answer hands one out, so a client cannot make up a
+ * tag for a head it was never answered at (a future head would pass as current and get `304`
+ * for an answer it may not see, such as a deleted task's history: docs/security.md "Who can see what").
+ */
+function listTag(head: number, key: string, secret: string): string {
+  return `"L${head}.${mac(head, key, secret)}"`;
 }
 
-function digest(key: string): string {
-  return createHash('sha1').update(key).digest('base64url').slice(0, 16);
+function mac(head: number, key: string, secret: string): string {
+  return createHmac('sha256', secret).update(`list-tag ${head} ${key}`).digest('base64url').slice(0, 16);
 }
 
 const LIST_TAG = /^\s*(?:W\/)?"L(\d+)\.([A-Za-z0-9_-]{16})"\s*$/;
@@ -142,11 +149,12 @@ const LIST_TAG = /^\s*(?:W\/)?"L(\d+)\.([A-Za-z0-9_-]{16})"\s*$/;
  * The tag in `If-None-Match` that is this URL's list tag read at a head at or above the published
  * one: nothing acknowledged since, so the page the client holds is the page it would get.
  */
-function currentListTag(header: string, key: string, published: number): string | undefined {
+function currentListTag(header: string, key: string, published: number, secret: string): string | undefined {
   if (!header) return undefined;
   for (const tag of header.split(',')) {
     const match = LIST_TAG.exec(tag);
-    if (match !== null && Number(match[1]) >= published && match[2] === digest(key))
+    const head = Number(match?.[1]);
+    if (match !== null && head >= published && match[2] === mac(head, key, secret))
       return tag.trim().replace(/^W\//, '');
   }
   return undefined;

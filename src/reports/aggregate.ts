@@ -45,37 +45,58 @@ const DAY_MS = 86_400_000;
 /**
  * Aggregates the event log for a report, reading it in position order in keyset batches up to
  * the last position at the start: each batch is grouped by UTC day in PostgreSQL, so memory holds
- * one row per day whatever the log's size. Events before `from` count only towards the open tasks
- * at the start; events after `to` are skipped. With `owner`, only that owner's tasks count.
+ * one row per day whatever the log's size. With `owner`, only that owner's tasks count.
+ *
+ * The read starts at the first position recorded on or after `from` (an index read), not at 0
+ * (docs/architecture.md "Bounded work"). The open tasks at the start are then the open tasks at
+ * that last position (the `tasks` projection, written in the same transaction as the log, read in
+ * the same statement as the position) less what every event read from `from` on changed.
  */
 export async function aggregateReport(
   db: Kysely<Database>,
   params: ReportParams,
   options: AggregateOptions,
 ): Promise<ReportResult> {
-  const head = await db
-    .selectFrom('counters')
-    .select(['value', sql<Date>`now()`.as('now')])
-    .where('name', '=', COUNTER_NAMES.lastPosition)
-    .executeTakeFirst();
-  const upTo = head?.value ?? 0;
-  const asOf = head?.now ?? new Date();
-  const end = new Date(Date.parse(`${params.to}T00:00:00Z`) + DAY_MS);
+  const start = new Date(`${params.from}T00:00:00Z`);
+  const { upTo, asOf, openNow, firstAfter } = await readStart(db, start, params.owner);
   const byDay = new Map<string, Tally & { open_delta: number }>();
-  let openAtStart = 0;
-  for (let after = 0; after < upTo; after += options.batchSize) {
+  let changedSinceFrom = 0;
+  for (let after = firstAfter; after < upTo; after += options.batchSize) {
     const batchEnd = Math.min(after + options.batchSize, upTo);
-    for (const row of await tallyBatch(db, after, batchEnd, end, params.owner)) {
-      if (row.day < params.from) openAtStart += row.open_delta;
-      else byDay.set(row.day, addTallies(byDay.get(row.day), row));
+    for (const row of await tallyBatch(db, after, batchEnd, params.owner)) {
+      if (row.day < params.from) continue;
+      changedSinceFrom += row.open_delta;
+      if (row.day <= params.to) byDay.set(row.day, addTallies(byDay.get(row.day), row));
     }
     await options.onBatch?.(batchEnd, upTo);
     if (options.pauseMs && batchEnd < upTo) await sleep(options.pauseMs);
   }
-  return summarise(params, openAtStart, byDay, upTo, asOf);
+  return summarise(params, openNow - changedSinceFrom, byDay, upTo, asOf);
 }
 
-async function tallyBatch(db: Kysely<Database>, after: number, upTo: number, end: Date, owner: string | null) {
+/**
+ * In one snapshot: the last position, the time, the open tasks (of `owner`) at that position,
+ * and the position before the first event recorded on or after `start` (every event at or before
+ * it was recorded before `start`; a few after it may be too, and are read and skipped).
+ */
+async function readStart(db: Kysely<Database>, start: Date, owner: string | null) {
+  const { rows } = await sql<{ up_to: number | null; now: Date; open_now: number; first_after: number | null }>`
+    select c.value as up_to, now() as now,
+      (select count(*)::int from tasks t
+        where not t.completed and ${owner === null ? sql`true` : sql`t.owner = ${owner}`}) as open_now,
+      (select min(e.position) - 1 from events e where e.recorded_at >= ${start} and e.position <= c.value) as first_after
+    from counters c where c.name = ${COUNTER_NAMES.lastPosition}`.execute(db);
+  const row = rows[0];
+  const upTo = Number(row?.up_to ?? 0);
+  return {
+    upTo,
+    asOf: row?.now ?? new Date(),
+    openNow: row?.open_now ?? 0,
+    firstAfter: row?.first_after === null || row?.first_after === undefined ? upTo : Number(row.first_after),
+  };
+}
+
+async function tallyBatch(db: Kysely<Database>, after: number, upTo: number, owner: string | null) {
   const { rows } = await sql<Tally & { day: string; open_delta: number }>`
     select to_char(recorded_at at time zone 'UTC', 'YYYY-MM-DD') as day,
       count(*) filter (where type = 'TaskCreated')::int as created,
@@ -84,7 +105,7 @@ async function tallyBatch(db: Kysely<Database>, after: number, upTo: number, end
       count(*) filter (where type = 'TaskDeleted')::int as deleted,
       sum(open_delta)::int as open_delta
     from (${eventFacts(after, upTo)}) f
-    where recorded_at < ${end} and ${owner === null ? sql`true` : sql`owner = ${owner}`}
+    where ${owner === null ? sql`true` : sql`owner = ${owner}`}
     group by 1`.execute(db);
   return rows;
 }

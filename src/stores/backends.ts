@@ -24,8 +24,9 @@ export interface Backends {
  * Uses `DATABASE_URL` / `REDIS_URL` (or `REDIS_CLUSTER_NODES`) when set; otherwise starts an embedded PostgreSQL and a
  * `redis-server` child with their data under `DATA_DIR`, so `npm start` needs nothing else.
  * The embedded stores run with least privilege (docs/security.md "Least privilege"): the service connects
- * to PostgreSQL as a role that owns the schema but is no superuser, Redis requires a password,
- * and as root both servers run as the `postgres` account. Their passwords, and `CURSOR_SECRET`
+ * to PostgreSQL as a role that owns the schema but is no superuser, to Redis as a user that may
+ * run no admin command, and as root each server runs as its own account (`postgres`,
+ * `paceline-redis`). Their passwords, and `CURSOR_SECRET`
  * when unset, are generated once and kept in 0600 files under `DATA_DIR`; none is ever logged.
  */
 export async function provideBackends(config: Config, logger: Logger): Promise<Backends> {

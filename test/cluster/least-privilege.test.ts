@@ -130,19 +130,32 @@ test('the passwords are generated into files only their owner can read', async (
   }
 });
 
-test('Redis refuses a client without the password, and runs as an unprivileged account that owns its data', async () => {
+test('Redis refuses a client without the password, runs as an account of its own that owns its data, and gives the service no admin commands', async () => {
   const port = Number(env.EMBEDDED_REDIS_PORT);
   const password = (await readFile(join(dataDir, 'redis-password'), 'utf8')).trim();
   assert.match((await redisSay(port, 'PING\r\nSET stolen 1\r\n', 2)).join('\n'), /^-NOAUTH.*\n-NOAUTH/);
-  const auth = `*2\r\n$4\r\nAUTH\r\n$${password.length}\r\n${password}\r\n`;
+  const bulk = (text: string) => `$${Buffer.byteLength(text)}\r\n${text}\r\n`;
+  const defaultAuth = `*2\r\n$4\r\nAUTH\r\n${bulk(password)}`;
+  assert.match((await redisSay(port, defaultAuth, 1))[0]!, /^-WRONGPASS/, 'the default user is off');
+  const auth = `*3\r\n$4\r\nAUTH\r\n${bulk('paceline')}${bulk(password)}`;
   assert.equal(await redisSay(port, `${auth}PING\r\n`, 2), ['+OK', '+PONG']);
+  const [, flush, config, shutdown, size] = await redisSay(
+    port,
+    `${auth}FLUSHALL\r\nCONFIG GET dir\r\nSHUTDOWN\r\nDBSIZE\r\n`,
+    5,
+  );
+  for (const [command, reply] of Object.entries({ FLUSHALL: flush, CONFIG: config, SHUTDOWN: shutdown }))
+    assert.match(reply!, /^-NOPERM/, `${command} is refused to the service`);
+  assert.ok(Number(size!.slice(1)) > 0, `the data is all there: DBSIZE ${size}`);
 
   const redis = redisServer();
   assert.not.ok(redis.argv.join(' ').includes(password), 'the password is not in its command line');
   const uid = uidOf(redis.pid);
   if (process.getuid!() === 0) {
     assert.is.not(uid, 0, 'redis-server does not run as root');
-    assert.is(uid, Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })));
+    assert.is.not(uid, Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), 'nor as PostgreSQL');
+    assert.is(uid, Number(execFileSync('id', ['-u', 'paceline-redis'], { encoding: 'utf8' })));
+    assert.is.not(statSync(join(dataDir, 'pg')).uid, uid, "PostgreSQL's files are not its own");
   } else {
     assert.is(uid, process.getuid!(), 'not root: it runs as the user who started Paceline');
   }
@@ -152,8 +165,8 @@ test('Redis refuses a client without the password, and runs as an unprivileged a
   const child = children().find(({ argv }) => !argv[0]!.startsWith('redis-server') && !argv[0]!.endsWith('postgres'))!;
   assert.is(
     envOf(child.pid, 'REDIS_URL'),
-    `redis://:${encodeURIComponent(password)}@127.0.0.1:${port}`,
-    'children get the password in their REDIS_URL',
+    `redis://paceline:${encodeURIComponent(password)}@127.0.0.1:${port}`,
+    'children get the service user and its password in their REDIS_URL',
   );
 });
 

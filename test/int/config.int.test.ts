@@ -146,6 +146,30 @@ Load('a bad credential-bearing setting is named but its value is not echoed', ()
   }
 });
 
+Load('a template placeholder as CURSOR_SECRET stops the start in one line', () => {
+  for (const value of [
+    'replace-me-with-a-random-secret',
+    'REPLACE-ME-with-32-random-bytes-base64',
+    'change-me-change-me',
+    'changeme-changeme-1',
+    'xxxxxxxxxxxxxxxxxxxx',
+  ]) {
+    try {
+      loadConfig({ CURSOR_SECRET: value });
+      assert.unreachable(`${value} accepted`);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      assert.match(
+        (error as Error).message,
+        /^invalid CURSOR_SECRET \(value not shown\): is a placeholder: set a random value/,
+      );
+      assert.not.match((error as Error).message, value);
+      assert.not.match((error as Error).message, '\n');
+    }
+  }
+  assert.is(loadConfig({ CURSOR_SECRET: 'kq2W7tVbN1xR9sLm4ZpC8yHd' }).CURSOR_SECRET, 'kq2W7tVbN1xR9sLm4ZpC8yHd');
+});
+
 Load(
   'DATABASE_REPLICA_URLS: a list of postgres URLs, each named by its place when wrong, and only with the read cache on',
   () => {

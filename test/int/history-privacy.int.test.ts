@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -160,6 +161,31 @@ History(
     assert.is((await get(path, bob)).status, 404);
   },
 );
+
+History('a made-up list tag never gets 304: a deleted task stays 404, a live one is answered in full', async () => {
+  // The tag once was `"L<head>.<sha1 of the URL>"`: anyone could write one for a head far ahead.
+  const path = `/api/tasks/${gone}/events/`;
+  const key = `${app.deps.config.PAGE_SIZE}/${app.deps.config.MAX_PAGE_SIZE} ${app.base}${path} for anonymous`;
+  const digest = createHash('sha1').update(key).digest('base64url').slice(0, 16);
+  for (const [who, token] of [
+    ['anonymous', undefined],
+    ['another user', bob],
+  ] as const) {
+    const forged = await get(path, token, { 'If-None-Match': `"L999999999.${digest}"` });
+    assert.equal([forged.status, forged.body], [404, { detail: 'Not found.' }], who);
+  }
+  // A real tag moved to a head not yet reached is not current either.
+  const livePath = `/api/tasks/${live}/events/`;
+  const real = (await get(livePath)).headers.get('etag')!;
+  const ahead = real.replace(/^"L(\d+)\./, '"L999999999.');
+  const answered = await get(livePath, undefined, { 'If-None-Match': ahead });
+  assert.is(answered.status, 200);
+  assert.is(answered.headers.get('etag'), real);
+  assert.is((await get(livePath, undefined, { 'If-None-Match': real })).status, 304, 'the real tag still is');
+  // The owner's tag for the deleted history, shown to another viewer, is no key either.
+  const owners = (await get(path, alice)).headers.get('etag')!;
+  assert.is((await get(path, bob, { 'If-None-Match': owners })).status, 404);
+});
 
 History(
   'the feed shows each reader what it may see: whole for its own tasks, without ids for others, nothing of a deleted task but its place',

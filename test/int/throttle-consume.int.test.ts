@@ -6,6 +6,7 @@ import { createThrottler, isAdmitted, throttleKey } from '../../src/throttle/con
 import type { Decision, Throttler } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
+import { keysMatching } from '../helpers/redis-keys.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL;
 if (!REDIS_URL) throw new Error('TEST_REDIS_URL is not set: the test command starts Redis and sets it');
@@ -92,7 +93,7 @@ consume.before(() => {
 });
 
 consume.after(async () => {
-  const keys = await redis.keys(`${PREFIX}*`);
+  const keys = await keysMatching(redis, `${PREFIX}*`);
   if (keys.length > 0) await redis.del(...keys);
   await Promise.all(connections.map((connection) => connection.quit()));
 });

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RING_SCRIPT } from '../../src/throttle/ring-script.js';
+import { keysMatching } from '../helpers/redis-keys.js';
 
 /**
  * The ring script against a plain model of a sliding log, on random traffic.
@@ -202,7 +203,7 @@ model.before(() => {
 });
 
 model.after(async () => {
-  const keys = await redis.keys(`${PREFIX}*`);
+  const keys = await keysMatching(redis, `${PREFIX}*`);
   if (keys.length > 0) await redis.del(...keys);
   await redis.quit();
 });

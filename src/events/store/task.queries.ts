@@ -96,21 +96,19 @@ export function rowToEvent(row: {
   };
 }
 
-/** One task's history as a paginated collection keyed by version. */
+/**
+ * One task's history as a paginated collection keyed by version. A stream's versions are gapless
+ * (1..v, docs/architecture.md "Events"), so its count is its last version and any page is a
+ * version range: page and offset styles seek by key as task lists do, never OFFSET or count(*).
+ */
 export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSource<RecordedEvent> {
   const stream = () => db.selectFrom('events').select(eventColumns).where('stream_id', '=', taskId);
   return {
     keyOf: (event) => event.version,
     async page(offset, limit, ordering) {
-      const [rows, total] = await Promise.all([
-        stream().orderBy('version', ordering).limit(limit).offset(offset).execute(),
-        db
-          .selectFrom('events')
-          .select(sql<number>`count(*)::int`.as('n'))
-          .where('stream_id', '=', taskId)
-          .executeTakeFirstOrThrow(),
-      ]);
-      return { count: total.n, items: rows.map(rowToEvent) };
+      const { rows } = await historyPageQuery(taskId, offset, limit, ordering).execute(db);
+      const items = rows.filter((r): r is HistoryRow & EventRow => r.version !== null).map(rowToEvent);
+      return { count: Number(rows[0]?.total ?? 0), items };
     },
     async seek(key, limit, ordering) {
       let query = stream().orderBy('version', ordering).limit(limit);
@@ -118,6 +116,39 @@ export function taskEventsSource(db: Kysely<Database>, taskId: number): PageSour
       return (await query.execute()).map(rowToEvent);
     },
   };
+}
+
+type EventRow = Parameters<typeof rowToEvent>[0];
+type HistoryRow = { total: number } & (EventRow | { version: null });
+
+/**
+ * The events at [offset, offset + limit) of one stream in `ordering`, with the stream's length, as
+ * ONE statement: the last version (one index probe), then the version range those places hold.
+ * A row with a null version carries the length alone (a page past the end).
+ */
+export function historyPageQuery(
+  taskId: number,
+  offset: number,
+  limit: number,
+  ordering: Ordering,
+): RawBuilder<HistoryRow> {
+  const direction = sql.raw(ordering === 'asc' ? 'asc' : 'desc');
+  // Places are 0-based; version = place + 1 ascending, last version - place descending.
+  const range =
+    ordering === 'asc'
+      ? sql`e.version > ${offset}::int and e.version <= ${offset}::int + ${limit}::int`
+      : sql`e.version <= h.total - ${offset}::int and e.version > h.total - ${offset}::int - ${limit}::int`;
+  return sql<HistoryRow>`
+    with h as (
+      select coalesce((select version from events where stream_id = ${taskId} order by version desc limit 1), 0) as total
+    )
+    select h.total, p.*
+    from h
+    left join lateral (
+      select ${sql.join(eventColumns.map((c) => sql.ref(`e.${c}`)))} from events e
+      where e.stream_id = ${taskId} and ${range}
+      order by e.version ${direction}
+    ) p on true`;
 }
 
 /** Who owns a task stream (from its `TaskCreated`), and whether its last event deleted it. */
