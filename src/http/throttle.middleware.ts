@@ -3,7 +3,15 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
 import type { Decision, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, forwardedHops, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import {
+  clientIp,
+  forwardedHops,
+  ipKey,
+  ipv6PrefixFor,
+  longestWait,
+  rateLimitHeaders,
+  throttledDetail,
+} from '../throttle/index.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
 export const STORE_DOWN_RETRY_S = 5;
@@ -100,7 +108,7 @@ function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   const peer = ctx.req.socket.remoteAddress;
   // X-Forwarded-For counts only from a trusted proxy (TRUSTED_PROXIES): anyone else is their socket address.
   const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(deps.config, peer));
-  return `ip:${ipKey(ip, deps.config.ANON_IPV6_PREFIX)}`;
+  return `ip:${ipKey(ip, ipv6PrefixFor(rule.scope, deps.config))}`;
 }
 
 type BurstLogger = ReturnType<typeof createBurstLogger>;

@@ -1,7 +1,7 @@
 export { createThrottler, isAdmitted, throttleKey } from './consume.js';
 export type { Check, Decision, Throttler } from './consume.js';
 export { longestWait, rateLimitHeaders, throttledDetail } from './headers.js';
-export { clientIp, ipKey } from './identity.js';
+export { clientIp, ipKey, ipv6PrefixFor, LOGIN_ADDRESS_SCOPE } from './identity.js';
 export { loginIdent, normaliseUsername } from './login.js';
 export { forwardedHops, isTrustedProxy, parseProxyList } from './proxies.js';
 export type { ProxyList, ProxySettings } from './proxies.js';
