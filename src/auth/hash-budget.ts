@@ -33,7 +33,7 @@ interface Waiter {
 
 /** Past this many waiting attempts a process refuses at once: memory stays bounded under any flood. */
 const MAX_WAITING = 1024;
-/** Failed attempts count half as much after this long. */
+/** Failed attempts (and a success) count half as much after this long. */
 const FAILURE_HALF_LIFE_MS = 60_000;
 /** Clients whose failures are remembered; the memory is emptied when full. */
 const MAX_CLIENTS = 4096;
@@ -42,8 +42,9 @@ const MAX_CLIENTS = 4096;
  * The CPU budget of password hashing in one process (docs/security.md "Login CPU budget"): at
  * most `concurrency` hashes at once; others wait up to `waitMs`, then are refused. A free slot
  * goes to the waiting client (an address prefix) with the fewest recent failed attempts plus
- * attempts under way, oldest first among equals: a client that logs in successfully is not stuck
- * behind a flood of made-up names from other addresses. Whether a name exists plays no part.
+ * attempts under way, oldest first among equals; a client whose last attempt succeeded goes first.
+ * So a client that logs in successfully is not stuck behind a flood of made-up names from other
+ * addresses. Whether a name exists plays no part: a wrong password and an unknown name both fail.
  */
 export function createHashBudget({
   concurrency,
@@ -117,13 +118,11 @@ export function createHashBudget({
       });
     },
     settle(client, succeeded) {
-      if (succeeded) {
-        failures.delete(client);
-        return;
-      }
       const at = now();
       if (failures.size >= MAX_CLIENTS && !failures.has(client)) failures.clear();
-      failures.set(client, { score: failureScore(client, at) + 1, at });
+      // A success (the right password, which no flood of guesses has) puts the client ahead of any
+      // client that has only failed; failures push it back, each fading with FAILURE_HALF_LIFE_MS.
+      failures.set(client, { score: succeeded ? -1 : Math.max(0, failureScore(client, at)) + 1, at });
     },
   };
 }
