@@ -43,8 +43,8 @@ const MAX_CLIENTS = 4096;
  * most `concurrency` hashes at once; others wait up to `waitMs`, then are refused. A free slot
  * goes to the waiting client (an address prefix) with the fewest recent failed attempts plus
  * attempts under way, oldest first among equals; a client whose last attempt succeeded goes first.
- * So a client that logs in successfully is not stuck behind a flood of made-up names from other
- * addresses. Whether a name exists plays no part: a wrong password and an unknown name both fail.
+ * With two slots or more, the last is kept for such clients. So a client that logs in successfully
+ * is not stuck behind a flood of made-up names from other addresses. Whether a name exists plays no part: a wrong password and an unknown name both fail.
  */
 export function createHashBudget({
   concurrency,
@@ -56,6 +56,7 @@ export function createHashBudget({
   const pending = new Map<string, number>();
   const failures = new Map<string, { score: number; at: number }>();
   const retryAfterS = Math.max(1, Math.ceil(waitMs / 1000));
+  const open = concurrency > 1 ? concurrency - 1 : concurrency;
   let inFlight = 0;
 
   const failureScore = (client: string, at: number): number => {
@@ -70,11 +71,14 @@ export function createHashBudget({
     else pending.delete(client);
   };
 
+  const trusted = (client: string) => (failures.get(client)?.score ?? 0) < 0;
   const dispatch = () => {
     while (inFlight < concurrency && waiting.length > 0) {
       const at = now();
       let best = 0;
       for (let i = 1; i < waiting.length; i++) if (priority(waiting[i]!, at) < priority(waiting[best]!, at)) best = i;
+      // The last slot is kept for clients whose last attempt succeeded: a flood never waits them out.
+      if (inFlight >= open && !trusted(waiting[best]!.client)) break;
       const [next] = waiting.splice(best, 1);
       clearTimeout(next!.timer);
       next!.start();

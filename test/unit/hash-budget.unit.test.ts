@@ -62,7 +62,7 @@ Budget('given equal histories, the client with fewer attempts under way goes fir
   assert.equal(started, ['busy', 'b1', 'a1', 'a2', 'a3']);
 });
 
-Budget('given every slot taken past the wait, the attempt is refused with Retry-After, never run', async () => {
+Budget('given two slots, a flood gets one; the other is kept for a client whose last login succeeded', async () => {
   let inFlightPeak = 0;
   let refused = 0;
   const budget = createHashBudget({
@@ -74,14 +74,21 @@ Budget('given every slot taken past the wait, the attempt is refused with Retry-
       refused: () => (refused += 1),
     },
   });
+  budget.settle('good', true);
   const started: string[] = [];
-  const held = [gate(started, 'h1'), gate(started, 'h2')];
-  const running = held.map((g) => budget.run('x', g.work));
+  const held = gate(started, 'flood');
+  const running = budget.run('x', held.work);
   const late = await budget.run('y', async () => 'never');
-  assert.equal(late, { ok: false, retryAfterS: 1 });
-  assert.equal([started, inFlightPeak, refused], [['h1', 'h2'], 2, 1]);
-  for (const g of held) g.finish();
-  await Promise.all(running);
+  assert.equal(late, { ok: false, retryAfterS: 1 }, 'past the wait: refused, with Retry-After');
+  assert.equal([started, refused], [['flood'], 1]);
+  const good = gate(started, 'good');
+  const goodTurn = budget.run('good', good.work);
+  await tick();
+  assert.equal([started, inFlightPeak], [['flood', 'good'], 2]);
+  good.finish();
+  held.finish();
+  assert.equal(await goodTurn, { ok: true, value: 'good' });
+  await running;
 });
 
 Budget.run();
