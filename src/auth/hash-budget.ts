@@ -44,7 +44,8 @@ const MAX_CLIENTS = 4096;
  * goes to the waiting client (an address prefix) with the fewest recent failed attempts plus
  * attempts under way, oldest first among equals; a client whose last attempt succeeded goes first.
  * With two slots or more, the last is kept for such clients. So a client that logs in successfully
- * is not stuck behind a flood of made-up names from other addresses. Whether a name exists plays no part: a wrong password and an unknown name both fail.
+ * is not stuck behind a flood of made-up names from other addresses. Whether a name exists plays
+ * no part: a wrong password and an unknown name both fail.
  */
 export function createHashBudget({
   concurrency,
