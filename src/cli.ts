@@ -5,7 +5,7 @@ import pg from 'pg';
 import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { createUser, isValidUsername } from './auth/users.repository.js';
+import { createUser, findCaseVariantGroups, isValidUsername } from './auth/users.repository.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
@@ -17,7 +17,9 @@ import { findServerAccount } from './stores/server-account.js';
 const USAGE = `usage: npm run cli -- <command>
   user:create NAME   create a user; the password comes from $PASSWORD, else from a prompt
                      on a terminal, else from the first line of stdin
-                     (echo 'a-long-password' | npm run cli -- user:create alice)
+                     (echo 'a-long-password' | npm run cli -- user:create alice); a name that
+                     differs from an existing one only by case is refused
+  user:check         list usernames that differ only by case (exit 1 when there are any)
   migrate            apply pending database migrations
   rebuild            rebuild every projection from the event log
   status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
@@ -65,11 +67,16 @@ async function main(argv: string[]): Promise<number> {
     return withDatabase(config, async (db) => {
       await migrateToLatest(db);
       const outcome = await createUser(db, username, password);
-      if (!outcome.ok) return fail(`user "${username}" already exists`);
+      if (!outcome.ok && outcome.error === 'taken') return fail(`user "${username}" already exists`);
+      if (!outcome.ok)
+        return fail(
+          `user "${outcome.existing}" already exists and differs from "${username}" only by case: one account per name, whatever its case`,
+        );
       process.stdout.write(`created user "${username}" (id ${outcome.user.id})\n`);
       return 0;
     });
   }
+  if (command === 'user:check') return withDatabase(config, checkUsers);
   if (command === 'migrate') {
     return withDatabase(config, async (db) => {
       const { applied, newer } = await migrateToLatest(db);
@@ -89,6 +96,24 @@ async function main(argv: string[]): Promise<number> {
   }
   process.stderr.write(`paceline: unknown command "${command}"\n${USAGE}\n`);
   return 2;
+}
+
+/**
+ * Reports accounts whose names differ only by case: they share one login budget
+ * (docs/security.md "Login CPU budget"), so one of each group should be renamed or removed.
+ */
+async function checkUsers(db: Kysely<Database>): Promise<number> {
+  await migrateToLatest(db);
+  const groups = await findCaseVariantGroups(db);
+  if (groups.length === 0) {
+    process.stdout.write('no usernames differ only by case\n');
+    return 0;
+  }
+  for (const names of groups) process.stdout.write(`differ only by case: ${names.map((n) => `"${n}"`).join(', ')}\n`);
+  process.stderr.write(
+    `paceline: ${groups.length} group(s) of usernames differ only by case; they share one login budget: rename or remove all but one of each\n`,
+  );
+  return 1;
 }
 
 /** The first line of a piped stdin, without its line ending; null when stdin is empty. */

@@ -76,6 +76,13 @@ const schema = z.object({
   // The peers whose X-Forwarded-* headers count (addresses and CIDRs); unset: any peer's do.
   TRUSTED_PROXIES: proxyList.optional(),
   ANON_IPV6_PREFIX: integer(1, 128).default(64),
+  // Login attempts from IPv6 are counted per this prefix: one subscriber's whole delegation
+  // (often a /56 or /48), not each of its /64s (docs/security.md "Login CPU budget").
+  LOGIN_IPV6_PREFIX: integer(1, 128).default(56),
+  // Password hashes (real and decoy) run at once per web worker, and the longest a login waits
+  // for one before it is answered 503 with Retry-After.
+  LOGIN_HASH_CONCURRENCY: integer(1, 64).default(2),
+  LOGIN_HASH_WAIT_MS: integer(1, 60_000).default(1_000),
   TOKEN_TTL: duration.default(24 * 3_600_000),
   // HTTP server limits per web worker: time to receive a request's headers, time to receive the
   // whole request, and open connections (more are refused at accept).

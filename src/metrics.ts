@@ -76,6 +76,32 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['table'] as const,
       registers,
     }),
+    loginHashesInFlight: new Gauge({
+      name: 'paceline_login_hashes_in_flight',
+      help: 'Password hashes of logins (real and decoy) running now; at most LOGIN_HASH_CONCURRENCY per web worker.',
+      registers,
+    }),
+    loginHashesPeak: new Gauge({
+      name: 'paceline_login_hashes_in_flight_peak',
+      help: 'The most password hashes one web worker has run at once since it started.',
+      aggregator: 'max',
+      registers,
+    }),
+    loginHashesWaiting: new Gauge({
+      name: 'paceline_login_hashes_waiting',
+      help: 'Logins waiting for a password hashing slot.',
+      registers,
+    }),
+    loginHashSeconds: new Counter({
+      name: 'paceline_login_hash_seconds_total',
+      help: 'Time spent hashing passwords of logins; its rate is the cores logins keep busy.',
+      registers,
+    }),
+    loginHashRefused: new Counter({
+      name: 'paceline_login_hash_refused_total',
+      help: 'Logins answered 503 because no hashing slot came free within LOGIN_HASH_WAIT_MS.',
+      registers,
+    }),
     jobs: new Gauge({
       name: 'paceline_jobs',
       help: 'Jobs in each BullMQ queue by state (waiting, active, delayed, failed, completed), as read from Redis.',

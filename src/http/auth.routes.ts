@@ -6,7 +6,7 @@ import { buildScopes } from '../throttle/index.js';
 import { readBody } from './body.js';
 import { readCredentials } from './credentials.input.js';
 import type { Guard } from './guard.js';
-import { createLoginLimit } from './login-limit.js';
+import { createLoginHashing, createLoginLimit } from './login-limit.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { requireUser } from './users.js';
 import { defineOperation, route } from './openapi/operation.js';
@@ -46,13 +46,16 @@ export function authRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   const { db, clock, config } = deps;
   const limitLogin = createLoginLimit(deps, buildScopes({ login: config.THROTTLE_LOGIN }).get('login')!);
+  const hashing = createLoginHashing(deps);
 
   route(router, authOperations.login, guard({ scope: 'token-obtain' }), async (ctx) => {
     const { username, password, errors } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES));
     // Counted before the other fields are judged and before any password work: a refused attempt costs no scrypt.
     if (username !== '') await limitLogin(ctx, username);
     if (errors) throw Errors.validation(errors);
-    const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now());
+    const attempt = hashing.verifierFor(ctx);
+    const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now(), attempt.verify);
+    attempt.settle(issued !== null);
     if (!issued) throw Errors.validation({ non_field_errors: ['Unable to log in with provided credentials.'] });
     ctx.body = { token: issued.token, expires_at: issued.expiresAt.toISOString() };
   });

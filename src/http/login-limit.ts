@@ -1,8 +1,12 @@
 import type { Context } from 'koa';
+import { createHashBudget } from '../auth/hash-budget.js';
+import { verifyPassword } from '../auth/passwords.js';
+import type { PasswordCheck } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import type { Decision, ScopeRule } from '../throttle/index.js';
-import { loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { forwardedHops } from './client-address.js';
 import { createBurstLogger, seriesFor, STORE_DOWN_RETRY_S } from './throttle.middleware.js';
 
 /** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
@@ -44,5 +48,50 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
     (rejected ? throttled : allowed).inc();
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
     for (const name in headers) ctx.set(name, headers[name] as string);
+  };
+}
+
+/** Password checks of logins within the process's hashing budget, queued per client address prefix. */
+export interface LoginHashing {
+  /** The check for one attempt from this request's client; no free slot in time throws its 503. */
+  verifierFor(ctx: Context): { verify: PasswordCheck; settle(succeeded: boolean): void };
+}
+
+/**
+ * The login CPU budget (docs/security.md "Login CPU budget"): at most LOGIN_HASH_CONCURRENCY
+ * password hashes, real or decoy, at once in this process; a login that waits longer than
+ * LOGIN_HASH_WAIT_MS for one is answered 503 with Retry-After. Attempts queue by client address
+ * (IPv6 by LOGIN_IPV6_PREFIX), so the names they give play no part in when they are served.
+ */
+export function createLoginHashing({ config, metrics }: Pick<Deps, 'config' | 'metrics'>): LoginHashing {
+  let peak = 0;
+  const budget = createHashBudget({
+    concurrency: config.LOGIN_HASH_CONCURRENCY,
+    waitMs: config.LOGIN_HASH_WAIT_MS,
+    observer: {
+      changed(inFlight, waiting) {
+        metrics.loginHashesInFlight.set(inFlight);
+        metrics.loginHashesWaiting.set(waiting);
+        if (inFlight > peak) metrics.loginHashesPeak.set((peak = inFlight));
+      },
+      finished: (seconds) => metrics.loginHashSeconds.inc(seconds),
+      refused: () => metrics.loginHashRefused.inc(),
+    },
+  });
+  metrics.loginHashesPeak.set(0);
+  return {
+    verifierFor(ctx) {
+      const peer = ctx.req.socket.remoteAddress;
+      const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(config, peer));
+      const client = ipKey(ip, config.LOGIN_IPV6_PREFIX);
+      return {
+        async verify(password, stored) {
+          const turn = await budget.run(client, () => verifyPassword(password, stored));
+          if (turn.ok) return turn.value;
+          throw Errors.unavailable('Too many logins are being checked right now. Try again shortly.', turn.retryAfterS);
+        },
+        settle: (succeeded) => budget.settle(client, succeeded),
+      };
+    },
   };
 }

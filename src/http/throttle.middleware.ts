@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
 import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, ipKey, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { clientIp, ipKey, ipv6PrefixFor, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { forwardedHops } from './client-address.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
@@ -143,7 +143,7 @@ function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   const peer = ctx.req.socket.remoteAddress;
   // X-Forwarded-For counts only from a trusted proxy (TRUSTED_PROXIES): anyone else is their socket address.
   const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(deps.config, peer));
-  return `ip:${ipKey(ip, deps.config.ANON_IPV6_PREFIX)}`;
+  return `ip:${ipKey(ip, ipv6PrefixFor(rule.scope, deps.config))}`;
 }
 
 type BurstLogger = ReturnType<typeof createBurstLogger>;

@@ -42,6 +42,21 @@ export function ipKey(ip: string, ipv6Prefix = 64): string {
   return remember(`${prefix} ${address}`, () => `${formatIpv6(maskIpv6(parseIpv6(address), prefix))}/${prefix}`);
 }
 
+/** The scope whose addresses are login attempts (docs/security.md "Login CPU budget"). */
+export const LOGIN_ADDRESS_SCOPE = 'token-obtain';
+
+/**
+ * The IPv6 prefix a scope counts addresses by: login attempts by LOGIN_IPV6_PREFIX (default /56,
+ * a subscriber's delegation, so one household cannot multiply its login budget by its /64s),
+ * everything else by ANON_IPV6_PREFIX (default /64).
+ */
+export function ipv6PrefixFor(
+  scope: string,
+  settings: { readonly LOGIN_IPV6_PREFIX: number; readonly ANON_IPV6_PREFIX: number },
+): number {
+  return scope === LOGIN_ADDRESS_SCOPE ? settings.LOGIN_IPV6_PREFIX : settings.ANON_IPV6_PREFIX;
+}
+
 /**
  * Results of the slow paths (IPv6 parsing and formatting, ~5 µs each) for addresses seen lately,
  * so a busy client's address is worked out once rather than per request. Bounded: emptied when full.

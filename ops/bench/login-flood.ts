@@ -1,0 +1,183 @@
+/**
+ * What a login flood costs a good client: one web worker (the real Koa app) per variant, a good
+ * client logging in with its right password from one address, first alone (quiet), then while
+ * 100 addresses each try 5 made-up names (every address sends its 5 one after another, all
+ * addresses at once, over and over until the good client is done). Addresses are varied with
+ * X-Forwarded-For from the trusted 127.0.0.1.
+ *
+ *   budget-1   LOGIN_HASH_CONCURRENCY=1, LOGIN_HASH_WAIT_MS=1000
+ *   budget     LOGIN_HASH_CONCURRENCY=2, LOGIN_HASH_WAIT_MS=1000 (the defaults)
+ *   unbounded  LOGIN_HASH_CONCURRENCY=64, LOGIN_HASH_WAIT_MS=60000 (as before the budget)
+ *
+ *   node --import tsx ops/bench/login-flood.ts [good logins per phase = 40]
+ *
+ * Prints the good client's p50/p99 quiet and flooded (and their ratio; the goal is ≤ 2), the
+ * flood's answers by status, and the worker's CPU (cores, from process.cpuUsage, which counts the
+ * hashing threads) and cores spent hashing (paceline_login_hash_seconds_total over the flood).
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { once } from 'node:events';
+import { createUser } from '../../src/auth/users.repository.js';
+import { loadConfig } from '../../src/config.js';
+import { buildDeps } from '../../src/deps.js';
+import { createApp } from '../../src/http/app.js';
+import { findFreePort } from '../../src/stores/ports.js';
+import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+
+const VARIANTS = {
+  'budget-1': { LOGIN_HASH_CONCURRENCY: '1', LOGIN_HASH_WAIT_MS: '1000' },
+  budget: { LOGIN_HASH_CONCURRENCY: '2', LOGIN_HASH_WAIT_MS: '1000' },
+  unbounded: { LOGIN_HASH_CONCURRENCY: '64', LOGIN_HASH_WAIT_MS: '60000' },
+} as const;
+type Variant = keyof typeof VARIANTS;
+interface Setup {
+  variant: Variant;
+  databaseUrl: string;
+  redisUrl: string;
+  httpPort: number;
+}
+interface Probe {
+  cpuUs: number;
+  hashSeconds: number;
+}
+
+const ADDRESSES = 100;
+const NAMES_PER_ADDRESS = 5;
+const PASSWORD = 'good-client-password';
+
+async function serve(setup: Setup): Promise<void> {
+  const config = loadConfig({
+    DATABASE_URL: setup.databaseUrl,
+    REDIS_URL: setup.redisUrl,
+    REDIS_PREFIX: `bench:${setup.variant}:`,
+    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    LOG_LEVEL: 'silent',
+    ACCESS_LOG: 'off',
+    TRUST_PROXY_HOPS: '1',
+    TRUSTED_PROXIES: '127.0.0.1',
+    THROTTLE_TOKEN_OBTAIN: '100000/min',
+    THROTTLE_LOGIN: '100000/min',
+    ...VARIANTS[setup.variant],
+  });
+  const { deps } = await buildDeps(config, 'bench');
+  process.on('message', async () => {
+    const text = await deps.metrics.registry.getSingleMetricAsString('paceline_login_hash_seconds_total');
+    const hashSeconds = Number(/\n[^#\n]+ (\S+)/.exec(text)?.[1] ?? 0);
+    const cpu = process.cpuUsage();
+    process.send?.({ cpuUs: cpu.user + cpu.system, hashSeconds } satisfies Probe);
+  });
+  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
+}
+
+async function login(base: string, ip: string, username: string, password: string): Promise<number> {
+  const response = await fetch(`${base}/api/auth/token/`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-Forwarded-For': ip },
+    body: JSON.stringify({ username, password }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+/** `count` logins of the good client one after another; their times in ms, and any that failed. */
+async function goodClient(base: string, count: number, failed: number[] = []): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    const status = await login(base, '192.0.2.1', 'good', PASSWORD).catch(() => 0);
+    if (status !== 200) failed.push(status);
+    times.push(performance.now() - started);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return times;
+}
+
+/** 100 addresses × 5 made-up names, repeated until `done` says stop; answers by status. */
+async function flood(base: string, done: () => boolean): Promise<Record<number, number>> {
+  const statuses: Record<number, number> = {};
+  let round = 0;
+  const address = async (a: number) => {
+    for (let i = 0; i < NAMES_PER_ADDRESS; i++) {
+      const status = await login(base, `10.9.${a}.${round % 250}`, `made-up-${a}-${round}-${i}`, 'guess').catch(
+        () => 0,
+      );
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    }
+  };
+  do {
+    await Promise.all(Array.from({ length: ADDRESSES }, (_, a) => address(a)));
+    round += 1;
+  } while (!done());
+  return statuses;
+}
+
+const probe = async (worker: Worker): Promise<Probe> => {
+  worker.send('probe');
+  return (await once(worker, 'message'))[0] as Probe;
+};
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function measure(variant: Variant, databaseUrl: string, redisUrl: string, count: number): Promise<string> {
+  const httpPort = await findFreePort();
+  const worker = cluster.fork();
+  await once(worker, 'message');
+  worker.send({ variant, databaseUrl, redisUrl, httpPort } satisfies Setup);
+  await once(worker, 'message');
+  const base = `http://127.0.0.1:${httpPort}`;
+  await goodClient(base, 5);
+  const quiet = await goodClient(base, count);
+  const before = await probe(worker);
+  const started = performance.now();
+  let finished = false;
+  const flooding = flood(base, () => finished);
+  const failed: number[] = [];
+  const flooded = await goodClient(base, count, failed);
+  finished = true;
+  const statuses = await flooding;
+  const wallS = (performance.now() - started) / 1000;
+  const after = await probe(worker);
+  worker.kill();
+  const [q50, q99, f50, f99] = [
+    percentile(quiet, 50),
+    percentile(quiet, 99),
+    percentile(flooded, 50),
+    percentile(flooded, 99),
+  ];
+  return [
+    `${variant}: good client quiet p50 ${q50.toFixed(0)} ms p99 ${q99.toFixed(0)} ms; flooded p50 ${f50.toFixed(0)} ms`,
+    `p99 ${f99.toFixed(0)} ms (p99 ratio ${(f99 / q99).toFixed(2)}), not 200: [${failed.join(',')}]; flood answers ${JSON.stringify(statuses)} in ${wallS.toFixed(1)} s;`,
+    `worker CPU ${((after.cpuUs - before.cpuUs) / 1e6 / wallS).toFixed(2)} cores, hashing ${((after.hashSeconds - before.hashSeconds) / wallS).toFixed(2)} cores`,
+  ].join(' ');
+}
+
+async function main(): Promise<void> {
+  const count = Number(process.argv[2] ?? 40);
+  const stores = await startBenchStores();
+  try {
+    const { url, db } = await createBenchDatabase(stores.postgres.url, 'bench_login');
+    await createUser(db, 'good', PASSWORD);
+    await db.destroy();
+    for (const variant of Object.keys(VARIANTS) as Variant[])
+      process.stdout.write(`${await measure(variant, url, stores.redis.url, count)}\n`);
+  } finally {
+    await stores.cleanUp();
+  }
+}
+
+if (cluster.isPrimary) {
+  main().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(`${String(error)}\n`);
+      process.exit(1);
+    },
+  );
+} else {
+  process.once('message', (setup: Setup) => void serve(setup));
+  process.send?.('ready');
+}
