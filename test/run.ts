@@ -12,8 +12,9 @@
  * stores start; then the other files run side by side, longest first (by the last run's times
  * in .data/test-times.json), within TEST_JOBS slots (default 4): an int file takes one slot,
  * a cluster file (test/cluster/: real processes, timing-sensitive) takes TEST_CLUSTER_SLOTS
- * (default 2): at most two cluster files, or one and two int files, at once. TEST_JOBS=1 runs
- * one file at a time with its output live.
+ * (default 2): at most two cluster files, or one and two int files, at once. A file whose
+ * assertions count seconds of wall time says `// Slots: 4` among its first lines to run alone.
+ * TEST_JOBS=1 runs one file at a time with its output live.
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and
  * REDIS_URL (unit files get only the last three):
@@ -103,7 +104,7 @@ async function runAll(files: TestFile[], scratch: { root: string; scratch: strin
 
 async function runOthers(others: TestFile[], started: TestStores, stop: () => boolean): Promise<void> {
   const live = others.length === 1 || jobs === 1;
-  const cost = (file: TestFile) => (file.kind === 'cluster' ? clusterSlots : 1);
+  const cost = (file: TestFile) => file.slots ?? (file.kind === 'cluster' ? clusterSlots : 1);
   await runPool(
     others,
     jobs,

@@ -12,10 +12,14 @@ export interface TestFile {
   /** unit: pure, no store; int: the shared stores in this process; cluster: real processes. */
   kind: Kind;
   needs: Tool[];
+  /** Slots the file takes when files run side by side (`// Slots: N` in its header), if it says. */
+  slots?: number;
 }
 
 /** `// Needs: prometheus, haproxy` among a file's first lines names the tools it runs. */
 const NEEDS_LINE = /^\/\/ Needs: (.+)$/m;
+/** `// Slots: N` gives a file whose assertions count seconds more room (N = TEST_JOBS: alone). */
+const SLOTS_LINE = /^\/\/ Slots: (\d+)\b/m;
 const HEADER_CHARS = 2_000;
 
 export function kindOf(path: string): Kind {
@@ -31,12 +35,19 @@ export async function findTestFiles(filters: string[]): Promise<TestFile[]> {
     .filter((path) => path.endsWith('.test.ts'))
     .filter((path) => filters.length === 0 || filters.some((filter) => path.includes(filter)))
     .sort();
-  return Promise.all(paths.map(async (path) => ({ path, kind: kindOf(path), needs: await readNeeds(path) })));
+  return Promise.all(paths.map((path) => readTestFile(path)));
+}
+
+async function readTestFile(path: string): Promise<TestFile> {
+  const header = (await readFile(path, 'utf8')).slice(0, HEADER_CHARS);
+  const slots = SLOTS_LINE.exec(header);
+  const file: TestFile = { path, kind: kindOf(path), needs: readNeeds(path, header) };
+  if (slots !== null) file.slots = Math.max(1, Number(slots[1]));
+  return file;
 }
 
 /** The tools a file's header declares; an unknown name stops the run with one line. */
-async function readNeeds(path: string): Promise<Tool[]> {
-  const header = (await readFile(path, 'utf8')).slice(0, HEADER_CHARS);
+function readNeeds(path: string, header: string): Tool[] {
   const line = NEEDS_LINE.exec(header);
   if (line === null) return [];
   const names = line[1]!.split(/[,\s]+/).filter(Boolean);
