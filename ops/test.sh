@@ -7,7 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source ops/ensure-tools.sh
 ensure_node_modules
 if [ "$#" -eq 0 ]; then
-  echo "lint: eslint and prettier"
-  npx --no-install eslint . && npx --no-install prettier --check . >/dev/null
+  echo "lint: npm run lint"
+  npm run --silent lint
 fi
 exec node --import tsx test/run.ts "$@"
