@@ -10,6 +10,12 @@ const outsideRuntime = {
   message: 'Runtime code (src/, workers/, db/) never imports ops/ or test/.',
 };
 
+// package.json "//": libraries only the benchmarks use, so nothing else may come to depend on them.
+const benchmarkOnly = ['autocannon', 'koa-ratelimit', 'rate-limiter-flexible'].map((name) => ({
+  name,
+  message: `${name} is a benchmark-only dependency (ops/bench/).`,
+}));
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.data/'] },
   js.configs.recommended,
@@ -23,7 +29,7 @@ export default tseslint.config(
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true },
       ],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
-      'no-restricted-imports': ['error', { patterns: [outsideRuntime] }],
+      'no-restricted-imports': ['error', { paths: benchmarkOnly, patterns: [outsideRuntime] }],
       // Parsers of query strings and integers match control characters on purpose.
       'no-control-regex': 'off',
       // A variable a closure reads before its one assignment stays a let.
@@ -120,15 +126,22 @@ export default tseslint.config(
     },
   },
   {
+    // Benchmarks and scripts may use the tests' fixtures and helpers (test/fixtures/, test/helpers/).
     files: ['ops/**/*.ts'],
+    rules: { 'no-restricted-imports': 'off' },
+  },
+  {
+    // Tests own their tooling: nothing under test/ reaches into ops/.
+    files: ['test/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
+          paths: benchmarkOnly,
           patterns: [
             {
-              group: ['**/test/**'],
-              message: 'Benchmarks and scripts keep their fixtures in ops/; they never import test/.',
+              group: ['**/ops/**'],
+              message: 'Tests keep their runner, helpers and fixtures under test/; they never import ops/.',
             },
           ],
         },
@@ -138,6 +151,6 @@ export default tseslint.config(
   {
     // Tests read JSON bodies loosely; migrations take Kysely<any>, as kysely's own examples do.
     files: ['test/**/*.ts', 'db/migrations/*.ts'],
-    rules: { 'no-restricted-imports': 'off', '@typescript-eslint/no-explicit-any': 'off' },
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
 );

@@ -1,6 +1,6 @@
-# Sourced by ops/start.sh, ops/cli.sh, ops/test.sh and ops/bench/read-path.sh from the repository
-# root: installs and builds what a fresh machine with only Node lacks. Functions only; the caller
-# decides which tools it needs.
+# Sourced from the repository root by ops/start.sh, ops/cli.sh, ops/bench/read-path.sh and the
+# test runner (test/runner/tools.ts): installs and builds what a fresh machine with only Node lacks.
+# Functions only; the caller decides which tools it needs.
 
 PACELINE_TOOLS_LOG=".data/install.log"
 paceline_apt_updated=""

@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# npm test [-- filter...]: the whole suite against a throwaway PostgreSQL and Redis. Without a
-# filter, the lint (npm run lint) runs first: a change that breaks it fails the suite.
+# npm test [-- filter...]: the suite against a throwaway PostgreSQL and Redis (test/run.ts, which
+# installs only the tools the chosen files need). Without a filter, the lint (npm run lint) runs
+# first: a change that breaks it fails the suite. npm run test:unit runs the pure tests alone.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source ops/ensure-tools.sh
 ensure_node_modules
-ensure_redis_server --always
-ensure_prometheus
-ensure_chromium
-ensure_haproxy
 if [ "$#" -eq 0 ]; then
-  echo "lint: eslint and prettier"
-  npx --no-install eslint . && npx --no-install prettier --check . >/dev/null
+  echo "lint: npm run lint"
+  npm run --silent lint
 fi
-exec node --import tsx ops/test-runner.ts "$@"
+exec node --import tsx test/run.ts "$@"

@@ -22,7 +22,7 @@ import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 
 const VARIANTS = {
   'budget-1': { LOGIN_HASH_CONCURRENCY: '1', LOGIN_HASH_WAIT_MS: '1000' },

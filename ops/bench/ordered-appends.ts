@@ -6,7 +6,7 @@
  *   ordered    the product's: group commit, one transaction per batch holding the global append
  *              lock to commit; ids and positions from counters (commit order = id order)
  *   unordered  one transaction per command, id and position from plain sequences, no lock, no
- *              shared counter row (fixtures/unordered-append.ts; exists only for tests and benches)
+ *              shared counter row (test/fixtures/unordered-append.ts; exists only for tests and benches)
  *
  *   node --import tsx ops/bench/ordered-appends.ts [seconds per variant, default 10] [connections, default 64]
  *
@@ -34,9 +34,9 @@ import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
 import { startRedis } from '../../src/stores/redis.js';
-import { checkEventOrder } from './fixtures/event-order.js';
-import { createUnorderedBus, createUnorderedSequences } from './fixtures/unordered-append.js';
-import { createBenchDatabase } from './fixtures/stores.js';
+import { checkEventOrder } from '../../test/fixtures/event-order.js';
+import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
+import { createBenchDatabase } from '../../test/fixtures/stores.js';
 
 type Variant = 'ordered' | 'unordered';
 interface Setup {

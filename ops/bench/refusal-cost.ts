@@ -22,7 +22,7 @@ import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 import pino from 'pino';
 
 interface Setup {

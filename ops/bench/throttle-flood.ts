@@ -28,7 +28,7 @@ import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;
 type Variant = (typeof VARIANTS)[number];

@@ -32,7 +32,7 @@ import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { createBenchDatabase, startBenchStores } from './fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 
 const VARIANTS = {
   off: { THROTTLE_ENABLED: 'false' },

@@ -1,3 +1,4 @@
+// Needs: haproxy, prometheus
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { Agent, request as httpRequest } from 'node:http';
@@ -11,8 +12,8 @@ import type { Database } from '../../db/database.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
-import { startHaproxy, type RunningHaproxy } from '../../ops/bench/fixtures/haproxy.js';
+import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { startHaproxy, type RunningHaproxy } from '../fixtures/haproxy.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { scrape, sumOf } from '../helpers/metrics.js';

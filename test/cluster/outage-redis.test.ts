@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
-import { childPids, startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';

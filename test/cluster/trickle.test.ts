@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { testStoresEnv } from '../helpers/cluster.js';

@@ -1,10 +1,11 @@
+// Needs: haproxy
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
-import { startHaproxy, type RunningHaproxy } from '../../ops/bench/fixtures/haproxy.js';
+import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { startHaproxy, type RunningHaproxy } from '../fixtures/haproxy.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { assertAllHold, databaseWithUsers, scratch, VERIFY_ARGS, VERIFY_SETTINGS } from '../helpers/verify-paceline.js';
 import { runVerify } from '../helpers/verify.js';

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { suite } from 'uvu';
-import { startCluster, type RunningCluster } from '../../ops/bench/fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster.js';
 import { assertAllHold, databaseWithUsers, scratch, VERIFY_ARGS, VERIFY_SETTINGS } from '../helpers/verify-paceline.js';

@@ -4,7 +4,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Database } from '../../db/database.js';
 import * as taskRangesMigration from '../../db/migrations/20261124000100_task_ranges.js';
-import { seedCompletedHistory } from '../../ops/bench/seed-events.js';
+import { seedCompletedHistory } from '../fixtures/seed-events.js';
 import { rebuildProjections } from '../../src/events/projections/rebuild.js';
 import { appendBatch } from '../../src/events/store/append-batch.js';
 import { RANGE_SIZE } from '../../src/events/store/task-ranges.js';

@@ -1,3 +1,4 @@
+// Needs: chromium
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';

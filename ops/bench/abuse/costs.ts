@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import type { Redis } from 'ioredis';
 import type { Database } from '../../../db/database.js';
-import { childPids } from '../fixtures/cluster.js';
+import { childPids } from '../../../test/fixtures/cluster.js';
 
 /** What the stores and the processes had done by one moment: every counter the rows compare. */
 export interface Snapshot {

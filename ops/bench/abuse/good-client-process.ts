@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { percentile } from '../../../test/fixtures/burst.js';
 import type { GoodClientSettings, GoodMode, Sample } from './good-client.js';
 
 /** The good client's answers in one window, as a row reports them. */
@@ -49,8 +50,4 @@ export async function startGoodClient(settings: GoodClientSettings): Promise<Goo
   };
 }
 
-/** The nearest-rank percentile of sorted values (NaN when there are none). */
-export function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
-}
+export { percentile };

@@ -9,7 +9,7 @@ import { migrateToLatest } from '../../../db/migrate.js';
 import { findFreePort } from '../../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../../src/stores/postgres.js';
 import { startRedis } from '../../../src/stores/redis.js';
-import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../../../test/fixtures/cluster.js';
 export { childPids };
 
 export interface Stores {

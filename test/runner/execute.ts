@@ -1,0 +1,124 @@
+import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isAlive } from '../../src/stores/processes.js';
+
+export interface FileResult {
+  passed: number;
+  failed: number;
+  seconds: number;
+}
+
+interface FileRun {
+  output: string;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  problem?: string;
+}
+
+const EXIT_GRACE_MS = 10_000;
+/** Process groups of the files running now, for Ctrl-C and teardown. */
+export const running = new Set<number>();
+
+export function killGroup(pid: number): boolean {
+  try {
+    process.kill(-pid, 'SIGKILL');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs one file and prints its output, then `# ok|FAILED: N passed, M failed in X s`. `live`
+ * streams the output as it comes; otherwise it is printed in one piece when the file ends, so
+ * files running side by side do not interleave.
+ */
+export async function runFile(
+  file: string,
+  env: Record<string, string>,
+  live: boolean,
+  timeoutMs: number,
+): Promise<FileResult> {
+  const started = Date.now();
+  if (live) console.log(`\n# ${file}`);
+  const run = await execute(file, env, timeoutMs, live ? (text) => process.stdout.write(text) : () => {});
+  const tail = run.output !== '' && !run.output.endsWith('\n') ? '\n' : '';
+  const summary = parseSummary(run.output);
+  const failure =
+    run.problem ??
+    (run.code !== 0 ? `exit ${run.signal ?? `code ${run.code}`}` : summary ? undefined : 'no uvu summary');
+  const seconds = (Date.now() - started) / 1000;
+  const result = { passed: summary?.passed ?? 0, failed: summary?.failed ?? 0, seconds };
+  if (failure !== undefined) result.failed = Math.max(result.failed, 1);
+  const verdict = result.failed === 0 ? 'ok' : `FAILED${failure === undefined ? '' : ` (${failure})`}`;
+  const line = `# ${verdict}: ${result.passed} passed, ${result.failed} failed in ${seconds.toFixed(1)} s\n`;
+  process.stdout.write(live ? `${tail}${line}` : `\n# ${file}\n${run.output}${tail}${line}`);
+  return result;
+}
+
+/** Runs one file in its own process group, enforcing the timeouts; `show` receives its output. */
+async function execute(
+  file: string,
+  env: Record<string, string>,
+  timeoutMs: number,
+  show: (text: string) => void,
+): Promise<FileRun> {
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    env,
+    detached: true, // its own process group, so a timeout or Ctrl-C can kill everything it started
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const pid = child.pid ?? 0;
+  running.add(pid);
+  const run: FileRun = { output: '', code: null, signal: null };
+  const fail = (problem: string) => {
+    run.problem = problem;
+    killGroup(pid);
+  };
+  const timeout = setTimeout(() => fail(`timed out after ${timeoutMs} ms`), timeoutMs);
+  let grace: NodeJS.Timeout | undefined;
+  const onData = (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    run.output += text;
+    show(text);
+    // Restarted by any later output, in case uvu runs again.
+    if (grace !== undefined || parseSummary(run.output.slice(-(text.length + 200))) !== undefined) {
+      clearTimeout(grace);
+      grace = setTimeout(() => fail(`still running ${EXIT_GRACE_MS / 1000} s after its summary`), EXIT_GRACE_MS);
+    }
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+  [run.code, run.signal] = await new Promise((resolve) => child.once('exit', (...exit) => resolve(exit)));
+  clearTimeout(timeout);
+  clearTimeout(grace);
+  await Promise.race([new Promise((resolve) => child.once('close', resolve)), sleep(1_000)]);
+  if (await sweepGroup(pid)) {
+    const line = `${run.output.endsWith('\n') ? '' : '\n'}# it left processes running (a server not stopped?): killed them\n`;
+    run.output += line;
+    show(line);
+  }
+  running.delete(pid);
+  return run;
+}
+
+/**
+ * Kills what remains of a finished file's process group. Helpers such as esbuild's service
+ * exit on their own a moment after the file does, so only what outlives a short wait counts.
+ */
+async function sweepGroup(pid: number): Promise<boolean> {
+  for (let waited = 0; waited < 3_000; waited += 50) {
+    if (!isAlive(-pid)) return false;
+    await sleep(50);
+  }
+  return killGroup(pid);
+}
+
+/** The last uvu summary in the output: `Total: n` then `Passed: n` (skipped tests are not in Total). */
+function parseSummary(output: string): { passed: number; failed: number } | undefined {
+  const plain = output.replace(/\x1b\[[0-9;]*m/g, '');
+  const last = [...plain.matchAll(/Total:\s+(\d+)\s*\n\s*Passed:\s+(\d+)/g)].at(-1);
+  if (last === undefined) return undefined;
+  const [total, passed] = [Number(last[1]), Number(last[2])];
+  return { passed, failed: total - passed };
+}
