@@ -1,0 +1,118 @@
+/**
+ * `npm run bench:verify [-- runs]`: the goals of docs/verify.md "It catches real faults" measured by
+ * repetition — verify run `runs` times (default 20) against Paceline (one host, 2 web workers, its own
+ * embedded PostgreSQL and Redis, started as `npm start` does) and against each faulty service of
+ * test/verify/, counting false alarms and faults found. Writes ops/bench/results/verify.md.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { findFreePort } from '../../src/stores/ports.js';
+import { startCluster } from '../../test/fixtures/cluster.js';
+import { runVerify } from '../../test/helpers/verify.js';
+
+const RUNS = Number(process.argv[2] ?? 20);
+const FAULTS = { 'fixed-window': 'limits', 'per-process': 'limits', 'offset-cursor': 'cursor', 'ttl-cache': 'ryw' };
+const FAULT_USERS = ['--user', 'alpha:alpha-pass', '--user', 'beta:beta-pass', '--walk-seconds', '8'];
+const PACELINE_USERS = ['--user', 'walker:walker-pass-123', '--user', 'pusher:pusher-pass-123', '--walk-seconds', '8'];
+
+async function startFaulty(fault: string): Promise<{ base: string; stop: () => Promise<void> }> {
+  const port = await findFreePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/verify/faulty-service.ts', fault, String(port)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve());
+    child.once('exit', (code) => reject(new Error(`${fault} exited with ${code}`)));
+  });
+  return {
+    base: `http://127.0.0.1:${port}`,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-repeat-'));
+  // As root PostgreSQL runs as the postgres user, which must be able to enter this directory.
+  await chmod(scratch, 0o755);
+  const env = {
+    DATA_DIR: join(scratch, 'data'),
+    EMBEDDED_PG_PORT: String(await findFreePort()),
+    EMBEDDED_REDIS_PORT: String(await findFreePort()),
+    THROTTLE_USER: '60/3s',
+    WEB_CONCURRENCY: '2',
+    ACCESS_LOG: 'off',
+  };
+  const host = await startCluster(env, 180_000);
+  const tally: Record<string, { runs: number; expected: number; requests: number[] }> = {};
+  const count = (name: string, ok: boolean, run: Awaited<ReturnType<typeof runVerify>>) => {
+    const row = (tally[name] ??= { runs: 0, expected: 0, requests: [] });
+    row.runs++;
+    if (ok) row.expected++;
+    row.requests.push(run.report.requests ?? 0);
+  };
+  try {
+    for (const name of ['walker', 'pusher']) {
+      const made = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'user:create', name], {
+        env: { ...process.env, ...env, PASSWORD: `${name}-pass-123` },
+        encoding: 'utf8',
+      });
+      if (made.status !== 0) throw new Error(`user:create ${name}: ${made.stderr}`);
+    }
+    const faults = await Promise.all(
+      Object.keys(FAULTS).map(async (fault) => [fault, await startFaulty(fault)] as const),
+    );
+    try {
+      for (let i = 1; i <= RUNS; i++) {
+        const began = Date.now();
+        const dir = (name: string) => join(scratch, `${name}-${i}`);
+        const paceline = runVerify(host.base, PACELINE_USERS, dir('paceline'));
+        const found = faults.map(([fault, service]) =>
+          runVerify(service.base, [...FAULT_USERS, '--checks', FAULTS[fault as keyof typeof FAULTS]], dir(fault)).then(
+            (run) => count(`${fault} (${FAULTS[fault as keyof typeof FAULTS]})`, run.code === 1, run),
+          ),
+        );
+        const run = await paceline;
+        count('Paceline (all five checks)', run.code === 0, run);
+        if (run.code !== 0) console.log(`run ${i}: Paceline was reported:\n${run.output}`);
+        await Promise.all(found);
+        console.log(`run ${i}/${RUNS} in ${((Date.now() - began) / 1000).toFixed(0)} s`);
+      }
+    } finally {
+      await Promise.all(faults.map(([, service]) => service.stop()));
+    }
+  } finally {
+    await host.stop();
+    await rm(scratch, { recursive: true, force: true });
+  }
+  await writeResults(tally);
+}
+
+async function writeResults(tally: Record<string, { runs: number; expected: number; requests: number[] }>) {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+  const rows = Object.entries(tally).map(([name, row]) => {
+    const what = name.startsWith('Paceline') ? 'every check held (no false alarm)' : 'the fault was reported';
+    return `| ${name} | ${row.runs} | ${row.expected} of ${row.runs}: ${what} | ${median(row.requests)} |`;
+  });
+  const text = `# verify, repeated
+
+\`npm run bench:verify -- ${RUNS}\` on ${new Date().toISOString().slice(0, 10)}, load average ${loadavg()
+    .map((n) => n.toFixed(1))
+    .join(', ')} at the end. Each run: verify against one Paceline host (2 web workers, \`THROTTLE_USER=60/3s\`)
+with all five checks, and at the same time against each faulty service of \`test/verify/\`.
+
+| service (checks) | runs | result | median requests per run |
+|---|---:|---|---:|
+${rows.join('\n')}
+`;
+  await writeFile('ops/bench/results/verify.md', text);
+  console.log(text);
+}
+
+await main();
