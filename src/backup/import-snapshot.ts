@@ -77,9 +77,9 @@ async function checkEmpty(db: Kysely<Database>): Promise<string | undefined> {
   for (const name of [...BACKED_UP.map((t) => t.name), 'tasks']) {
     const { rows } = await sql<{ present: boolean }>`select to_regclass(${name}) is not null as present`.execute(db);
     if (!rows[0]?.present) continue;
-    const { rows: any } = await sql<{ found: boolean }>`
-      select exists (select 1 from ${sql.table(name)}) as found`.execute(db);
-    if (any[0]?.found) occupied.push(name);
+    const { rows: found } = await sql<{ any: boolean }>`
+      select exists (select 1 from ${sql.table(name)}) as any`.execute(db);
+    if (found[0]?.any) occupied.push(name);
   }
   if (occupied.length === 0) return undefined;
   return `the database is not empty (rows in ${occupied.join(', ')}): import into a new, empty database`;

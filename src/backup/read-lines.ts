@@ -9,7 +9,7 @@ export class DamagedFileError extends Error {}
  * The lines of a gzip-compressed stream, split on `\n` only (a row line holds no other line
  * break), without their ending; a last line with no `\n` is yielded too. Memory holds one chunk
  * and one line. A stream that is not gzip, or ends in the middle of its compressed data, throws
- * DamagedFileError naming zlib's reason.
+ * DamagedFileError naming zlib's reason. Ending the iteration early closes `source`.
  */
 export async function* readGzipLines(source: Readable): AsyncGenerator<string> {
   const gunzip = createGunzip();
@@ -31,6 +31,7 @@ export async function* readGzipLines(source: Readable): AsyncGenerator<string> {
   } finally {
     source.unpipe(gunzip);
     gunzip.destroy();
+    source.destroy();
   }
   rest += decoder.end();
   if (rest !== '') yield rest;

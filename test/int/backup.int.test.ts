@@ -295,45 +295,66 @@ Backup('restored from a quiet instance, every answer is the source’s, and what
   }
 });
 
-Backup('a truncated, cut or altered backup, or a database that is not empty, is refused in one line', async () => {
-  const file = join(dir, 'quiet.jsonl.gz');
-  const whole = await readFile(file);
-  const lines = gunzipSync(whole).toString('utf8').split('\n');
-  const firstEvent = lines.findIndex((line) => line.startsWith('{"table":"events"'));
-  const damaged = {
-    truncated: whole.subarray(0, Math.floor(whole.length / 2)),
-    cut: gzipSync(lines.slice(0, -2).join('\n') + '\n'),
-    altered: gzipSync(
-      lines.map((line, i) => (i === firstEvent ? line.replace(/"title": ?"/, '$&X') : line)).join('\n'),
-    ),
-  };
-  const url = await emptyDatabase('backup_dst3');
-  const expected: Record<string, RegExp> = {
-    truncated: /it is damaged or truncated \(unexpected end of file\); nothing was imported$/,
-    cut: /it ends after \d+ lines without its trailer: the file is truncated; nothing was imported$/,
-    altered: /its checksum does not match its lines: the file was altered; nothing was imported$/,
-  };
-  for (const [kind, bytes] of Object.entries(damaged)) {
-    const path = join(dir, `${kind}.jsonl.gz`);
-    await writeFile(path, bytes);
-    const refused = await cli({ DATABASE_URL: url }, 'import', path);
-    assert.is(refused.code, 1, kind);
-    assert.is(refused.stderr.split('\n').length, 2, refused.stderr);
-    assert.match(refused.stderr, new RegExp(`^paceline: ${path} was not imported: `), kind);
-    assert.match(refused.stderr.trim(), expected[kind]!, kind);
-  }
-  const db = connectDatabase(url, 1);
-  try {
-    assert.equal(await db.selectFrom('users').select('id').execute(), []);
-  } finally {
-    await db.destroy();
-  }
-  const occupied = await cli({ DATABASE_URL: restoredUrl }, 'import', file);
-  assert.is(occupied.code, 1);
-  assert.match(
-    occupied.stderr,
-    /^paceline: \S+ was not imported: the database is not empty \(rows in users, tokens, events, reports, idempotency_keys, tasks\): import into a new, empty database\n$/,
-  );
-});
+Backup(
+  'a truncated, cut or altered backup, a connected service or a database that is not empty is refused in one line',
+  async () => {
+    const file = join(dir, 'quiet.jsonl.gz');
+    const whole = await readFile(file);
+    const lines = gunzipSync(whole).toString('utf8').split('\n');
+    const firstEvent = lines.findIndex((line) => line.startsWith('{"table":"events"'));
+    const damaged = {
+      truncated: whole.subarray(0, Math.floor(whole.length / 2)),
+      cut: gzipSync(lines.slice(0, -2).join('\n') + '\n'),
+      altered: gzipSync(
+        lines.map((line, i) => (i === firstEvent ? line.replace(/"title": ?"/, '$&X') : line)).join('\n'),
+      ),
+    };
+    const url = await emptyDatabase('backup_dst3');
+    const expected: Record<string, RegExp> = {
+      truncated: /it is damaged or truncated \(unexpected end of file\); nothing was imported$/,
+      cut: /it ends after \d+ lines without its trailer: the file is truncated; nothing was imported$/,
+      altered: /its checksum does not match its lines: the file was altered; nothing was imported$/,
+    };
+    for (const [kind, bytes] of Object.entries(damaged)) {
+      const path = join(dir, `${kind}.jsonl.gz`);
+      await writeFile(path, bytes);
+      const refused = await cli({ DATABASE_URL: url }, 'import', path);
+      assert.is(refused.code, 1, kind);
+      assert.is(refused.stderr.split('\n').length, 2, refused.stderr);
+      assert.match(refused.stderr, new RegExp(`^paceline: ${path} was not imported: `), kind);
+      assert.match(refused.stderr.trim(), expected[kind]!, kind);
+    }
+    const db = connectDatabase(url, 1);
+    try {
+      assert.equal(await db.selectFrom('users').select('id').execute(), []);
+    } finally {
+      await db.destroy();
+    }
+    // A session of the service on the empty database (application_name "paceline") refuses the import.
+    const service = connectDatabase(url, 1, 'paceline');
+    try {
+      await service.connection().execute(async (conn) => {
+        await sql`select 1`.execute(conn);
+        const refused = await cli({ DATABASE_URL: url }, 'import', file);
+        assert.equal(
+          [refused.code, refused.stderr],
+          [
+            1,
+            'paceline: import refused: the service is connected to this database (1 of paceline in pg_stat_activity): ' +
+              'stop every host first\n',
+          ],
+        );
+      });
+    } finally {
+      await service.destroy();
+    }
+    const occupied = await cli({ DATABASE_URL: restoredUrl }, 'import', file);
+    assert.is(occupied.code, 1);
+    assert.match(
+      occupied.stderr,
+      /^paceline: \S+ was not imported: the database is not empty \(rows in users, tokens, events, reports, idempotency_keys, tasks\): import into a new, empty database\n$/,
+    );
+  },
+);
 
 Backup.run();
