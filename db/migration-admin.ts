@@ -37,7 +37,9 @@ export function planMigrateDown(states: readonly MigrationState[], to?: string):
   if (unknown.length > 0)
     return {
       ok: false,
-      reason: `the database has migrations this release does not know (${unknown.join(', ')}): undo them with the release that added them`,
+      reason:
+        `the database has migrations this release does not know (${unknown.join(', ')}): ` +
+        'undo them with the release that added them',
     };
   if (to === undefined)
     return applied.length > 0

@@ -3,18 +3,18 @@ import type { Database } from '../../db/database.js';
 
 /**
  * The tables a backup holds, in the order an import loads them (a table after those it
- * references), each with the key its rows are read in. Nothing else can rebuild them: the event
+ * references). Nothing else can rebuild them: the event
  * log, the accounts with their password hashes, their tokens (hashes only), the reports asked for
  * and their outcomes, and the answers kept for `Idempotency-Key` repeats (docs/operations.md
  * "Backup and restore").
  */
 export const BACKED_UP = [
-  { name: 'users', key: ['id'] },
-  { name: 'tokens', key: ['token_hash'] },
-  { name: 'events', key: ['position'] },
-  { name: 'reports', key: ['seq'] },
-  { name: 'idempotency_keys', key: ['user_id', 'key'] },
-] as const satisfies ReadonlyArray<{ name: keyof Database; key: readonly string[] }>;
+  { name: 'users' },
+  { name: 'tokens' },
+  { name: 'events' },
+  { name: 'reports' },
+  { name: 'idempotency_keys' },
+] as const satisfies ReadonlyArray<{ name: keyof Database }>;
 
 export type BackedUpTable = (typeof BACKED_UP)[number]['name'];
 
@@ -55,6 +55,21 @@ export async function tableColumns(db: Kysely<Database>): Promise<Record<string,
   return columns;
 }
 
+/** Each backed-up table's primary key columns, in key order: the order a backup reads its rows in. */
+export async function primaryKeys(db: Kysely<Database>): Promise<Record<string, string[]>> {
+  const { rows } = await sql<{ table: string; column: string }>`
+    select c.relname as "table", a.attname as "column"
+    from pg_index i
+    join pg_class c on c.oid = i.indrelid
+    join pg_attribute a on a.attrelid = c.oid and a.attnum = any(i.indkey)
+    where i.indisprimary and c.relnamespace = current_schema()::regnamespace
+      and c.relname = any(${BACKED_UP.map((t) => t.name)})
+    order by c.relname, array_position(i.indkey::int2[], a.attnum)`.execute(db);
+  const keys: Record<string, string[]> = {};
+  for (const { table, column } of rows) (keys[table] ??= []).push(column);
+  return keys;
+}
+
 /**
  * The last value each sequence behind a backed-up column has issued (`users.id` → 12), 0 when
  * none yet. An import sets each no lower, so no id is issued twice, not even one whose row is gone.
@@ -62,11 +77,11 @@ export async function tableColumns(db: Kysely<Database>): Promise<Record<string,
 export async function sequenceValues(db: Kysely<Database>): Promise<Record<string, number>> {
   const { rows } = await sql<{ table: string; column: string; value: number }>`
     select table_name as "table", column_name as "column",
-      coalesce(pg_sequence_last_value(pg_get_serial_sequence(quote_ident(table_name), column_name)::regclass), 0)::bigint
-        as value
-    from information_schema.columns
+      coalesce(pg_sequence_last_value(sequence::regclass), 0)::bigint as value
+    from information_schema.columns,
+      lateral (select pg_get_serial_sequence(quote_ident(table_name), column_name) as sequence) s
     where table_schema = current_schema() and table_name = any(${BACKED_UP.map((t) => t.name)})
-      and pg_get_serial_sequence(quote_ident(table_name), column_name) is not null`.execute(db);
+      and sequence is not null`.execute(db);
   return Object.fromEntries(rows.map((row) => [`${row.table}.${row.column}`, Number(row.value)]));
 }
 

@@ -4,7 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/database.js';
-import { BACKED_UP, sequenceValues, tableColumns, unclassifiedTables } from './backup-tables.js';
+import { BACKED_UP, primaryKeys, sequenceValues, tableColumns, unclassifiedTables } from './backup-tables.js';
 import { FORMAT, FORMAT_VERSION, rowLine, type BackupHeader } from './backup-format.js';
 
 /** Rows fetched from the cursor at a time: memory holds one batch, whatever the size of the log. */
@@ -91,20 +91,20 @@ async function* streamLines(
   rows: Record<string, number>,
   onEvents: (done: number) => void,
 ): AsyncGenerator<string> {
+  const keys = await primaryKeys(trx);
   const first = `${JSON.stringify(header)}\n`;
   hash.update(first);
   yield first;
   let lines = 1;
-  for (const { name, key } of BACKED_UP) {
+  for (const { name } of BACKED_UP) {
     rows[name] = 0;
     if (name === 'events') onEvents(0);
-    const columns = header.tables[name]!.map((column) => sql.ref(column));
+    const columns = sql.join(header.tables[name]!.map((column) => sql.ref(column)));
+    const key = sql.join((keys[name] ?? []).map((column) => sql.ref(column)));
     // Newlines can only be whitespace between JSON tokens (inside strings they are escaped): one row, one line.
     await sql`declare backup_rows no scroll cursor for
       select replace(replace(row_to_json(r)::text, E'\n', ' '), E'\r', ' ') as line
-      from (select ${sql.join(columns)} from ${sql.table(name)} order by ${sql.join(key.map((k) => sql.ref(k)))}) r`.execute(
-      trx,
-    );
+      from (select ${columns} from ${sql.table(name)} order by ${key}) r`.execute(trx);
     for (;;) {
       const batch = await sql<{ line: string }>`fetch forward ${sql.lit(FETCH)} from backup_rows`.execute(trx);
       if (batch.rows.length === 0) break;

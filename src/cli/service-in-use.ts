@@ -21,7 +21,10 @@ export async function serviceInUse(
 ): Promise<string | undefined> {
   const running = runningInstance(config);
   if (running)
-    return `Paceline is running on DATA_DIR ${running.dataDir} (${describeInstance(running)}): stop it first (npm run cli -- stop)`;
+    return (
+      `Paceline is running on DATA_DIR ${running.dataDir} (${describeInstance(running)}): ` +
+      'stop it first (npm run cli -- stop)'
+    );
   const { rows } = await sql<{ application: string; sessions: number }>`
     select application_name as application, count(*)::int as sessions from pg_stat_activity
     where datname = current_database() and pid <> pg_backend_pid() and application_name = any(${SERVICE_APPLICATIONS})

@@ -60,7 +60,7 @@ test('migrate:down without --yes shows what it would undo, undoes nothing and ex
   assert.match(status.stdout, new RegExp(`${context.names.length} applied, 0 pending\\n$`));
 });
 
-test('migrate:down --yes undoes the last migration; status shows it pending; migrate applies it again', async (context) => {
+test('migrate:down --yes undoes the last migration, then pending; migrate applies it again', async (context) => {
   const last = context.names.at(-1)!;
   const down = await cli(context, 'migrate:down', '--yes');
   assert.equal([down.code, down.stdout], [0, `undone: ${last}\n`], down.stderr);
