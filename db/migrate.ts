@@ -3,7 +3,7 @@ import type { Database } from './database.js';
 import { migrationProvider } from './migrations/index.js';
 
 /** Arbitrary constant naming the migration lock among PostgreSQL advisory locks. */
-const MIGRATION_LOCK = 7_310_001;
+export const MIGRATION_LOCK = 7_310_001;
 
 /** What a migration run did: the migrations it applied, and those the database has that this release does not know. */
 export interface MigrationRun {

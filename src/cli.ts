@@ -6,6 +6,7 @@ import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { createUser, findCaseVariantGroups, isValidUsername } from './auth/users.repository.js';
+import { ADMIN_USAGE, prepareAdminCommand } from './cli/admin.commands.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
@@ -22,6 +23,7 @@ const USAGE = `usage: npm run cli -- <command>
   user:check         list usernames that differ only by case (exit 1 when there are any)
   migrate            apply pending database migrations
   rebuild            rebuild every projection from the event log
+${ADMIN_USAGE}
   status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
   stop               stop it (SIGTERM to its primary: a drain, then its stores)
   reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
@@ -86,6 +88,10 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     });
   }
+  const cwd = process.env.INIT_CWD ?? process.cwd();
+  const { stdin, stdout, stderr } = process;
+  const prepared = prepareAdminCommand(command, args, { config, cwd, stdin, stdout, stderr, fail });
+  if (prepared) return prepared.ok ? withDatabase(config, prepared.run) : fail(prepared.error);
   if (command === 'rebuild') {
     const { rebuildWithProgress } = await import('./cli/progress.js');
     return withDatabase(config, async (db) => {

@@ -24,7 +24,7 @@ export async function rebuildWithProgress(
  * A one-line bar redrawn in place on a terminal, at most every 100 ms; silent elsewhere. Its
  * clock starts at the first report (none done yet, the total known).
  */
-function drawBar(stream: ProgressStream): (done: number, total: number) => void {
+export function drawBar(stream: ProgressStream): (done: number, total: number) => void {
   let began = Date.now();
   let drawnAt = 0;
   return (done, total) => {
