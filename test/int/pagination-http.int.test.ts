@@ -311,6 +311,7 @@ optOut('a plain array of {scope, rate, keyed_by} from the live configuration', a
     { scope: 'token-obtain', rate: '100000/min', keyed_by: 'ip' },
     { scope: 'reports', rate: '7/hour', keyed_by: 'user' },
     { scope: 'login', rate: '100000/min', keyed_by: 'username' },
+    { scope: 'docs', rate: '600/min', keyed_by: 'ip' },
   ]);
 });
 
