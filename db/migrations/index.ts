@@ -3,6 +3,7 @@ import * as initial from './20261122000100_initial.js';
 import * as reportsReadModel from './20261122000200_reports_read_model.js';
 import * as taskRanges from './20261124000100_task_ranges.js';
 import * as reportSeq from './20261126000100_report_seq.js';
+import * as userAdmin from './20261127000100_user_admin.js';
 
 /** Every migration, by timestamped name. Listed statically so a bundled build needs no file scan. */
 export const migrationProvider: MigrationProvider = {
@@ -12,6 +13,7 @@ export const migrationProvider: MigrationProvider = {
       '20261122000200_reports_read_model': reportsReadModel,
       '20261124000100_task_ranges': taskRanges,
       '20261126000100_report_seq': reportSeq,
+      '20261127000100_user_admin': userAdmin,
     };
   },
 };

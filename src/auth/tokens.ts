@@ -16,7 +16,7 @@ export function hashToken(token: string): string {
 
 /**
  * Exchanges a username and password for a new bearer token (32 random bytes, hex) that expires
- * after `ttlMs`. Returns null for an unknown user or a wrong password, in the same time.
+ * after `ttlMs`. Returns null for an unknown or disabled user or a wrong password, in the same time.
  */
 export async function issueToken(
   db: Kysely<Database>,
@@ -27,7 +27,8 @@ export async function issueToken(
 ): Promise<IssuedToken | null> {
   const user = await findUserByName(db, username);
   const matches = await verifyPassword(password, user?.password_hash ?? DECOY_HASH);
-  if (!user || !matches) return null;
+  // A disabled user is refused as a wrong password is, after the same work (docs/operations.md "Users").
+  if (!user || !matches || user.disabled_at !== null) return null;
   const token = randomBytes(32).toString('hex');
   const expiresAt = new Date(now.getTime() + ttlMs);
   await db
@@ -37,32 +38,41 @@ export async function issueToken(
   return { token, expiresAt };
 }
 
+/** What PostgreSQL knows of a presented token: live (with its user and expiry), or why it is not. */
+export type TokenCheck =
+  { state: 'live'; user: User; expiresAt: Date } | { state: 'expired' } | { state: 'revoked' } | { state: 'unknown' };
+
 /** The user a live token belongs to, or null when it is unknown, revoked or expired. */
 export async function resolveToken(db: Kysely<Database>, token: string, now: Date): Promise<User | null> {
-  return (await findLiveToken(db, token, now))?.user ?? null;
+  const check = await checkToken(db, token, now);
+  return check.state === 'live' ? check.user : null;
 }
 
-/** A live token's user and expiry, or null when it is unknown, revoked or expired. */
-export async function findLiveToken(
-  db: Kysely<Database>,
-  token: string,
-  now: Date,
-): Promise<{ user: User; expiresAt: Date } | null> {
+/**
+ * One lookup that says whether a token is live and, when not, why: revoked (logout, `token:revoke`,
+ * or its user disabled) or expired, while its row is kept; unknown once the retention sweep took it
+ * (docs/api.md "Authentication").
+ */
+export async function checkToken(db: Kysely<Database>, token: string, now: Date): Promise<TokenCheck> {
   const row = await db
     .selectFrom('tokens')
     .innerJoin('users', 'users.id', 'tokens.user_id')
-    .select(['users.id', 'users.username', 'tokens.expires_at'])
+    .select(['users.id', 'users.username', 'users.disabled_at', 'tokens.expires_at', 'tokens.revoked_at'])
     .where('tokens.token_hash', '=', hashToken(token))
-    .where('tokens.expires_at', '>', now)
     .executeTakeFirst();
-  return row ? { user: { id: row.id, username: row.username }, expiresAt: row.expires_at } : null;
+  if (!row) return { state: 'unknown' };
+  if (row.revoked_at !== null || row.disabled_at !== null) return { state: 'revoked' };
+  if (row.expires_at <= now) return { state: 'expired' };
+  return { state: 'live', user: { id: row.id, username: row.username }, expiresAt: row.expires_at };
 }
 
-/** Revokes one token; expired tokens are swept at the same time. */
+/** Revokes one token: it stays, marked, until it expires, so its next use is told it was revoked. */
 export async function revokeToken(db: Kysely<Database>, token: string, now: Date): Promise<void> {
   await db
-    .deleteFrom('tokens')
-    .where((eb) => eb.or([eb('token_hash', '=', hashToken(token)), eb('expires_at', '<=', now)]))
+    .updateTable('tokens')
+    .set({ revoked_at: now })
+    .where('token_hash', '=', hashToken(token))
+    .where('revoked_at', 'is', null)
     .execute();
 }
 

@@ -24,7 +24,7 @@ export async function createUser(db: Kysely<Database>, username: string, passwor
 export async function findUserByName(db: Kysely<Database>, username: string) {
   return db
     .selectFrom('users')
-    .select(['id', 'username', 'password_hash'])
+    .select(['id', 'username', 'password_hash', 'disabled_at'])
     .where('username', '=', username)
     .executeTakeFirst();
 }

@@ -1,6 +1,5 @@
 import type { Context, Middleware } from 'koa';
-import { findLiveToken, hashToken, resolveToken } from '../auth/tokens.js';
-import type { User } from '../auth/users.repository.js';
+import { checkToken, hashToken, type TokenCheck } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 
@@ -20,9 +19,11 @@ export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Mi
       else if (rest.length > 1)
         ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
       else {
-        const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, rest[0]!) : null;
-        if (user) ctx.state.user = user;
-        else ctx.state.authError = Errors.invalidToken();
+        const check: TokenCheck = /^[0-9a-f]{64}$/.test(rest[0]!)
+          ? await identify(ctx, deps, rest[0]!)
+          : { state: 'unknown' };
+        if (check.state === 'live') ctx.state.user = check.user;
+        else ctx.state.authError = refusal(check.state);
       }
     }
     await next();
@@ -31,29 +32,39 @@ export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Mi
 
 /**
  * The token's user: remembered by this worker (confirmed against the token epoch while the
- * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL.
+ * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL. The lookup that
+ * finds a live token also says why another is refused, so the reason costs no extra query.
  */
 async function identify(
   ctx: Context,
   deps: Pick<Deps, 'db' | 'clock' | 'readCache'>,
   token: string,
-): Promise<User | null> {
+): Promise<TokenCheck> {
   const now = deps.clock.now();
-  const lookup = () => findLiveToken(deps.db, token, now);
+  const lookup = () => checkToken(deps.db, token, now);
   const tokens = deps.readCache?.tokens;
-  if (!tokens) return resolveToken(deps.db, token, now);
+  if (!tokens) return lookup();
   const tokenHash = hashToken(token);
   const recalled = tokens.recall(tokenHash, now, lookup);
   if (!recalled) return tokens.lookUp(tokenHash, lookup);
   ctx.state.tokenConfirmed = recalled.confirm;
-  return recalled.user;
+  return { state: 'live', user: recalled.user, expiresAt: now };
+}
+
+/** DRF's `Invalid token.`, with RFC 6750's error_description where the token's end is known (docs/api.md). */
+function refusal(state: Exclude<TokenCheck['state'], 'live'>) {
+  if (state === 'expired') return Errors.invalidToken('Invalid token.', 'The token has expired');
+  if (state === 'revoked') return Errors.invalidToken('Invalid token.', 'The token has been revoked');
+  return Errors.invalidToken();
 }
 
 /** Answers a bad credential (after throttling) for every route that authenticates. */
 export const rejectBadCredentials: Middleware = async (ctx, next) => {
-  if (ctx.state.tokenConfirmed && !(await ctx.state.tokenConfirmed)) {
+  const confirmed = ctx.state.tokenConfirmed as Promise<TokenCheck['state']> | undefined;
+  const state = confirmed ? await confirmed : 'live';
+  if (state !== 'live') {
     ctx.state.user = null;
-    throw Errors.invalidToken();
+    throw refusal(state);
   }
   if (ctx.state.authError) throw ctx.state.authError;
   await next();
