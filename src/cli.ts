@@ -7,7 +7,7 @@ import { migrateToLatest } from '../db/migrate.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
-import { runUserCommand, USER_COMMANDS, USER_USAGE } from './cli/users.commands.js';
+import { printLastUserChange, runUserCommand, USER_COMMANDS, USER_USAGE } from './cli/users.commands.js';
 import { startEmbeddedPostgres } from './stores/postgres.js';
 import { readPassword, servingPort } from './stores/postgres-data-dir.js';
 import { provideServiceRole } from './stores/postgres-role.js';
@@ -17,7 +17,8 @@ const USAGE = `usage: npm run cli -- <command>
 ${USER_USAGE}
   migrate            apply pending database migrations
   rebuild            rebuild every projection from the event log
-  status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
+  status             whether a Paceline runs on DATA_DIR: its primary's PID and ports, and the
+                     last change of user:audit
   stop               stop it (SIGTERM to its primary: a drain, then its stores)
   reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
   help               show this text (also -h, --help)`;
@@ -45,7 +46,7 @@ async function main(argv: string[]): Promise<number> {
         `Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ` +
           `${running.startedAt}\n`,
       );
-      return 0;
+      return printLastUserChange(config, withDatabase);
     }
     process.kill(running.pid, signal);
     process.stdout.write(`sent ${signal} to Paceline's primary (PID ${running.pid})\n`);

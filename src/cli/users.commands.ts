@@ -1,5 +1,5 @@
 import { hostname, userInfo } from 'node:os';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import {
@@ -87,6 +87,31 @@ export async function runUserCommand(
       return outcome.ok ? reportRevocation(config, command, name, outcome) : unknown(name);
     }),
   );
+}
+
+/** How long `status` waits for the database before it leaves out the line on user changes. */
+const STATUS_DATABASE_WAIT_MS = 5_000;
+
+/**
+ * `status`'s line on user administration: the last change recorded, when there is one. A
+ * database that does not answer in 5 s leaves the line out; the status itself never fails for it.
+ */
+export async function printLastUserChange(config: Config, withDatabase: WithDatabase): Promise<number> {
+  const line = withDatabase(config, async (db) => {
+    const { rows } = await sql<{ present: boolean }>`select to_regclass('user_audit') is not null as present`.execute(
+      db,
+    );
+    const [last] = rows[0]?.present ? await listAudit(db, 1) : [];
+    if (last) {
+      say(
+        `last user change: ${last.at.toISOString()} ${last.action} "${last.username}" by ${last.actor} ` +
+          '(npm run cli -- user:audit)',
+      );
+    }
+    return 0;
+  });
+  const late = new Promise<number>((resolve) => setTimeout(resolve, STATUS_DATABASE_WAIT_MS, 0).unref());
+  return Promise.race([line.catch(() => 0), late]);
 }
 
 async function reportRevocation(
