@@ -66,25 +66,37 @@ export async function checkToken(db: Kysely<Database>, token: string, now: Date)
   return { state: 'live', user: { id: row.id, username: row.username }, expiresAt: row.expires_at };
 }
 
-/** Revokes one token: it stays, marked, until it expires, so its next use is told it was revoked. */
+/**
+ * Revokes one token. Its row stays, marked, for {@link REVOKED_KEPT_MS}, so its next use is told it
+ * was revoked; its expiry is brought to `now`, so a host of the release before, which knows no
+ * mark, refuses it too during a rolling deploy (docs/api.md "Authentication").
+ */
 export async function revokeToken(db: Kysely<Database>, token: string, now: Date): Promise<void> {
   await db
     .updateTable('tokens')
-    .set({ revoked_at: now })
+    .set({ revoked_at: now, expires_at: now })
     .where('token_hash', '=', hashToken(token))
     .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
     .execute();
 }
 
+/** How long the retention sweep keeps a revoked token's row after its revocation. */
+export const REVOKED_KEPT_MS = 24 * 3_600_000;
+
 /**
- * Deletes up to `batchSize` tokens that expired by `now`; returns how many went. Small batches
+ * Deletes up to `batchSize` tokens that expired by `now` (revoked ones once kept for
+ * {@link REVOKED_KEPT_MS}); returns how many went. Small batches
  * keep locks short (the retention sweep of the job child calls it until a batch comes back short).
  */
 export async function sweepExpiredTokens(db: Kysely<Database>, now: Date, batchSize: number): Promise<number> {
+  const revokedBefore = new Date(now.getTime() - REVOKED_KEPT_MS);
   const { rows } = await sql<{ n: number }>`
     with gone as (
       delete from tokens where ctid in (
-        select ctid from tokens where expires_at <= ${now} limit ${batchSize}
+        select ctid from tokens
+        where expires_at <= ${now} and (revoked_at is null or revoked_at <= ${revokedBefore})
+        limit ${batchSize}
       ) returning 1
     ) select count(*)::int as n from gone`.execute(db);
   return rows[0]?.n ?? 0;

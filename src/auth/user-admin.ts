@@ -151,7 +151,8 @@ async function changeUser(
 async function revokeLiveTokens(trx: Transaction<Database>, userId: number, now: Date): Promise<number> {
   const result = await trx
     .updateTable('tokens')
-    .set({ revoked_at: now })
+    // Expired now too, as revokeToken does: a host of the release before refuses them as well.
+    .set({ revoked_at: now, expires_at: now })
     .where('user_id', '=', userId)
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', now)

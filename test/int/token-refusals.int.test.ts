@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { sweepExpiredTokens } from '../../src/auth/tokens.js';
+import { REVOKED_KEPT_MS, sweepExpiredTokens } from '../../src/auth/tokens.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request } from '../helpers/http.js';
 
@@ -68,6 +68,17 @@ for (const [label, env] of [
     assert.is(logout.status, 204, logout.text);
     await assertRefused(token, REVOKED);
     await afterExpiry(() => assertRefused(token, REVOKED));
+    await sweepExpiredTokens(app.deps.db, new Date(), 1_000);
+    await assertRefused(token, REVOKED);
+  });
+
+  test('the retention sweep keeps a revoked token a day, then it is unknown', async () => {
+    const token = await app.login('sam');
+    assert.is((await request(app.base, 'DELETE', '/api/auth/token/', { token })).status, 204);
+    await sweepExpiredTokens(app.deps.db, new Date(Date.now() + REVOKED_KEPT_MS - 60_000), 1_000);
+    await assertRefused(token, REVOKED);
+    await sweepExpiredTokens(app.deps.db, new Date(Date.now() + REVOKED_KEPT_MS + 60_000), 1_000);
+    await assertRefused(token, CHALLENGE);
   });
 
   test('an unknown token, or one the retention sweep removed: the challenge without a description', async () => {
