@@ -2,7 +2,9 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import pino from 'pino';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { startTestApp } from '../helpers/app.js';
 
 // docs/configuration.md "Rules between settings": settings that cannot all hold stop a start (and
 // a reload, test/cluster/reload-settings.test.ts) with one line naming the setting and the rule.
@@ -71,6 +73,22 @@ Rules('npm start with PAGE_SIZE=500 MAX_PAGE_SIZE=50 stops before starting anyth
   assert.ok(code !== 0 && code !== null, `exit ${code}`);
   assert.is(stderr, 'paceline: invalid PAGE_SIZE="500": must not exceed MAX_PAGE_SIZE (50)\n');
   assert.is(stdout, '');
+});
+
+Rules('a THROTTLE_RATES scope no route declares is warned about with the names it may set', async () => {
+  const logs: Array<{ msg: string; undeclared?: string[]; settable?: string[] }> = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
+  const app = await startTestApp({ THROTTLE_RATES: 'docs=900/min,exports=5/min' }, 'config-rules', { logger });
+  try {
+    const warning = logs.find((line) => line.msg.startsWith('THROTTLE_RATES'));
+    assert.is(
+      warning?.msg,
+      'THROTTLE_RATES names scopes no route declares, which have no effect: exports (it may name: docs)',
+    );
+    assert.equal([warning?.undeclared, warning?.settable], [['exports'], ['docs']]);
+  } finally {
+    await app.close();
+  }
 });
 
 Rules.run();
