@@ -1,5 +1,6 @@
 import type { Context, Middleware } from 'koa';
 import { checkToken, hashToken, type TokenCheck } from '../auth/tokens.js';
+import type { User } from '../auth/users.repository.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 
@@ -19,7 +20,7 @@ export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Mi
       else if (rest.length > 1)
         ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
       else {
-        const check: TokenCheck = /^[0-9a-f]{64}$/.test(rest[0]!)
+        const check: Identity = /^[0-9a-f]{64}$/.test(rest[0]!)
           ? await identify(ctx, deps, rest[0]!)
           : { state: 'unknown' };
         if (check.state === 'live') ctx.state.user = check.user;
@@ -30,6 +31,9 @@ export function authenticate(deps: Pick<Deps, 'db' | 'clock' | 'readCache'>): Mi
   };
 }
 
+/** A token's user, or why it is refused. */
+type Identity = { state: 'live'; user: User } | { state: Exclude<TokenCheck['state'], 'live'> };
+
 /**
  * The token's user: remembered by this worker (confirmed against the token epoch while the
  * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL. The lookup that
@@ -39,7 +43,7 @@ async function identify(
   ctx: Context,
   deps: Pick<Deps, 'db' | 'clock' | 'readCache'>,
   token: string,
-): Promise<TokenCheck> {
+): Promise<Identity> {
   const now = deps.clock.now();
   const lookup = () => checkToken(deps.db, token, now);
   const tokens = deps.readCache?.tokens;
@@ -48,7 +52,7 @@ async function identify(
   const recalled = tokens.recall(tokenHash, now, lookup);
   if (!recalled) return tokens.lookUp(tokenHash, lookup);
   ctx.state.tokenConfirmed = recalled.confirm;
-  return { state: 'live', user: recalled.user, expiresAt: now };
+  return { state: 'live', user: recalled.user };
 }
 
 /** DRF's `Invalid token.`, with RFC 6750's error_description where the token's end is known (docs/api.md). */
