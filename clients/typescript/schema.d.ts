@@ -62,7 +62,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Readiness: PostgreSQL and Redis answer within 2 s */
+    /** Readiness: PostgreSQL and Redis answered within 2 s (one check per worker per second, shared) */
     get: operations['readiness'];
     put?: never;
     post?: never;
@@ -116,7 +116,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** A script, style sheet or icon of the docs page */
+    /** A script, style sheet or icon of the docs page; under `?v=<its tag>` it is cached for a year */
     get: operations['apiDocsAsset'];
     put?: never;
     post?: never;
@@ -697,7 +697,7 @@ export interface components {
     'Idempotent-Replayed': 'true';
     /** @description Seconds to wait before trying again. */
     'Retry-After': number;
-    /** @description The scheme to authenticate with: `Bearer realm="api"`. */
+    /** @description The scheme to authenticate with: `Bearer realm="api"`; for a refused token also `error="invalid_token"`, with `error_description="The token has expired"` or `"The token has been revoked"` where known (log in again). */
     'WWW-Authenticate': string;
     /** @description The methods of the path, in DRF's order. */
     Allow: string;
@@ -968,12 +968,28 @@ export interface operations {
       /** @description An HTML page; its scripts and styles are served below `/api/docs/`. */
       200: {
         headers: {
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
           [name: string]: unknown;
         };
         content: {
           'text/html': string;
         };
       };
+      /** @description The `If-None-Match` tag is current. */
+      304: {
+        headers: {
+          ETag: components['headers']['ETag'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      401: components['responses']['InvalidToken'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   optionsApiDocs: {
@@ -993,6 +1009,10 @@ export interface operations {
         };
         content?: never;
       };
+      401: components['responses']['InvalidToken'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   apiDocsAsset: {
@@ -1009,6 +1029,8 @@ export interface operations {
       /** @description The file. */
       200: {
         headers: {
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
           [name: string]: unknown;
         };
         content: {
@@ -1019,11 +1041,17 @@ export interface operations {
       304: {
         headers: {
           ETag: components['headers']['ETag'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
           [name: string]: unknown;
         };
         content?: never;
       };
+      401: components['responses']['InvalidToken'];
       404: components['responses']['NotFound'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   optionsApiDocsAsset: {
@@ -1043,6 +1071,10 @@ export interface operations {
         };
         content?: never;
       };
+      401: components['responses']['InvalidToken'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   taskStats: {
