@@ -9,6 +9,8 @@ export interface UsersTable {
   username: string;
   password_hash: string;
   created_at: Timestamp;
+  /** Set while the user is disabled: its login is refused and its tokens are revoked. */
+  disabled_at: NullableTimestamp;
 }
 
 export interface TokensTable {
@@ -16,6 +18,20 @@ export interface TokensTable {
   user_id: number;
   created_at: Timestamp;
   expires_at: Timestamp;
+  /** Set when revoked (logout, `token:revoke`, `user:disable`); the row goes when it expires. */
+  revoked_at: NullableTimestamp;
+}
+
+/** One change an operator made to a user (docs/operations.md "Users"). */
+export interface UserAuditTable {
+  id: Generated<number>;
+  at: Timestamp;
+  user_id: number | null;
+  username: string;
+  action: 'created' | 'password-set' | 'disabled' | 'enabled' | 'tokens-revoked';
+  tokens_revoked: ColumnType<number, number | undefined, number>;
+  /** Who ran the command: `account@host`. */
+  actor: string;
 }
 
 /** The source of truth: one row per change, in commit order. */
@@ -97,6 +113,7 @@ export interface ProjectionCheckpointsTable {
 export interface Database {
   users: UsersTable;
   tokens: TokensTable;
+  user_audit: UserAuditTable;
   events: EventsTable;
   tasks: TasksTable;
   counters: CountersTable;

@@ -1,30 +1,30 @@
-import { createInterface } from 'node:readline';
 import { join, resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
 import { connectDatabase } from '../db/connect.js';
 import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { createUser, findCaseVariantGroups, isValidUsername } from './auth/users.repository.js';
+import { findCaseVariantGroups } from './auth/users.repository.js';
 import { ADMIN_USAGE, prepareAdminCommand } from './cli/admin.commands.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
+import { fail } from './cli/output.js';
+import { printLastUserChange } from './cli/user-listings.js';
+import { runUserCommand, USER_COMMANDS, USER_USAGE } from './cli/users.commands.js';
 import { startEmbeddedPostgres } from './stores/postgres.js';
 import { readPassword, servingPort } from './stores/postgres-data-dir.js';
 import { provideServiceRole } from './stores/postgres-role.js';
 import { findServerAccount } from './stores/server-account.js';
 
 const USAGE = `usage: npm run cli -- <command>
-  user:create NAME   create a user; the password comes from $PASSWORD, else from a prompt
-                     on a terminal, else from the first line of stdin
-                     (echo 'a-long-password' | npm run cli -- user:create alice); a name that
-                     differs from an existing one only by case is refused
+${USER_USAGE}
   user:check         list usernames that differ only by case (exit 1 when there are any)
   migrate            apply pending database migrations
   rebuild            rebuild every projection from the event log
 ${ADMIN_USAGE}
-  status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
+  status             whether a Paceline runs on DATA_DIR: its primary's PID and ports, and the
+                     last change of user:audit
   stop               stop it (SIGTERM to its primary: a drain, then its stores)
   reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
   help               show this text (also -h, --help)`;
@@ -52,32 +52,13 @@ async function main(argv: string[]): Promise<number> {
         `Paceline is running on DATA_DIR ${running.dataDir}: ${describeInstance(running)}, since ` +
           `${running.startedAt}\n`,
       );
-      return 0;
+      return printLastUserChange(config, withDatabase);
     }
     process.kill(running.pid, signal);
     process.stdout.write(`sent ${signal} to Paceline's primary (PID ${running.pid})\n`);
     return 0;
   }
-  if (command === 'user:create') {
-    const username = args[0] ?? '';
-    if (!isValidUsername(username)) return fail('user:create needs a NAME of 1-150 letters, digits or @.+-_');
-    const password =
-      process.env.PASSWORD ??
-      (process.stdin.isTTY ? await prompt(`Password for ${username}: `) : await firstLineOfStdin());
-    if (password === null) return fail('no password: set PASSWORD, type it at the prompt, or pipe it on stdin');
-    if (password.length < 8) return fail('the password must have at least 8 characters');
-    return withDatabase(config, async (db) => {
-      await migrateToLatest(db);
-      const outcome = await createUser(db, username, password);
-      if (!outcome.ok && outcome.error === 'taken') return fail(`user "${username}" already exists`);
-      if (!outcome.ok)
-        return fail(
-          `user "${outcome.existing}" already exists and differs from "${username}" only by case: one account per name, whatever its case`,
-        );
-      process.stdout.write(`created user "${username}" (id ${outcome.user.id})\n`);
-      return 0;
-    });
-  }
+  if (USER_COMMANDS.has(command)) return runUserCommand(command, args, config, withDatabase);
   if (command === 'user:check') return withDatabase(config, checkUsers);
   if (command === 'migrate') {
     return withDatabase(config, async (db) => {
@@ -120,15 +101,6 @@ async function checkUsers(db: Kysely<Database>): Promise<number> {
     `paceline: ${groups.length} group(s) of usernames differ only by case; they share one login budget: rename or remove all but one of each\n`,
   );
   return 1;
-}
-
-/** The first line of a piped stdin, without its line ending; null when stdin is empty. */
-async function firstLineOfStdin(): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin as AsyncIterable<Buffer>) chunks.push(chunk);
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (text === '') return null;
-  return text.split(/\r?\n/)[0] ?? '';
 }
 
 /**
@@ -180,28 +152,6 @@ async function embeddedUrlIfRunning(dataDir: string, port: number): Promise<stri
   } finally {
     await client.end().catch(() => {});
   }
-}
-
-function prompt(question: string): Promise<string> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
-  return new Promise((resolveAnswer) => {
-    if (process.stdin.isTTY) {
-      // Echo nothing while the password is typed.
-      (rl as unknown as { _writeToOutput: (s: string) => void })._writeToOutput = (s) => {
-        if (s.includes(question)) process.stderr.write(question);
-      };
-    }
-    rl.question(question, (answer) => {
-      rl.close();
-      if (process.stdin.isTTY) process.stderr.write('\n');
-      resolveAnswer(answer);
-    });
-  });
-}
-
-function fail(message: string): number {
-  process.stderr.write(`paceline: ${message}\n`);
-  return 1;
 }
 
 main(process.argv.slice(2)).then(

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseClusterNodes } from './redis-cluster-nodes.js';
 import { parseProxyList } from './proxy-list.js';
 import { parseRate } from './throttle/rate.js';
+import { OWN_RATE_SETTINGS } from './throttle/scopes.js';
 
 /** A whole number between min and max, from its decimal text. */
 export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -34,15 +35,6 @@ export const duration = z
   .trim()
   .regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as 30s, 15m, 24h or 7d')
   .transform(parseDuration);
-
-/** The scopes of docs/architecture.md "Throttling" are set by their own variables, never through THROTTLE_RATES. */
-const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
-  anon: 'THROTTLE_ANON',
-  user: 'THROTTLE_USER',
-  'token-obtain': 'THROTTLE_TOKEN_OBTAIN',
-  reports: 'THROTTLE_REPORTS',
-  login: 'THROTTLE_LOGIN',
-};
 
 /** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
 export function parseScopeRates(text: string): Record<string, string> {

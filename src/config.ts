@@ -172,13 +172,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         `(it would put every key in one hash slot)`,
     );
   }
-  // Node refuses a server whose headers may take longer than the whole request.
-  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
-    throw new ConfigError(
-      `invalid HTTP_HEADERS_TIMEOUT_MS=${JSON.stringify(String(config.HTTP_HEADERS_TIMEOUT_MS))}: must not exceed ` +
-        `HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
-    );
-  }
+  checkRulesBetweenSettings(config);
   // A replica may answer only what the published head proves current, and only the read cache publishes it.
   if (config.DATABASE_REPLICA_URLS.length > 0 && config.READ_CACHE_BYTES === 0) {
     throw new ConfigError(
@@ -187,6 +181,40 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   return Object.freeze(config);
+}
+
+/**
+ * Settings that cannot all hold are refused, one line naming the setting that breaks the rule
+ * (docs/configuration.md "Rules between settings"). Each applies at start and on a reload.
+ */
+function checkRulesBetweenSettings(config: Parsed): void {
+  const refuse = (key: keyof Parsed, rule: string) => {
+    throw new ConfigError(`invalid ${key}=${JSON.stringify(String(config[key]))}: ${rule}`);
+  };
+  if (config.PAGE_SIZE > config.MAX_PAGE_SIZE)
+    refuse('PAGE_SIZE', `must not exceed MAX_PAGE_SIZE (${config.MAX_PAGE_SIZE})`);
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
+    refuse('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`);
+  // A stop gives a child this long to finish its requests: a statement allowed longer would be cut by it.
+  const drainMs = childDrainBudgetMs(config);
+  if (config.DATABASE_STATEMENT_TIMEOUT_MS >= drainMs)
+    refuse(
+      'DATABASE_STATEMENT_TIMEOUT_MS',
+      `must be below the ${drainMs} ms a stop gives a worker to drain (SHUTDOWN_TIMEOUT_MS ` +
+        `${config.SHUTDOWN_TIMEOUT_MS} less what the primary keeps); raise SHUTDOWN_TIMEOUT_MS or lower this`,
+    );
+  // Two servers of one host cannot listen on one port.
+  const ports: Array<[keyof Parsed, number]> = [
+    ['PORT', config.ROLE === 'jobs' ? 0 : config.PORT],
+    ['METRICS_PORT', config.METRICS_PORT],
+    ['EMBEDDED_PG_PORT', config.DATABASE_URL ? 0 : config.EMBEDDED_PG_PORT],
+    ['EMBEDDED_REDIS_PORT', usesEmbeddedRedis(config) ? config.EMBEDDED_REDIS_PORT : 0],
+  ];
+  ports.forEach(([key, port], index) => {
+    const taken = ports.slice(0, index).find(([, other]) => port > 0 && other === port);
+    if (taken) refuse(key, `${taken[0]} uses port ${port} already`);
+  });
 }
 
 /** True when the primary runs its own `redis-server`: neither REDIS_URL nor REDIS_CLUSTER_NODES is set. */

@@ -25,8 +25,16 @@ export const Errors = {
       { detail: 'Authentication credentials were not provided.' },
       { 'WWW-Authenticate': 'Bearer realm="api"' },
     ),
-  invalidToken: (detail = 'Invalid token.') =>
-    new AppError(401, { detail }, { 'WWW-Authenticate': 'Bearer realm="api", error="invalid_token"' }),
+  invalidToken: (detail = 'Invalid token.', description?: string) =>
+    new AppError(
+      401,
+      { detail },
+      {
+        'WWW-Authenticate': `Bearer realm="api", error="invalid_token"${
+          description ? `, error_description="${description}"` : ''
+        }`,
+      },
+    ),
   forbidden: () => new AppError(403, { detail: 'You do not have permission to perform this action.' }),
   notFound: () => new AppError(404, { detail: 'Not found.' }),
   methodNotAllowed: (method: string, allow: string) =>

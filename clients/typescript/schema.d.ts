@@ -697,7 +697,7 @@ export interface components {
     'Idempotent-Replayed': 'true';
     /** @description Seconds to wait before trying again. */
     'Retry-After': number;
-    /** @description The scheme to authenticate with: `Bearer realm="api"`. */
+    /** @description The scheme to authenticate with: `Bearer realm="api"`; for a refused token also `error="invalid_token"`, with `error_description="The token has expired"` or `"The token has been revoked"` where known (log in again). */
     'WWW-Authenticate': string;
     /** @description The methods of the path, in DRF's order. */
     Allow: string;

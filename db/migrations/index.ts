@@ -4,6 +4,7 @@ import * as reportsReadModel from './20261122000200_reports_read_model.js';
 import * as taskRanges from './20261124000100_task_ranges.js';
 import * as reportSeq from './20261126000100_report_seq.js';
 import * as eventsRecordedAt from './20261127000100_events_recorded_at.js';
+import * as userAdmin from './20261127000200_user_admin.js';
 
 /** Every migration, by timestamped name. Listed statically so a bundled build needs no file scan. */
 export const migrationProvider: MigrationProvider = {
@@ -14,6 +15,7 @@ export const migrationProvider: MigrationProvider = {
       '20261124000100_task_ranges': taskRanges,
       '20261126000100_report_seq': reportSeq,
       '20261127000100_events_recorded_at': eventsRecordedAt,
+      '20261127000200_user_admin': userAdmin,
     };
   },
 };

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { normaliseUsername } from '../throttle/login.js';
 import { hashPassword } from './passwords.js';
@@ -18,20 +18,27 @@ export type CreateUserOutcome =
  */
 export async function createUser(db: Kysely<Database>, username: string, password: string): Promise<CreateUserOutcome> {
   const password_hash = await hashPassword(password);
+  return db.transaction().execute((trx) => insertUser(trx, username, password_hash));
+}
+
+/** createUser's work inside the caller's transaction `trx`, with the password already hashed. */
+export async function insertUser(
+  trx: Transaction<Database>,
+  username: string,
+  password_hash: string,
+): Promise<CreateUserOutcome> {
   const folded = normaliseUsername(username);
-  return db.transaction().execute(async (trx) => {
-    // Creations of names that fold alike take turns, so two of them cannot both find the name free.
-    await sql`select pg_advisory_xact_lock(hashtext(${'paceline user ' + folded}))`.execute(trx);
-    const variant = (await findFoldedAlike(trx, folded)).find((name) => name !== username);
-    if (variant !== undefined) return { ok: false, error: 'case-variant', existing: variant };
-    const row = await trx
-      .insertInto('users')
-      .values({ username, password_hash })
-      .onConflict((oc) => oc.column('username').doNothing())
-      .returning(['id', 'username'])
-      .executeTakeFirst();
-    return row ? { ok: true, user: row } : { ok: false, error: 'taken' };
-  });
+  // Creations of names that fold alike take turns, so two of them cannot both find the name free.
+  await sql`select pg_advisory_xact_lock(hashtext(${'paceline user ' + folded}))`.execute(trx);
+  const variant = (await findFoldedAlike(trx, folded)).find((name) => name !== username);
+  if (variant !== undefined) return { ok: false, error: 'case-variant', existing: variant };
+  const row = await trx
+    .insertInto('users')
+    .values({ username, password_hash })
+    .onConflict((oc) => oc.column('username').doNothing())
+    .returning(['id', 'username'])
+    .executeTakeFirst();
+  return row ? { ok: true, user: row } : { ok: false, error: 'taken' };
 }
 
 /**
@@ -71,7 +78,7 @@ export async function findCaseVariantGroups(db: Kysely<Database>): Promise<strin
 export async function findUserByName(db: Kysely<Database>, username: string) {
   return db
     .selectFrom('users')
-    .select(['id', 'username', 'password_hash'])
+    .select(['id', 'username', 'password_hash', 'disabled_at'])
     .where('username', '=', username)
     .executeTakeFirst();
 }

@@ -2,7 +2,7 @@ import Koa, { type Middleware } from 'koa';
 import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import { buildScopes, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { buildScopes, OWN_RATE_SETTINGS, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { apiOperations } from './api-operations.js';
 import { authRoutes } from './auth.routes.js';
 import { handleErrors } from './errors.middleware.js';
@@ -54,11 +54,14 @@ export function createApp(
     reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),
   ];
+  // Which scopes routes declare is known only now; the config already refused the scopes with their own settings.
   const undeclared = Object.keys(deps.config.THROTTLE_RATES).filter((scope) => !rules.has(scope));
   if (undeclared.length > 0) {
+    const settable = [...rules.keys()].filter((scope) => !Object.hasOwn(OWN_RATE_SETTINGS, scope));
     deps.logger.warn(
-      { undeclared, declared: [...rules.keys()] },
-      'THROTTLE_RATES names scopes no route declares; they have no effect',
+      { undeclared, settable },
+      `THROTTLE_RATES names scopes no route declares, which have no effect: ${undeclared.join(', ')} ` +
+        `(it may name: ${settable.join(', ') || 'none'})`,
     );
   }
   app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));

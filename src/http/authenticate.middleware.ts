@@ -1,5 +1,5 @@
 import type { Context, Middleware } from 'koa';
-import { findLiveToken, hashToken, resolveToken } from '../auth/tokens.js';
+import { checkToken, hashToken, type TokenCheck } from '../auth/tokens.js';
 import type { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
 import type { User } from '../auth/users.repository.js';
 import type { Deps } from '../deps.js';
@@ -16,6 +16,10 @@ export interface LookupGuard {
 }
 
 type AuthDeps = Pick<Deps, 'db' | 'clock' | 'readCache' | 'throttler'>;
+
+/** A token's user, or why it is refused. */
+type Identity = { state: 'live'; user: User } | { state: Exclude<TokenCheck['state'], 'live'> };
+const UNKNOWN: Identity = { state: 'unknown' };
 
 /**
  * Identifies the client from `Authorization: Bearer <token>` (or DRF's `Token <token>`). It only
@@ -43,33 +47,33 @@ async function identifyClient(ctx: Context, deps: AuthDeps, guard: LookupGuard):
   else if (rest.length > 1)
     ctx.state.authError = Errors.invalidToken('Invalid token header. Token string should not contain spaces.');
   else {
-    const user = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, guard, rest[0]!) : null;
-    if (user) ctx.state.user = user;
-    else ctx.state.authError = Errors.invalidToken();
+    const check = /^[0-9a-f]{64}$/.test(rest[0]!) ? await identify(ctx, deps, guard, rest[0]!) : UNKNOWN;
+    if (check.state === 'live') ctx.state.user = check.user;
+    else ctx.state.authError = refusal(check.state);
   }
 }
 
 /**
- * The token's user: remembered by this worker (confirmed against the token epoch while the
- * throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL — but not for a token
- * just found unknown, nor for a client its address's budget has already refused once it has
- * presented MAX_STRIKES unknown tokens while refused (the request is counted there as bad
+ * The token's user, or why it is refused: remembered by this worker (confirmed against the token
+ * epoch while the throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL — but
+ * not for a token just found unknown, nor for a client its address's budget has already refused
+ * once it has presented MAX_STRIKES bad tokens while refused (the request is counted there as bad
  * credentials are, docs/architecture.md "Auth and errors"). Lookups of one address take turns,
  * each until the throttle has counted its request, so a flood of random tokens from it costs at
- * most its anonymous budget plus MAX_STRIKES lookups per process; a real user sharing a refused
- * address before then is still looked up and counted under `user`.
+ * most its anonymous budget plus MAX_STRIKES lookups per process. The lookup that finds a live
+ * token also says why another is refused, so the reason costs no extra query.
  */
-async function identify(ctx: Context, deps: AuthDeps, guard: LookupGuard, token: string): Promise<User | null> {
+async function identify(ctx: Context, deps: AuthDeps, guard: LookupGuard, token: string): Promise<Identity> {
   const now = deps.clock.now();
-  const lookup = () => findLiveToken(deps.db, token, now);
+  const lookup = () => checkToken(deps.db, token, now);
   const tokens = deps.readCache?.tokens;
   const tokenHash = hashToken(token);
   const recalled = tokens?.recall(tokenHash, now, lookup);
   if (recalled) {
     ctx.state.tokenConfirmed = recalled.confirm;
-    return recalled.user;
+    return { state: 'live', user: recalled.user };
   }
-  if (guard.unknown.has(tokenHash, now.getTime())) return null;
+  if (guard.unknown.has(tokenHash, now.getTime())) return UNKNOWN;
   const check = guard.anonymousCheck(ctx);
   const client = check && `${check.rule.scope} ${check.ident}`;
   let refused = false;
@@ -77,20 +81,28 @@ async function identify(ctx: Context, deps: AuthDeps, guard: LookupGuard, token:
     ctx.state.afterThrottle = await guard.turns.enter(client);
     const nowMs = deps.clock.now().getTime();
     refused = deps.throttler.isRefused(check);
-    if (guard.unknown.has(tokenHash, nowMs) || (refused && guard.unknown.struckOut(client, nowMs))) return null;
+    if (guard.unknown.has(tokenHash, nowMs) || (refused && guard.unknown.struckOut(client, nowMs))) return UNKNOWN;
   }
-  const user = tokens ? await tokens.lookUp(tokenHash, lookup) : await resolveToken(deps.db, token, now);
-  if (user) return user;
-  guard.unknown.add(tokenHash, deps.clock.now().getTime());
+  const found = tokens ? await tokens.lookUp(tokenHash, lookup) : await lookup();
+  if (found.state === 'live') return { state: 'live', user: found.user };
+  if (found.state === 'unknown') guard.unknown.add(tokenHash, deps.clock.now().getTime());
   if (refused && client) guard.unknown.strike(client, deps.clock.now().getTime());
-  return null;
+  return found;
+}
+
+/** DRF's `Invalid token.`, with RFC 6750's error_description where the token's end is known (docs/api.md). */
+function refusal(state: Exclude<TokenCheck['state'], 'live'>) {
+  if (state === 'expired') return Errors.invalidToken('Invalid token.', 'The token has expired');
+  if (state === 'revoked') return Errors.invalidToken('Invalid token.', 'The token has been revoked');
+  return Errors.invalidToken();
 }
 
 /** Answers a bad credential (after throttling) for every route that authenticates. */
 export const rejectBadCredentials: Middleware = async (ctx, next) => {
-  if (ctx.state.tokenConfirmed && !(await ctx.state.tokenConfirmed)) {
+  const state = ctx.state.tokenConfirmed ? await ctx.state.tokenConfirmed : 'live';
+  if (state !== 'live') {
     ctx.state.user = null;
-    throw Errors.invalidToken();
+    throw refusal(state);
   }
   if (ctx.state.authError) throw ctx.state.authError;
   await next();

@@ -1,3 +1,4 @@
+import type { TokenCheck } from '../auth/tokens.js';
 import type { User } from '../auth/users.repository.js';
 import type { AppError } from '../errors.js';
 import type { Decision } from '../throttle/index.js';
@@ -23,8 +24,8 @@ export interface RequestState {
   user: User | null;
   /** A bad credential, answered after the throttle has counted the request. */
   authError?: AppError;
-  /** For a token remembered by this worker: whether it is still live (see read-cache/token-cache.ts). */
-  tokenConfirmed?: Promise<boolean>;
+  /** For a token remembered by this worker: still live, or why not (see read-cache/token-cache.ts). */
+  tokenConfirmed?: Promise<TokenCheck['state']>;
   /** The throttle's decisions of an admitted request, for routes that check a scope of their own. */
   rateLimit?: Decision[];
   /** The read cache's published head, read as the request arrived (cached-read.ts). */

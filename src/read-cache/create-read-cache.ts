@@ -37,8 +37,7 @@ export function createReadCache(
       )
       .finally(() => (republishing = undefined));
   };
-  // One hash tag: both keys live in one slot of a Redis Cluster, so one MGET reads them.
-  const keys = { head: `${config.REDIS_PREFIX}{read}:head`, tokens: `${config.REDIS_PREFIX}{read}:tokens` };
+  const keys = readCacheKeys(config.REDIS_PREFIX);
   // After every (re)connection the head is put back from PostgreSQL and the token epoch renewed
   // before this process trusts either: a Redis restored from an older snapshot holds older ones.
   const onReturn = async () => {
@@ -47,6 +46,14 @@ export function createReadCache(
   };
   const channel = createHeadChannel(redis, keys, config.THROTTLE_TIMEOUT_MS, republish, onReturn);
   return new ReadCache(channel, config.READ_CACHE_BYTES);
+}
+
+/**
+ * The head and token-epoch keys under `prefix`. One hash tag: both live in one slot of a Redis
+ * Cluster, so one MGET reads them. The CLI sets the epoch too, when it revokes tokens.
+ */
+export function readCacheKeys(prefix: string): { head: string; tokens: string } {
+  return { head: `${prefix}{read}:head`, tokens: `${prefix}{read}:tokens` };
 }
 
 /**

@@ -147,7 +147,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 }
 
 /** Random, so an epoch never comes back after Redis lost its key. */
-function newEpoch(): string {
+export function newEpoch(): string {
   return randomBytes(12).toString('base64url');
 }
 

@@ -1,8 +1,9 @@
+import type { TokenCheck } from '../auth/tokens.js';
 import type { User } from '../auth/users.repository.js';
 import type { HeadChannel } from './head.js';
 
-/** A live token's owner and expiry, as PostgreSQL answers it. */
-export type TokenLookup = () => Promise<{ user: User; expiresAt: Date } | null>;
+/** What PostgreSQL says of a token: live with its owner and expiry, or why not. */
+export type TokenLookup = () => Promise<TokenCheck>;
 
 interface Remembered {
   user: User;
@@ -31,10 +32,14 @@ export class TokenCache {
 
   /**
    * The user of a token remembered and not expired, to identify the client at once (for the
-   * throttle), with `confirm` to await before anything is served: false when the epoch moved
-   * and PostgreSQL no longer knows the token. Undefined when nothing is remembered.
+   * throttle), with `confirm` to await before anything is served: 'live', or when the epoch moved
+   * and PostgreSQL no longer accepts the token, why. Undefined when nothing is remembered.
    */
-  recall(tokenHash: string, now: Date, lookup: TokenLookup): { user: User; confirm: Promise<boolean> } | undefined {
+  recall(
+    tokenHash: string,
+    now: Date,
+    lookup: TokenLookup,
+  ): { user: User; confirm: Promise<TokenCheck['state']> } | undefined {
     const entry = this.#tokens.get(tokenHash);
     if (
       !entry ||
@@ -45,9 +50,9 @@ export class TokenCache {
       return undefined;
     }
     const confirm = this.channel.readBoth().then(async ({ tokens }) => {
-      if (tokens !== null && tokens === entry.epoch) return true;
+      if (tokens !== null && tokens === entry.epoch) return 'live';
       const found = await this.resolve(tokenHash, lookup, tokens);
-      return found?.id === entry.user.id;
+      return found.state !== 'live' || found.user.id === entry.user.id ? found.state : 'unknown';
     });
     // A request refused before it awaits the confirmation (a 429) must not leave it unhandled.
     confirm.catch(() => {});
@@ -55,17 +60,16 @@ export class TokenCache {
   }
 
   /** Looks the token up in PostgreSQL, after reading the epoch, and remembers it under that epoch. */
-  async lookUp(tokenHash: string, lookup: TokenLookup): Promise<User | null> {
+  async lookUp(tokenHash: string, lookup: TokenLookup): Promise<TokenCheck> {
     const { tokens } = await this.channel.readBoth();
     return this.resolve(tokenHash, lookup, tokens);
   }
 
-  private async resolve(tokenHash: string, lookup: TokenLookup, epoch: string | null): Promise<User | null> {
+  private async resolve(tokenHash: string, lookup: TokenLookup, epoch: string | null): Promise<TokenCheck> {
     const generation = this.channel.generation();
     const found = await lookup();
     this.#tokens.delete(tokenHash);
-    if (!found || epoch === null) return found?.user ?? null;
-    if (generation !== this.channel.generation()) return found.user;
+    if (found.state !== 'live' || epoch === null || generation !== this.channel.generation()) return found;
     this.#tokens.set(tokenHash, {
       user: found.user,
       expiresAt: found.expiresAt.getTime(),
@@ -74,6 +78,6 @@ export class TokenCache {
       generation,
     });
     if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as string);
-    return found.user;
+    return found;
   }
 }

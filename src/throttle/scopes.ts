@@ -27,6 +27,18 @@ export const DEFAULT_KEYED_BY: Readonly<Record<string, KeyedBy>> = {
   login: 'username',
 };
 
+/**
+ * The scopes of docs/architecture.md "Throttling" have their own settings; THROTTLE_RATES may name
+ * only the scopes routes declare with `guard({ scope, rate })` (docs/configuration.md "Rules between settings").
+ */
+export const OWN_RATE_SETTINGS: Readonly<Record<string, string>> = {
+  anon: 'THROTTLE_ANON',
+  user: 'THROTTLE_USER',
+  'token-obtain': 'THROTTLE_TOKEN_OBTAIN',
+  reports: 'THROTTLE_REPORTS',
+  login: 'THROTTLE_LOGIN',
+};
+
 const SCOPE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
 
 /**

@@ -148,7 +148,13 @@ test('a report longer than the shutdown allows is interrupted, not killed, and f
     REPORT_BATCH_SIZE: '100',
     THROTTLE_USER: '100000/min',
   };
-  cluster = await startCluster({ ...slow, REPORT_BATCH_DELAY_MS: '300', SHUTDOWN_TIMEOUT_MS: '3000' });
+  cluster = await startCluster({
+    ...slow,
+    REPORT_BATCH_DELAY_MS: '300',
+    SHUTDOWN_TIMEOUT_MS: '3000',
+    // A statement must fit in the drain a stop allows (docs/configuration.md "Rules between settings").
+    DATABASE_STATEMENT_TIMEOUT_MS: '2000',
+  });
   token = (
     await request(cluster.base, 'POST', '/api/auth/token/', { body: { username: 'alice', password: 'alice-pass-123' } })
   ).body.token;

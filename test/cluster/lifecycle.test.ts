@@ -392,6 +392,7 @@ Bounded(
         WEB_CONCURRENCY: '1',
         JOB_CONCURRENCY: '1',
         SHUTDOWN_TIMEOUT_MS: '6000',
+        DATABASE_STATEMENT_TIMEOUT_MS: '2000',
       });
       await new Promise<void>((resolve) => socket.connect(cluster.port, '127.0.0.1', resolve));
       socket.on('error', () => {});

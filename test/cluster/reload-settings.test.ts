@@ -76,4 +76,14 @@ test('a setting only a restart can change is refused by name', async () => {
   assert.is(await anonRate(), '45/min');
 });
 
+test('settings that contradict each other are refused in one line (docs/configuration.md "Rules between settings")', async () => {
+  await writeFile(envFile, 'THROTTLE_ANON=60/min\nPAGE_SIZE=500\nMAX_PAGE_SIZE=50\n');
+  const output = await reload('reload refused', host!.output().length);
+  assert.match(
+    output,
+    /reload refused, the workers keep their settings: invalid PAGE_SIZE=\\?"500\\?": must not exceed MAX_PAGE_SIZE \(50\)/,
+  );
+  assert.is(await anonRate(), '45/min');
+});
+
 test.run();

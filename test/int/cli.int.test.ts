@@ -128,10 +128,14 @@ Cli('status, reload and stop find the primary through DATA_DIR/paceline.pid and 
     await writeFile(join(dataDir, 'paceline.pid'), JSON.stringify(instance));
     const status = await runCli({ DATA_DIR: dataDir }, 'status');
     assert.is(status.code, 0, status.stderr);
+    const [running, lastChange, ...rest] = status.stdout.split('\n');
     assert.is(
-      status.stdout,
-      `Paceline is running on DATA_DIR ${dataDir}: primary PID ${primary.pid} (PORT 8000, METRICS_PORT 9464), since 2026-11-26T12:00:00.000Z\n`,
+      running,
+      `Paceline is running on DATA_DIR ${dataDir}: primary PID ${primary.pid} (PORT 8000, METRICS_PORT 9464), since 2026-11-26T12:00:00.000Z`,
     );
+    // The users created above are the last changes of user:audit (docs/operations.md "Users").
+    assert.match(lastChange!, /^last user change: \S+Z created "dave" by \S+@\S+ \(npm run cli -- user:audit\)$/);
+    assert.equal(rest, ['']);
     const reload = await runCli({ DATA_DIR: dataDir }, 'reload');
     assert.equal([reload.code, reload.stdout], [0, `sent SIGHUP to Paceline's primary (PID ${primary.pid})\n`]);
     const stop = await runCli({ DATA_DIR: dataDir }, 'stop');

@@ -86,7 +86,12 @@ const headers: Record<string, Json> = {
     schema: { const: 'true' },
   },
   'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: integerAtLeast(0) },
-  'WWW-Authenticate': { description: 'The scheme to authenticate with: `Bearer realm="api"`.', schema: text },
+  'WWW-Authenticate': {
+    description:
+      'The scheme to authenticate with: `Bearer realm="api"`; for a refused token also `error="invalid_token"`, ' +
+      'with `error_description="The token has expired"` or `"The token has been revoked"` where known (log in again).',
+    schema: text,
+  },
   Allow: { description: "The methods of the path, in DRF's order.", schema: text },
   'RateLimit-Policy': {
     description:
