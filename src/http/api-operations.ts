@@ -15,9 +15,14 @@ import { taskOperations } from './tasks.operations.js';
  * test/int/openapi.int.test.ts. The docs page lists the tags in the order they first appear here:
  * the tasks first, then auth, events, reports, meta and health (docs/api.md "For integrators").
  */
+const taskList = Object.values(taskOperations).filter((op) => op.path === '/api/tasks/');
+const oneTask = Object.values(taskOperations).filter((op) => op.path !== '/api/tasks/');
+
 export const apiOperations: readonly Operation[] = [
-  ...Object.values(taskOperations),
+  ...taskList,
+  // A fixed path before the template that would also match it (`/api/tasks/{id}/`).
   ...Object.values(statsOperations),
+  ...oneTask,
   ...Object.values(authOperations),
   ...Object.values(eventOperations),
   ...Object.values(reportOperations),
