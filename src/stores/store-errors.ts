@@ -83,6 +83,11 @@ export function redactAddress(url: string): string {
   }
 }
 
+/** The first line of an error's message: what a log line shows of it instead of a stack. */
+export function firstLineOf(error: unknown): string {
+  return factsOf(error).message.split('\n')[0]!;
+}
+
 function factsOf(error: unknown): ErrorFacts {
   const found = error as { code?: unknown; message?: unknown; errors?: unknown[] } | undefined;
   // Node reports a refused connection to every address of a name as an AggregateError.
@@ -112,6 +117,6 @@ interface LineLogger {
  * debug line without a stack. Anything else is logged as a warning with its stack, as before.
  */
 export function logStoreFailure(logger: LineLogger, error: unknown, message: string, fields: object = {}): void {
-  if (isStoreUnavailable(error)) logger.debug({ ...fields, cause: factsOf(error).message.split('\n')[0] }, message);
+  if (isStoreUnavailable(error)) logger.debug({ ...fields, cause: firstLineOf(error) }, message);
   else logger.warn({ ...fields, err: error }, message);
 }

@@ -13,8 +13,10 @@ export interface WatchedStore {
 }
 
 export interface StoreWatchOptions {
-  /** How often each store is checked. */
+  /** How often the stores are checked while every one answers. */
   checkEveryMs: number;
+  /** How often they are checked while one is down, to say soon that it is back. */
+  recheckEveryMs: number;
   /** While a store stays down, its line is logged again at most this often. */
   repeatEveryMs: number;
 }
@@ -27,7 +29,7 @@ export interface StoreWatch {
 }
 
 /**
- * Checks each store now and then every `checkEveryMs`, and logs what an operator needs
+ * Checks each store now and then every `checkEveryMs` (`recheckEveryMs` while one is down), and logs what an operator needs
  * (docs/operations.md "When a store is down"): a store that fails is logged once, as one line
  * naming its setting, the cause and what to do, again every `repeatEveryMs` while it lasts, and
  * once more when it answers again. Resolves after the first round of checks.
@@ -55,12 +57,18 @@ export async function watchStores(
       logger.error({ store: store.setting, downForS: seconds(now - since) }, `${store.name} cannot be used: ${line}`);
     }
   };
-  let round: Promise<unknown> = Promise.all(stores.map(checkOne));
-  await round;
-  const timer = setInterval(() => {
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  let round: Promise<unknown> = Promise.resolve();
+  const next = async (): Promise<void> => {
     round = Promise.all(stores.map(checkOne));
-  }, options.checkEveryMs);
-  timer.unref();
+    await round;
+    if (closed) return;
+    const anyDown = [...state.values()].some((down) => down !== undefined);
+    timer = setTimeout(next, anyDown ? options.recheckEveryMs : options.checkEveryMs);
+    timer.unref();
+  };
+  await next();
   let closing: Promise<void> | undefined;
   return {
     failing: () =>
@@ -70,7 +78,8 @@ export async function watchStores(
       }),
     close: () =>
       (closing ??= (async () => {
-        clearInterval(timer);
+        closed = true;
+        clearTimeout(timer);
         await round.catch(() => {});
         await Promise.allSettled(stores.map((store) => store.close()));
       })()),

@@ -63,8 +63,11 @@ async function withinTimeout(check: Promise<unknown>): Promise<void> {
   }
 }
 
-/** How often the primary checks its stores, and how often a store that stays down is logged again. */
-export const STORE_WATCH = { checkEveryMs: 5_000, repeatEveryMs: 300_000 } as const;
+/**
+ * How often the primary checks its stores (every 30 s, every 5 s while one is down), and how often
+ * a store that stays down is logged again.
+ */
+export const STORE_WATCH = { checkEveryMs: 30_000, recheckEveryMs: 5_000, repeatEveryMs: 300_000 } as const;
 
 /** The stores the service was given (embedded or not), as the primary watches them. */
 export function watchedBackends(config: RedisSettings, backends: { databaseUrl: string; redisUrl?: string }) {

@@ -135,6 +135,36 @@ test('a Redis that wants a password it was not given, or another one: one line, 
   }
 });
 
+test('a Redis that comes up later is said to answer again, once, and the service is ready', async () => {
+  const redisPort = await findFreePort();
+  const started = start(
+    { DATABASE_URL: database!.url, REDIS_URL: `redis://127.0.0.1:${redisPort}` },
+    await findFreePort(),
+  );
+  let redis: Awaited<ReturnType<typeof startRedis>> | undefined;
+  try {
+    await waitFor(started, /Paceline is up WITHOUT Redis/);
+    redis = await startRedis({
+      dataDir: join(process.env.TEST_TMP_DIR ?? '/tmp', 'store-errors-later'),
+      port: redisPort,
+      persistent: false,
+    });
+    await waitFor(started, /Redis answers again/, 60_000);
+    let status = 0;
+    for (let tries = 0; tries < 50 && status !== 200; tries++) {
+      status = (await fetch(`${started.base}/readyz`)).status;
+      if (status !== 200) await sleep(200);
+    }
+    assert.is(status, 200, 'ready once Redis answers');
+    assert.is(await stop(started), 0);
+    assert.is(messages(started.output()).filter((line) => line.includes('answers again')).length, 1);
+    assertNoStack(started.output());
+  } finally {
+    started.child.kill('SIGKILL');
+    await redis?.stop();
+  }
+});
+
 test('a DATABASE_URL naming a database that does not exist stops the start in one line', async () => {
   const url = new URL(database!.url);
   url.pathname = '/no_such_database';
