@@ -59,7 +59,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   // Commands fail fast while disconnected, so a child serving before its first connection would
   // let its first requests through uncounted (or answer 503 in closed mode).
   if (!(await untilReady(redis, REDIS_READY_WAIT_MS)))
-    logger.warn('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is');
+    logger.debug('Redis not reachable yet; serving under THROTTLE_FAILURE_MODE until it is (the primary says why)');
   const readCache = config.READ_CACHE_BYTES > 0 ? createReadCache(db, redis, config, logger) : undefined;
   const appendAndCount = async (batch: readonly TaskCommand[], lockWaitMs?: number) => {
     const outcomes = await appendBatch(db, batch, readCache && publishBeforeCommit(readCache), lockWaitMs);

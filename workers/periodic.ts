@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { logStoreFailure } from '../src/stores/store-errors.js';
 
 /**
  * Runs `task` every `intervalMs`, never two at once, logging (not throwing) its failures.
@@ -15,7 +16,7 @@ export function runPeriodically(
   const tick = () => {
     if (running || stopped) return;
     running = task()
-      .catch((error: unknown) => logger.warn({ err: error, task: name }, 'periodic task failed'))
+      .catch((error: unknown) => logStoreFailure(logger, error, 'periodic task failed', { task: name }))
       .finally(() => (running = undefined));
   };
   const timer = setInterval(tick, intervalMs);

@@ -1,6 +1,7 @@
 import type { Deps } from '../src/deps.js';
 import { readFeed } from '../src/events/store/feed.js';
 import { applyEvents, readCheckpoint } from '../src/events/projections/read-model.js';
+import { logStoreFailure } from '../src/stores/store-errors.js';
 
 const MAX_BACKOFF_MS = 30_000;
 
@@ -45,7 +46,7 @@ export class ReadModelFollower {
       } catch (error) {
         failures += 1;
         cursor = undefined;
-        if (failures === 1) logger.warn({ err: error }, 'read model follower failed; retrying with back-off');
+        if (failures === 1) logStoreFailure(logger, error, 'read model follower failed; retrying with back-off');
         await this.#pause(Math.min(config.READ_MODEL_POLL_MS * 2 ** failures, MAX_BACKOFF_MS));
       }
     }

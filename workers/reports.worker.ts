@@ -4,6 +4,7 @@ import { childDrainBudgetMs } from '../src/config.js';
 import { aggregateReport } from '../src/reports/aggregate.js';
 import { bullPrefix, closeConnection, REPORTS_QUEUE } from '../src/reports/report-queue.js';
 import { createRedisClient } from '../src/stores/redis-client.js';
+import { logStoreFailure } from '../src/stores/store-errors.js';
 import { completeReport, recordReportFailure, startReport } from '../src/reports/reports.repository.js';
 
 interface ReportJob {
@@ -30,13 +31,8 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
     stalledInterval: config.JOB_STALLED_INTERVAL_MS,
     maxStalledCount: 1,
   });
-  let loggedAt = 0;
-  worker.on('error', (error) => {
-    // Repeats on every reconnection attempt during an outage; one line per 30 s says enough.
-    if (Date.now() - loggedAt < 30_000) return;
-    loggedAt = Date.now();
-    logger.error({ err: error }, 'reports worker: Redis error');
-  });
+  // Repeats on every reconnection attempt during an outage, which the primary reports once.
+  worker.on('error', (error) => logStoreFailure(logger, error, 'reports worker: Redis error'));
   worker.on('failed', (job, error) => {
     if (!job) return;
     // A job failed by the stalled check (its worker died too often) fails with UnrecoverableError
@@ -58,7 +54,8 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
         Math.max(0, childDrainBudgetMs(config) - 2_000),
       );
       try {
-        await worker.close();
+        // With Redis down there is nothing to hand back: waiting would only wait for the deadline.
+        await worker.close(connection.status !== 'ready');
       } finally {
         clearTimeout(deadline);
         await closeConnection(connection);

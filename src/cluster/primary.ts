@@ -7,6 +7,9 @@ import { childDrainBudgetMs, proxyTrustWarning, usesEmbeddedRedis, type Config }
 import { rereadEnvFile } from '../env-file.js';
 import { createLogger } from '../logger.js';
 import { provideBackends, type Backends } from '../stores/backends.js';
+import { describeStoreError, storeFailureLine } from '../stores/store-errors.js';
+import { watchStores, type StoreWatch } from '../stores/store-watch.js';
+import { STORE_WATCH, watchedBackends } from '../stores/watched-stores.js';
 import { describeInstance, runningInstance, writeInstanceFile } from './instance-file.js';
 import { startMetricsHub, type MetricsHub } from './metrics-hub.js';
 import { handleShutdown, type Lifecycle } from './shutdown.js';
@@ -36,7 +39,10 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
   if (life.stopping()) return;
-  announceReady(config, logger);
+  const watch = await life.step(() => watchStores(watchedBackends(config, backends), logger, STORE_WATCH));
+  // Pushed last, so closed first: no store line while the children drain.
+  life.stops.push(() => watch.close());
+  announceReady(config, logger, watch);
 }
 
 /**
@@ -69,7 +75,12 @@ async function claimHost(config: Config, life: Lifecycle): Promise<void> {
 async function migrate(databaseUrl: string, logger: Logger, life: Lifecycle): Promise<void> {
   const migrator = connectDatabase(databaseUrl, 1, 'paceline-migrate');
   try {
-    const { applied, newer } = await life.step(() => migrateToLatest(migrator));
+    const { applied, newer } = await life.step(() =>
+      migrateToLatest(migrator).catch((error: unknown) => {
+        // The start stops here, in one line that names the setting (docs/operations.md "When a store is down").
+        throw new Error(storeFailureLine('DATABASE_URL', databaseUrl, describeStoreError(error, 'DATABASE_URL')));
+      }),
+    );
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
     if (newer.length > 0)
       logger.warn(
@@ -129,8 +140,17 @@ function reloadOnHangup(config: Config, logger: Logger, supervisor: Supervisor, 
   });
 }
 
-function announceReady(config: Config, logger: Logger): void {
+function announceReady(config: Config, logger: Logger, watch: StoreWatch): void {
   const web = config.ROLE === 'jobs' ? 0 : config.WEB_CONCURRENCY;
+  const failing = watch.failing();
+  if (failing.length > 0)
+    return logger.warn(
+      { web },
+      degradedBanner(
+        config,
+        failing.map((store) => store.name),
+      ),
+    );
   logger.info(
     {
       port: web > 0 ? config.PORT : undefined,
@@ -148,6 +168,33 @@ export function readyBanner(config: Pick<Config, 'PORT' | 'METRICS_PORT'>): stri
     `Paceline is up: API http://127.0.0.1:${config.PORT}/api/ , metrics ` +
     `http://127.0.0.1:${config.METRICS_PORT}/metrics ; ` +
     'next, in another terminal: npm run cli -- user:create NAME'
+  );
+}
+
+/**
+ * The ready line when a store failed its first check: the service serves anyway (it recovers by
+ * itself when the store returns), and says what that means (docs/operations.md "When a store is down").
+ */
+export function degradedBanner(
+  config: Pick<Config, 'PORT' | 'THROTTLE_FAILURE_MODE' | 'READ_CACHE_BYTES'>,
+  down: readonly string[],
+): string {
+  const meaning: string[] = [];
+  if (down.some((name) => name.startsWith('Redis'))) {
+    meaning.push(
+      config.THROTTLE_FAILURE_MODE === 'open'
+        ? 'rate limits are not counted (THROTTLE_FAILURE_MODE=open admits every request)'
+        : 'throttled requests are answered 503 (THROTTLE_FAILURE_MODE=closed)',
+      config.READ_CACHE_BYTES > 0
+        ? 'writes are refused 503 (the read cache cannot be kept current), reads come from PostgreSQL'
+        : 'writes are accepted',
+      'reports are recorded and queued once it is back',
+    );
+  }
+  if (down.includes('PostgreSQL')) meaning.push('every read and write is answered 503');
+  return (
+    `Paceline is up WITHOUT ${down.join(' and ')} (see the line above): ${meaning.join('; ')}; ` +
+    `/readyz answers 503 until it is back, API http://127.0.0.1:${config.PORT}/api/`
   );
 }
 

@@ -44,10 +44,29 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-// The document is read from this server; no online validator badge (it would call another host).
-const INIT =
-  `window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, ` +
-  `validatorUrl: null, displayRequestDuration: true });\n`;
+/**
+ * The page's script. The document is read from this server; no online validator badge (it would
+ * call another host). Two plugins make the page read as the API is used (docs/api.md "For
+ * integrators"): no OPTIONS rows (every path answers OPTIONS, and the document keeps saying so),
+ * and a lock only where credentials are required: an operation anonymous clients may call lists
+ * the empty requirement `{}` among its own, and keeps it, so "Try it out" still sends a token.
+ */
+const INIT = `const hideOptions = () => ({
+  statePlugins: { spec: { wrapSelectors: { taggedOperations: (original) => (...args) =>
+    original(...args).map((tag) =>
+      tag.update('operations', (operations) => operations.filter((op) => op.get('method') !== 'options'))) } } },
+});
+const lockOnlyWhereRequired = (system) => ({
+  wrapComponents: { OperationSummary: (Original) => (props) => {
+    const security = props.operationProps.get('security');
+    const optional = security && security.some((requirement) => requirement.isEmpty());
+    const shown = optional ? { ...props, operationProps: props.operationProps.set('security', security.clear()) } : props;
+    return system.React.createElement(Original, shown);
+  } },
+});
+window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null,
+  displayRequestDuration: true, plugins: [hideOptions, lockOnlyWhereRequired] });
+`;
 
 interface Asset {
   body: Buffer;

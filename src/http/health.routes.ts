@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { checkRedis } from '../stores/redis-client.js';
+import { describeStoreError, type StoreSetting } from '../stores/store-errors.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { shareCheck } from './shared-check.js';
 import { defineOperation, route } from './openapi/operation.js';
@@ -23,6 +24,7 @@ export const healthOperations = {
     path: '/readyz',
     operationId: 'readiness',
     summary: 'Readiness: PostgreSQL and Redis answered within 2 s (one check per worker per second, shared)',
+    description: 'When not ready, `causes` names why each failing store cannot be used and what to do.',
     responses: {
       200: { description: 'Ready.', body: readinessSchema },
       503: { description: 'A store is failing, or the host is stopping.', body: readinessSchema },
@@ -39,7 +41,11 @@ export const healthOperations = {
 export function healthRoutes(deps: Deps): Router {
   const router = createRouter();
   const checkStores = shareCheck(
-    () => Promise.all([probe(() => sql`select 1`.execute(deps.db)), probe(() => checkRedis(deps.redis))]),
+    () =>
+      Promise.all([
+        probe(() => sql`select 1`.execute(deps.db), 'DATABASE_URL'),
+        probe(() => checkRedis(deps.redis), deps.config.REDIS_CLUSTER_NODES ? 'REDIS_CLUSTER_NODES' : 'REDIS_URL'),
+      ]),
     deps.config.READY_CHECK_MS,
     deps.clock,
   );
@@ -53,22 +59,36 @@ export function healthRoutes(deps: Deps): Router {
       return;
     }
     const [database, redis] = await checkStores();
-    const ready = database === 'ok' && redis === 'ok';
+    const ready = database.status === 'ok' && redis.status === 'ok';
     ctx.status = ready ? 200 : 503;
-    ctx.body = { status: ready ? 'ready' : 'unavailable', checks: { database, redis } };
+    const causes = { ...database.cause, ...redis.cause };
+    ctx.body = {
+      status: ready ? 'ready' : 'unavailable',
+      checks: { database: database.status, redis: redis.status },
+      ...(ready ? {} : { causes }),
+    };
   });
   // Never throttled: other methods are refused without counting.
   return refuseOtherMethods(router, () => (_ctx, next) => next());
 }
 
-async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failing'> {
+interface Probed {
+  status: 'ok' | 'failing';
+  /** The failing store's cause and what to do, under its check's name (docs/operations.md "When a store is down"). */
+  cause?: Record<string, string>;
+}
+
+async function probe(check: () => Promise<unknown>, setting: StoreSetting): Promise<Probed> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), 2000)));
+  const timeout = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 2 s (timed out)')), 2000)),
+  );
   try {
     await Promise.race([check(), timeout]);
-    return 'ok';
-  } catch {
-    return 'failing';
+    return { status: 'ok' };
+  } catch (error) {
+    const { cause, advice } = describeStoreError(error, setting);
+    return { status: 'failing', cause: { [setting === 'DATABASE_URL' ? 'database' : 'redis']: `${cause}: ${advice}` } };
   } finally {
     clearTimeout(timer);
   }

@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { parseReportInput } from '../reports/report.input.js';
 import { createReport, findReport, userReportsSource, type ReportRecord } from '../reports/reports.repository.js';
+import { firstLineOf } from '../stores/store-errors.js';
 import { isReportId, reportPath, viewReport } from './report.view.js';
 import { readBody } from './body.js';
 import { renderPage } from './paginated.js';
@@ -71,8 +72,9 @@ export function reportRoutes(deps: Deps, guard: Guard): Router {
     if (outcome.replayed) return sendReplay(ctx, config, outcome.replayed);
     // The report is recorded; should Redis be down, the jobs child's sweeper enqueues it later.
     await deps.reportQueue?.enqueue(outcome.report.id).catch((error: unknown) => {
+      // One line with the cause, no stack: the report is safe, only its queueing waits.
       deps.logger.warn(
-        { err: error, reportId: outcome.report.id },
+        { reportId: outcome.report.id, cause: firstLineOf(error) },
         'report recorded but not enqueued; the sweeper will retry',
       );
     });

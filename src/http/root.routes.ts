@@ -20,7 +20,7 @@ export const rootOperations = {
     method: 'get',
     path: '/api/',
     operationId: 'apiRoot',
-    summary: 'Links to every collection',
+    summary: 'Links to every collection, the docs page and the API document',
     tag: 'meta',
     access: 'optional',
     responses: { 200: { description: 'Each collection by name.', body: rootSchema } },
@@ -34,10 +34,14 @@ const COLLECTIONS = {
   reports: '/api/reports/',
   'rate-limits': '/api/rate-limits/',
   token: '/api/auth/token/',
+  // Not collections: where a person (docs) or a client generator (schema) learns the API.
+  docs: '/api/docs/',
+  schema: '/api/schema/',
 };
 
 /**
- * `GET /api/`: the API root, absolute links to every collection (as DRF's router serves). `GET /`
+ * `GET /api/`: the API root, absolute links to every collection (as DRF's router serves), then to
+ * the docs page and the API document (docs/api.md "For integrators"). `GET /`
  * redirects there (302), so a browser or `curl -L` pointed at the host finds the API.
  */
 export function rootRoutes(deps: Deps, guard: Guard): Router {

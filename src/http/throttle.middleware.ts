@@ -4,6 +4,7 @@ import { Errors } from '../errors.js';
 import { primeThrottleSeries } from '../metrics.js';
 import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, ipv6PrefixFor, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { firstLineOf } from '../stores/store-errors.js';
 import { forwardedHops } from './client-address.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
@@ -153,7 +154,8 @@ export function createBurstLogger({ logger }: Pick<Deps, 'logger'>, message: str
   let failing = 0;
   return {
     report(error: unknown) {
-      if (failing++ === 0) logger.error({ err: error }, message);
+      // One line per burst, with the cause and no stack (docs/operations.md "When a store is down").
+      if (failing++ === 0) logger.error({ cause: firstLineOf(error) }, message);
     },
     recovered() {
       if (failing > 0) logger.warn({ failedChecks: failing }, 'throttle store recovered');

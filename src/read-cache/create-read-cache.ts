@@ -5,6 +5,7 @@ import type { Database } from '../../db/database.js';
 import type { Config } from '../config.js';
 import { Errors } from '../errors.js';
 import { republishHead, type BeforeCommit } from '../events/store/append-batch.js';
+import { logStoreFailure } from '../stores/store-errors.js';
 import { createHeadChannel } from './head.js';
 import { ReadCache } from './read-cache.js';
 
@@ -33,7 +34,7 @@ export function createReadCache(
     republishing = putHeadBack()
       .then(() => logger.info('read cache: head republished after it was found lost'))
       .catch((error: unknown) =>
-        logger.warn({ err: error }, 'read cache: could not republish the head; reads go to PostgreSQL'),
+        logStoreFailure(logger, error, 'read cache: could not republish the head; reads go to PostgreSQL'),
       )
       .finally(() => (republishing = undefined));
   };

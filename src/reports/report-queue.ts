@@ -2,6 +2,7 @@ import { Queue, type JobsOptions } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { createRedisClient, type RedisClient } from '../stores/redis-client.js';
+import { logStoreFailure } from '../stores/store-errors.js';
 
 /** The BullMQ queue that runs report aggregations. */
 export const REPORTS_QUEUE = 'reports';
@@ -57,26 +58,15 @@ export class ReportQueue {
   /** Adds the report's job; rejects after a couple of seconds when Redis does not answer. */
   async enqueue(reportId: string): Promise<void> {
     const queue = this.#open();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`the jobs store did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)),
-        ENQUEUE_TIMEOUT_MS,
-      );
-    });
-    try {
-      await Promise.race([
-        queue.add('aggregate', { reportId }, { ...reportJobOptions(this.config), jobId: reportId }),
-        timeout,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await answered(queue.add('aggregate', { reportId }, { ...reportJobOptions(this.config), jobId: reportId }));
   }
 
-  /** Jobs in each state of `JOB_STATES`. */
+  /**
+   * Jobs in each state of `JOB_STATES`; rejects like `enqueue` when Redis does not answer (BullMQ
+   * would wait for the connection for ever, and hold up a drain).
+   */
   async counts(): Promise<Record<(typeof JOB_STATES)[number], number>> {
-    const counts = await this.#open().getJobCounts(...JOB_STATES);
+    const counts = await answered(this.#open().getJobCounts(...JOB_STATES));
     return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as Record<
       (typeof JOB_STATES)[number],
       number
@@ -97,14 +87,24 @@ export class ReportQueue {
     if (!this.#queue) {
       this.#connection = createRedisClient(this.config, 'enqueue');
       this.#queue = new Queue(REPORTS_QUEUE, { connection: this.#connection, prefix: bullPrefix(this.config) });
-      let loggedAt = 0;
-      this.#queue.on('error', (error) => {
-        // An outage repeats the error on every reconnection attempt; one line per 30 s says enough.
-        if (Date.now() - loggedAt < 30_000) return;
-        loggedAt = Date.now();
-        this.logger.warn({ err: error }, 'report queue: Redis connection error');
-      });
+      // An outage repeats the error on every reconnection attempt; the primary reports it once.
+      this.#queue.on('error', (error) => logStoreFailure(this.logger, error, 'report queue: Redis connection error'));
     }
     return this.#queue;
+  }
+}
+
+async function answered<T>(work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`the jobs store did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)),
+      ENQUEUE_TIMEOUT_MS,
+    );
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }

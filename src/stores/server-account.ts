@@ -62,15 +62,23 @@ export async function prepareParents(
     }
   }
   if (account === undefined) return;
-  for (let dir = parent; ; dir = dirname(dir)) {
-    if (!canEnter(dir, account)) {
-      throw new Error(
-        `${server} runs as the "${account.name}" user, which cannot enter ${dir}: ` +
-          `run "chmod o+x ${dir}" or put the data directory elsewhere`,
-      );
-    }
-    if (dir === dirname(dir)) return;
+  ensureReachable(parent, account, `${server} runs as the "${account.name}" user`, 'put the data directory elsewhere');
+}
+
+/**
+ * Checks that `account` can enter `dir` and every directory above it. Throws one line naming the
+ * first one that blocks it, with the command that opens it and `otherwise`, the other way out
+ * (docs/operations.md "When a store is down").
+ */
+export function ensureReachable(dir: string, account: ServerAccount, who: string, otherwise: string): void {
+  const blocking: string[] = [];
+  for (let at = dir; ; at = dirname(at)) {
+    if (!canEnter(at, account)) blocking.push(at);
+    if (at === dirname(at)) break;
   }
+  const first = blocking.at(-1);
+  if (first !== undefined)
+    throw new Error(`${who}, which cannot enter ${first}: run "chmod o+x ${first}" or ${otherwise}`);
 }
 
 function canEnter(dir: string, account: ServerAccount): boolean {

@@ -78,11 +78,39 @@ Docs(
     assert.is((await status.innerText()).trim(), '200');
     assert.match(await listTasks.locator('.live-responses-table').innerText(), /"count": 0/);
 
-    await page.screenshot({ path: join(process.env.TEST_TMP_DIR ?? '.', 'docs-page.png'), fullPage: false });
     assert.equal(problems, []);
     assert.equal([...origins], [app.base], 'every request went to this server');
     await page.close();
   },
 );
+
+Docs('opens on the tasks, with no OPTIONS rows and a lock only where credentials are required', async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(`${app.base}/api/docs/`, { waitUntil: 'load', timeout: 60_000 });
+  await page.locator('#operations-tasks-listTasks').waitFor({ timeout: 60_000 });
+  const tags = await page.$$eval('h3.opblock-tag', (found) => found.map((tag) => tag.getAttribute('data-tag')));
+  assert.equal(tags, ['tasks', 'auth', 'events', 'reports', 'meta', 'health']);
+  const first = await page.locator('.opblock').first().getAttribute('id');
+  assert.is(first, 'operations-tasks-listTasks', 'the first row is the task list');
+  assert.ok(await page.locator('#operations-tasks-listTasks').isVisible(), 'above the fold');
+  assert.is(await page.locator('.opblock-options').count(), 0, 'no OPTIONS row');
+  const locks = async (id: string) => page.locator(`#${id} .authorization__btn`).count();
+  // Anonymous clients may list and read tasks, log in, and read the meta and health routes.
+  for (const id of ['operations-tasks-listTasks', 'operations-auth-obtainToken', 'operations-meta-apiRoot']) {
+    assert.is(await locks(id), 0, `no lock on ${id}`);
+  }
+  for (const id of ['operations-tasks-createTask', 'operations-events-eventFeed', 'operations-auth-revokeToken']) {
+    assert.is(await locks(id), 1, `a lock on ${id}`);
+  }
+  await page.screenshot({ path: join(process.env.TEST_TMP_DIR ?? '.', 'docs-page.png'), fullPage: false });
+  await page.close();
+});
+
+Docs('the API root links to the docs page and the document, after the collections', async () => {
+  const root = await fetch(`${app.base}/api/`).then((answer) => answer.json() as Promise<Record<string, string>>);
+  assert.is(root.docs, `${app.base}/api/docs/`);
+  assert.is(root.schema, `${app.base}/api/schema/`);
+  assert.equal(Object.keys(root).slice(0, 2), ['tasks', 'task-stats']);
+});
 
 Docs.run();

@@ -165,6 +165,7 @@ export const readinessSchema = named(
     z.object({
       status: z.enum(['ready', 'unavailable']),
       checks: z.object({ database: z.enum(['ok', 'failing']), redis: z.enum(['ok', 'failing']) }),
+      causes: z.object({ database: z.string().optional(), redis: z.string().optional() }).optional(),
     }),
     z.object({ status: z.literal('stopping') }),
   ]),
