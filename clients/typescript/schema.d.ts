@@ -62,7 +62,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Readiness: PostgreSQL and Redis answer within 2 s */
+    /** Readiness: PostgreSQL and Redis answered within 2 s (one check per worker per second, shared) */
     get: operations['readiness'];
     put?: never;
     post?: never;
@@ -116,7 +116,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** A script, style sheet or icon of the docs page */
+    /** A script, style sheet or icon of the docs page; under `?v=<its tag>` it is cached for a year */
     get: operations['apiDocsAsset'];
     put?: never;
     post?: never;
@@ -235,7 +235,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The throttle scopes and their rates */
+    /** The throttle scopes and their rates, with the caller’s own budget in each */
     get: operations['listRateLimits'];
     put?: never;
     post?: never;
@@ -467,12 +467,20 @@ export interface components {
         completed: number;
       }[];
     };
-    /** @description The limits enforced; empty while THROTTLE_ENABLED is off. */
+    /** @description The limits enforced, with the caller's own budget in each; empty while THROTTLE_ENABLED is off. */
     RateLimits: {
       scope: string;
       rate: string;
       /** @enum {string} */
       keyed_by: 'ip' | 'user' | 'username';
+      /** @description False when the scope runs wholly in shadow: counted, never refused. */
+      enforced: boolean;
+      /** @description A rate tried beside `rate` that never refuses; null when none. */
+      shadow_rate: string | null;
+      /** @description The caller's requests left in this scope's window; null when the scope does not apply to it. */
+      remaining: number | null;
+      /** @description Seconds until `remaining` next grows (as the RateLimit field’s `t`); null with `remaining`. */
+      reset_seconds: number | null;
     }[];
     /** @description Absolute links to every collection. */
     ApiRoot: {
@@ -968,12 +976,28 @@ export interface operations {
       /** @description An HTML page; its scripts and styles are served below `/api/docs/`. */
       200: {
         headers: {
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
           [name: string]: unknown;
         };
         content: {
           'text/html': string;
         };
       };
+      /** @description The `If-None-Match` tag is current. */
+      304: {
+        headers: {
+          ETag: components['headers']['ETag'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      401: components['responses']['InvalidToken'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   optionsApiDocs: {
@@ -993,6 +1017,10 @@ export interface operations {
         };
         content?: never;
       };
+      401: components['responses']['InvalidToken'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   apiDocsAsset: {
@@ -1009,6 +1037,8 @@ export interface operations {
       /** @description The file. */
       200: {
         headers: {
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
           [name: string]: unknown;
         };
         content: {
@@ -1019,11 +1049,17 @@ export interface operations {
       304: {
         headers: {
           ETag: components['headers']['ETag'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          RateLimit: components['headers']['RateLimit'];
           [name: string]: unknown;
         };
         content?: never;
       };
+      401: components['responses']['InvalidToken'];
       404: components['responses']['NotFound'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   optionsApiDocsAsset: {
@@ -1043,6 +1079,10 @@ export interface operations {
         };
         content?: never;
       };
+      401: components['responses']['InvalidToken'];
+      406: components['responses']['NotAcceptable'];
+      429: components['responses']['Throttled'];
+      503: components['responses']['Unavailable'];
     };
   };
   taskStats: {

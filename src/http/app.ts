@@ -24,13 +24,17 @@ import { taskRoutes } from './tasks.routes.js';
  */
 export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
   return new Map(
-    buildScopes({
-      anon: config.THROTTLE_ANON,
-      user: config.THROTTLE_USER,
-      'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
-      reports: config.THROTTLE_REPORTS,
-      login: config.THROTTLE_LOGIN,
-    }),
+    buildScopes(
+      {
+        anon: config.THROTTLE_ANON,
+        user: config.THROTTLE_USER,
+        'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
+        reports: config.THROTTLE_REPORTS,
+        login: config.THROTTLE_LOGIN,
+      },
+      {},
+      { rates: config.THROTTLE_SHADOW_RATES, scopes: config.THROTTLE_SHADOW_SCOPES },
+    ),
   );
 }
 
@@ -49,7 +53,7 @@ export function createApp(
     statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),
-    rateLimitRoutes(rules, guard, deps.config.THROTTLE_ENABLED),
+    rateLimitRoutes(deps, rules, guard),
     eventRoutes(deps, guard),
     reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),
