@@ -41,7 +41,7 @@ async function commandsRun(): Promise<{ total: number; scripts: number }> {
   return { total, scripts };
 }
 
-async function decisions(scope: string): Promise<Record<string, number>> {
+async function decisions(scope: string): Promise<{ allowed: number; throttled: number; shadow_refused: number }> {
   const samples = parseMetrics(await app.deps.metrics.registry.metrics());
   const count = (decision: string) => sumOf(samples, 'paceline_throttle_decisions_total', { scope, decision });
   return {
