@@ -314,6 +314,7 @@ optOut('a plain array of {scope, rate, keyed_by, …} from the live configuratio
       { scope: 'token-obtain', rate: '100000/min', keyed_by: 'ip' },
       { scope: 'reports', rate: '7/hour', keyed_by: 'user' },
       { scope: 'login', rate: '100000/min', keyed_by: 'username' },
+      { scope: 'docs', rate: '600/min', keyed_by: 'ip' },
     ],
   );
 });

@@ -4,8 +4,9 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { throttleKey } from '../../src/throttle/consume.js';
+import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
+import type { ScopeRule } from '../../src/throttle/scopes.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
@@ -200,3 +201,58 @@ test('GET /api/rate-limits/ tells a user its budgets: user, its own login budget
 });
 
 test.run();
+
+const several = suite('shadow rules in a request of several scopes (one script call decides them all)');
+const rule = (scope: string, rate: string, extra: Partial<ScopeRule> = {}): ScopeRule => ({
+  scope,
+  rate: parseRate(rate),
+  keyedBy: 'ip',
+  ...extra,
+});
+
+several(
+  'all scopes decided first; shadow rules decide only admitted requests, and never change the answer',
+  async () => {
+    const connection = new Redis(process.env.TEST_REDIS_URL as string);
+    try {
+      const throttler = createThrottler({ redis: connection, keyPrefix: `test:shadow-several:${Date.now()}:` });
+      const checks = [
+        { rule: rule('a', '3/min', { shadow: parseRate('1/min') }), ident: 'ip:1' },
+        { rule: rule('b', '2/min'), ident: 'ip:1' },
+        { rule: rule('c', '1/min', { inShadow: true }), ident: 'ip:1' },
+      ];
+      const seen = [];
+      for (let i = 0; i < 4; i++) {
+        const decided = await throttler.consume(checks);
+        seen.push(decided.map((d) => [d.allowed, d.shadowRefused === true, d.inShadow === true]));
+      }
+      assert.equal(seen, [
+        [
+          [true, false, false],
+          [true, false, false],
+          [true, false, true],
+        ],
+        [
+          [true, true, false],
+          [true, false, false],
+          [true, true, true],
+        ],
+        // b refuses: nothing recorded, no shadow rule asked
+        [
+          [true, false, false],
+          [false, false, false],
+          [true, false, true],
+        ],
+        [
+          [true, false, false],
+          [false, false, false],
+          [true, false, true],
+        ],
+      ]);
+    } finally {
+      connection.disconnect();
+    }
+  },
+);
+
+several.run();
