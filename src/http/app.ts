@@ -58,11 +58,17 @@ export function createApp(
     reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),
   ];
-  const undeclared = Object.keys(deps.config.THROTTLE_RATES).filter((scope) => !rules.has(scope));
+  const { THROTTLE_RATES, THROTTLE_SHADOW_RATES, THROTTLE_SHADOW_SCOPES } = deps.config;
+  const named = new Set([
+    ...Object.keys(THROTTLE_RATES),
+    ...Object.keys(THROTTLE_SHADOW_RATES),
+    ...THROTTLE_SHADOW_SCOPES,
+  ]);
+  const undeclared = [...named].filter((scope) => !rules.has(scope));
   if (undeclared.length > 0) {
     deps.logger.warn(
       { undeclared, declared: [...rules.keys()] },
-      'THROTTLE_RATES names scopes no route declares; they have no effect',
+      'THROTTLE_RATES or THROTTLE_SHADOW_* name scopes no route declares; they have no effect',
     );
   }
   app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));
