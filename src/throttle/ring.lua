@@ -261,7 +261,6 @@ local function shadowed(k, c, layout, at, now, out)
     end
     out[#out + 1] = results[j]
   end
-  return k
 end
 
 for number in string.gmatch(ARGV[1], '%d+') do
