@@ -68,13 +68,40 @@ function checkScopeRates(text: string, ctx: z.RefinementCtx): void {
   }
 }
 
-/** Reads `postgres://…,postgres://…` (DATABASE_REPLICA_URLS) into its URLs. */
-export function parseUrlList(text: string): string[] {
+const SCOPE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+
+// Any scope may carry a shadow rate, its own-setting ones included.
+function checkShadowRates(text: string, ctx: z.RefinementCtx): void {
+  for (const pair of parseList(text)) {
+    const [scope, rateText, extra] = pair.split('=').map((part) => part.trim());
+    if (!scope || !SCOPE_NAME.test(scope) || rateText === undefined || extra !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `expected scope=rate pairs separated by commas, got "${pair}"` });
+      return;
+    }
+    try {
+      parseRate(rateText);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  }
+}
+
+function checkScopeNames(text: string, ctx: z.RefinementCtx): void {
+  const bad = parseList(text).find((scope) => !SCOPE_NAME.test(scope));
+  if (bad !== undefined)
+    ctx.addIssue({ code: 'custom', message: `expected scope names separated by commas, got "${bad}"` });
+}
+
+/** Reads `a,b,c` into its non-empty entries, trimmed. */
+export function parseList(text: string): string[] {
   return text
     .split(',')
-    .map((url) => url.trim())
+    .map((entry) => entry.trim())
     .filter(Boolean);
 }
+
+/** Reads `postgres://…,postgres://…` (DATABASE_REPLICA_URLS) into its URLs. */
+export const parseUrlList = parseList;
 
 // Names an entry by its place only: the URLs carry passwords.
 function checkUrlList(text: string, ctx: z.RefinementCtx): void {
@@ -115,6 +142,12 @@ export function parseDuration(text: string): number {
 
 /** `scope=rate,scope=rate` (THROTTLE_RATES): a map of scope to rate text. */
 export const scopeRates = z.string().trim().superRefine(checkScopeRates).transform(parseScopeRates);
+
+/** `scope=rate,scope=rate` (THROTTLE_SHADOW_RATES), any scope: a map of scope to shadow rate text. */
+export const shadowRates = z.string().trim().superRefine(checkShadowRates).transform(parseScopeRates);
+
+/** `scope,scope` (THROTTLE_SHADOW_SCOPES): the names of the scopes that run wholly in shadow. */
+export const scopeNames = z.string().trim().superRefine(checkScopeNames).transform(parseList);
 
 /** `postgres://…,postgres://…` (DATABASE_REPLICA_URLS): the URLs in order. */
 export const urlList = z.string().trim().superRefine(checkUrlList).transform(parseUrlList);

@@ -7,8 +7,10 @@ import {
   metricsAuth,
   proxyList,
   rate,
+  scopeNames,
   scopeRates,
   secret,
+  shadowRates,
   urlList,
 } from './config-values.js';
 
@@ -70,6 +72,10 @@ const schema = z.object({
   // Rates of scopes declared by routes (`guard({ scope, rate })`), overriding their defaults:
   // `exports=5/min,search=30/min`.
   THROTTLE_RATES: scopeRates.default({}),
+  // Rates tried beside the enforced ones, never refusing (`anon=10/min,user=50/min`), and scopes
+  // whose own rate runs wholly so (`reports`): docs/throttling.md "Shadow rules".
+  THROTTLE_SHADOW_RATES: shadowRates.default({}),
+  THROTTLE_SHADOW_SCOPES: scopeNames.default([]),
   THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
   THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
   TRUST_PROXY_HOPS: integer(0, 16).default(0),
@@ -170,6 +176,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `invalid REDIS_PREFIX=${JSON.stringify(config.REDIS_PREFIX)}: must not contain { or } with REDIS_CLUSTER_NODES ` +
         `(it would put every key in one hash slot)`,
+    );
+  }
+  const both = config.THROTTLE_SHADOW_SCOPES.find((scope) => Object.hasOwn(config.THROTTLE_SHADOW_RATES, scope));
+  if (both !== undefined) {
+    throw new ConfigError(
+      `invalid THROTTLE_SHADOW_RATES=${JSON.stringify(env.THROTTLE_SHADOW_RATES)}: the ${both} scope runs wholly in ` +
+        'shadow (THROTTLE_SHADOW_SCOPES), with its own rate; give it no shadow rate',
     );
   }
   checkRulesBetweenSettings(config);

@@ -19,7 +19,7 @@ export function createMetrics(registry = new Registry()) {
       name: 'paceline_throttle_decisions_total',
       help:
         'Throttle checks by scope and outcome: allowed, throttled (answered 429) or store_error (Redis failed or ' +
-        'timed out).',
+        'timed out); shadow_refused counts the allowed ones a shadow rule would have refused.',
       labelNames: ['scope', 'decision'] as const,
       registers,
     }),
@@ -127,7 +127,7 @@ export function primeRetentionSeries(metrics: Metrics): void {
 }
 
 /** The outcomes `paceline_throttle_decisions_total` counts. */
-export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error'] as const;
+export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error', 'shadow_refused'] as const;
 
 /**
  * Creates every decision series of `scopes` at zero, so a scope's ratio and its store errors

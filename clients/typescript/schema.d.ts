@@ -257,7 +257,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The throttle scopes and their rates */
+    /** The throttle scopes and their rates, with the caller’s own budget in each */
     get: operations['listRateLimits'];
     put?: never;
     post?: never;
@@ -470,12 +470,20 @@ export interface components {
         completed: number;
       }[];
     };
-    /** @description The limits enforced; empty while THROTTLE_ENABLED is off. */
+    /** @description The limits enforced, with the caller's own budget in each; empty while THROTTLE_ENABLED is off. */
     RateLimits: {
       scope: string;
       rate: string;
       /** @enum {string} */
       keyed_by: 'ip' | 'user' | 'username';
+      /** @description False when the scope runs wholly in shadow: counted, never refused. */
+      enforced: boolean;
+      /** @description A rate tried beside `rate` that never refuses; null when none. */
+      shadow_rate: string | null;
+      /** @description The caller's requests left in this scope's window; null when the scope does not apply to it. */
+      remaining: number | null;
+      /** @description Seconds until `remaining` next grows (as the RateLimit field’s `t`); null with `remaining`. */
+      reset_seconds: number | null;
     }[];
     /** @description Absolute links to every collection. */
     ApiRoot: {

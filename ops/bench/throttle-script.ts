@@ -2,12 +2,13 @@
  * What the throttle script costs Redis: CPU µs and commands per check, read from Redis's own
  * counters (INFO cpu, INFO commandstats), so the figure hardly depends on the host's other load.
  *
- *   node --import tsx ops/bench/throttle-script.ts [turns = 20000]
+ *   node --import tsx ops/bench/throttle-script.ts [turns = 20000] [shadow rate, e.g. 50/s]
  *
  * Requests go in turns of 13 (the batch a loaded web worker sends per script call), through the
  * service's throttler, one turn at a time. Traffic shapes: `growing`, 3,072 clients each at about
  * a third of a 100/s limit (logs that grow and get compacted, the common case); `full`, 128
- * clients each at its 100/s limit (full rings, many refusals). Starts its own redis-server.
+ * clients each at its 100/s limit (full rings, many refusals). With a shadow rate, every check also
+ * decides it on its shadow log (docs/throttling.md "Shadow rules"). Starts its own redis-server.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -19,7 +20,10 @@ import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 
 const BATCH = 13;
-const RULE = buildScopes({ anon: '100/s' }).get('anon')!;
+const SHADOW = process.argv[3];
+const RULE = buildScopes({ anon: '100/s' }, {}, SHADOW ? { rates: { anon: SHADOW }, scopes: [] } : undefined).get(
+  'anon',
+)!;
 
 async function counters(admin: Redis) {
   const cpu = await admin.info('cpu');
@@ -71,7 +75,8 @@ const admin = new Redis(redis.url);
 try {
   const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];
   console.log(
-    `redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time`,
+    `redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time` +
+      (SHADOW ? `, shadow rate ${SHADOW}` : ''),
   );
   console.table(rows);
 } finally {

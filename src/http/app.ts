@@ -24,13 +24,17 @@ import { taskRoutes } from './tasks.routes.js';
  */
 export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
   return new Map(
-    buildScopes({
-      anon: config.THROTTLE_ANON,
-      user: config.THROTTLE_USER,
-      'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
-      reports: config.THROTTLE_REPORTS,
-      login: config.THROTTLE_LOGIN,
-    }),
+    buildScopes(
+      {
+        anon: config.THROTTLE_ANON,
+        user: config.THROTTLE_USER,
+        'token-obtain': config.THROTTLE_TOKEN_OBTAIN,
+        reports: config.THROTTLE_REPORTS,
+        login: config.THROTTLE_LOGIN,
+      },
+      {},
+      { rates: config.THROTTLE_SHADOW_RATES, scopes: config.THROTTLE_SHADOW_SCOPES },
+    ),
   );
 }
 
@@ -49,19 +53,25 @@ export function createApp(
     statsRoutes(deps, guard),
     taskRoutes(deps, guard),
     authRoutes(deps, guard),
-    rateLimitRoutes(rules, guard, deps.config.THROTTLE_ENABLED),
+    rateLimitRoutes(deps, rules, guard),
     eventRoutes(deps, guard),
     reportRoutes(deps, guard),
     ...extraRoutes.map((build) => build(deps, guard)),
   ];
   // Which scopes routes declare is known only now; the config already refused the scopes with their own settings.
-  const undeclared = Object.keys(deps.config.THROTTLE_RATES).filter((scope) => !rules.has(scope));
+  const { THROTTLE_RATES, THROTTLE_SHADOW_RATES, THROTTLE_SHADOW_SCOPES } = deps.config;
+  const named = new Set([
+    ...Object.keys(THROTTLE_RATES),
+    ...Object.keys(THROTTLE_SHADOW_RATES),
+    ...THROTTLE_SHADOW_SCOPES,
+  ]);
+  const undeclared = [...named].filter((scope) => !rules.has(scope));
   if (undeclared.length > 0) {
     const settable = [...rules.keys()].filter((scope) => !Object.hasOwn(OWN_RATE_SETTINGS, scope));
     deps.logger.warn(
       { undeclared, settable },
-      `THROTTLE_RATES names scopes no route declares, which have no effect: ${undeclared.join(', ')} ` +
-        `(it may name: ${settable.join(', ') || 'none'})`,
+      `${namedBy(deps.config, undeclared)} names scopes no route declares, which have no effect: ` +
+        `${undeclared.join(', ')} (it may name: ${settable.join(', ') || 'none'})`,
     );
   }
   app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));
@@ -75,6 +85,16 @@ export function createApp(
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
   return app;
+}
+
+/** Which of the rate settings name any of `scopes`, for the warning above. */
+function namedBy(config: Deps['config'], scopes: string[]): string {
+  const settings = [
+    scopes.some((scope) => Object.hasOwn(config.THROTTLE_RATES, scope)) ? 'THROTTLE_RATES' : '',
+    scopes.some((scope) => Object.hasOwn(config.THROTTLE_SHADOW_RATES, scope)) ? 'THROTTLE_SHADOW_RATES' : '',
+    scopes.some((scope) => config.THROTTLE_SHADOW_SCOPES.includes(scope)) ? 'THROTTLE_SHADOW_SCOPES' : '',
+  ];
+  return settings.filter((name) => name !== '').join(' and ');
 }
 
 const baseHeaders: Middleware = async (ctx, next) => {

@@ -45,7 +45,8 @@ export const authOperations = {
 export function authRoutes(deps: Deps, guard: Guard): Router {
   const router = createRouter();
   const { db, clock, config } = deps;
-  const limitLogin = createLoginLimit(deps, buildScopes({ login: config.THROTTLE_LOGIN }).get('login')!);
+  const shadows = { rates: config.THROTTLE_SHADOW_RATES, scopes: config.THROTTLE_SHADOW_SCOPES };
+  const limitLogin = createLoginLimit(deps, buildScopes({ login: config.THROTTLE_LOGIN }, {}, shadows).get('login')!);
   const hashing = createLoginHashing(deps);
 
   route(router, authOperations.login, guard({ scope: 'token-obtain' }), async (ctx) => {

@@ -2,7 +2,7 @@ import compose from 'koa-compose';
 import type { Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import { parseRate, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { parseRate, withShadow, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
 import { authenticate, rejectBadCredentials } from './authenticate.middleware.js';
 import { anonymousCheck, createThrottle } from './throttle.middleware.js';
@@ -36,7 +36,8 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
       const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope)
         ? (deps.config.THROTTLE_RATES[scope] as string)
         : rate;
-      rules.set(scope, { scope, rate: parseRate(text), keyedBy });
+      const shadows = { rates: deps.config.THROTTLE_SHADOW_RATES, scopes: deps.config.THROTTLE_SHADOW_SCOPES };
+      rules.set(scope, withShadow({ scope, rate: parseRate(text), keyedBy }, shadows));
     }
     const identify = authenticate(deps, { unknown, turns, anonymousCheck: anonymousCheck(deps, rules, scope) });
     return compose([identify, throttleFor(scope), negotiate(representations), rejectBadCredentials]);

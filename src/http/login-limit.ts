@@ -7,7 +7,7 @@ import { Errors } from '../errors.js';
 import type { Decision, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { forwardedHops } from './client-address.js';
-import { createBurstLogger, seriesFor, STORE_DOWN_RETRY_S } from './throttle.middleware.js';
+import { createBurstLogger, createShadowLog, seriesFor, STORE_DOWN_RETRY_S } from './throttle.middleware.js';
 
 /** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
 export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
@@ -25,17 +25,21 @@ export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
 export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
   const { config, throttler, cursorSecret } = deps;
   const storeErrors = createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back');
-  const { duration, allowed, throttled, storeError } = seriesFor(deps)(rule.scope);
+  const { duration, allowed, throttled, storeError, shadowRefused } = seriesFor(deps)(rule.scope);
+  const shadowLog = createShadowLog(deps);
   return async (ctx, username) => {
     if (!config.THROTTLE_ENABLED) return;
     const started = performance.now();
     let decisions: Decision[];
+    const ident = loginIdent(username, cursorSecret);
     try {
-      decisions = await throttler.consume([{ rule, ident: loginIdent(username, cursorSecret) }]);
+      decisions = await throttler.consume([{ rule, ident }]);
     } catch (error) {
       duration.observe((performance.now() - started) / 1000);
       storeError.inc();
       storeErrors.report(error);
+      // A scope wholly in shadow never refuses, not even for want of Redis.
+      if (rule.inShadow) return;
       throw Errors.unavailable(
         'Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.',
         STORE_DOWN_RETRY_S,
@@ -46,6 +50,10 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
     const headers = rateLimitHeaders([...(ctx.state.rateLimit ?? []), ...decisions]);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
+    if (decisions[0]?.shadowRefused) {
+      shadowRefused.inc();
+      shadowLog(rule, ident);
+    }
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
     for (const name in headers) ctx.set(name, headers[name] as string);
   };

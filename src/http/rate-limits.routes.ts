@@ -1,16 +1,18 @@
 import type Router from '@koa/router';
+import type { Deps } from '../deps.js';
 import type { ScopeName, ScopeRule } from '../throttle/index.js';
 import type { Guard } from './guard.js';
 import { createRouter, refuseOtherMethods } from './router.js';
 import { defineOperation, route } from './openapi/operation.js';
 import { rateLimitsSchema } from './openapi/schemas.js';
+import { ownBudgets } from './own-budget.js';
 
 export const rateLimitOperations = {
   list: defineOperation({
     method: 'get',
     path: '/api/rate-limits/',
     operationId: 'listRateLimits',
-    summary: 'The throttle scopes and their rates',
+    summary: 'The throttle scopes and their rates, with the caller’s own budget in each',
     tag: 'meta',
     access: 'optional',
     responses: { 200: { description: 'A plain array (not paginated).', body: rateLimitsSchema } },
@@ -18,16 +20,25 @@ export const rateLimitOperations = {
 };
 
 /**
- * The live throttle configuration: the limits enforced, so none while THROTTLE_ENABLED is off.
- * This collection opts out of pagination: it is small and bounded by the number of scopes, so it
- * answers a plain array.
+ * The live throttle configuration: the limits enforced, so none while THROTTLE_ENABLED is off,
+ * each with its shadow rate and, where the scope applies to the caller, the caller's remaining
+ * budget, read without spending it (docs/throttling.md "Your own budget"). This collection opts
+ * out of pagination: it is small and bounded by the number of scopes, so it answers a plain array.
  */
-export function rateLimitRoutes(rules: ReadonlyMap<ScopeName, ScopeRule>, guard: Guard, enabled: boolean): Router {
+export function rateLimitRoutes(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, guard: Guard): Router {
   const router = createRouter();
-  route(router, rateLimitOperations.list, guard(), (ctx) => {
-    ctx.body = enabled
-      ? [...rules.values()].map((rule) => ({ scope: rule.scope, rate: rule.rate.text, keyed_by: rule.keyedBy }))
-      : [];
+  route(router, rateLimitOperations.list, guard(), async (ctx) => {
+    if (!deps.config.THROTTLE_ENABLED) return void (ctx.body = []);
+    const budgets = await ownBudgets(deps, rules, ctx);
+    ctx.body = [...rules.values()].map((rule) => ({
+      scope: rule.scope,
+      rate: rule.rate.text,
+      keyed_by: rule.keyedBy,
+      enforced: !rule.inShadow,
+      shadow_rate: rule.shadow?.text ?? null,
+      remaining: budgets.get(rule.scope)?.remaining ?? null,
+      reset_seconds: budgets.get(rule.scope)?.reset_seconds ?? null,
+    }));
   });
   return refuseOtherMethods(router, () => guard());
 }

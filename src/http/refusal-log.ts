@@ -30,6 +30,8 @@ export class RefusalLog {
     private readonly logger: Logger,
     private readonly intervalMs = REFUSAL_LOG_INTERVAL_MS,
     private readonly maxClients = REFUSAL_LOG_MAX_CLIENTS,
+    /** The summary lines' message. */
+    private readonly summary = 'requests refused',
   ) {}
 
   /** Counts a refusal; true when it is the first of its client in this interval (log it in full). */
@@ -60,10 +62,10 @@ export class RefusalLog {
         continue;
       }
       const { scope, client, count, retryAfterS } = tally;
-      this.logger.info({ scope, client, refused: count, seconds, retryAfterS }, 'requests refused');
+      this.logger.info({ scope, client, refused: count, seconds, retryAfterS }, this.summary);
       tally.count = 0;
     }
-    if (this.#others > 0) this.logger.info({ client: 'others', refused: this.#others, seconds }, 'requests refused');
+    if (this.#others > 0) this.logger.info({ client: 'others', refused: this.#others, seconds }, this.summary);
     this.#others = 0;
     if (this.#tallies.size > 0) this.#arm();
   }

@@ -6,6 +6,7 @@ import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js
 import { clientIp, ipKey, ipv6PrefixFor, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { firstLineOf } from '../stores/store-errors.js';
 import { forwardedHops } from './client-address.js';
+import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
 export const STORE_DOWN_RETRY_S = 5;
@@ -24,13 +25,14 @@ export function createThrottle(
   rules: ReadonlyMap<ScopeName, ScopeRule>,
 ): (scope?: ScopeName) => Middleware {
   const storeErrors = createBurstLogger(deps, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
+  const shadowLog = createShadowLog(deps);
   primeThrottleSeries(deps.metrics, rules.keys());
   return (scope) => {
     if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
     if (scope !== undefined && rules.get(scope)?.keyedBy === 'username')
       throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
     if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
-    return throttle(deps, rules, storeErrors, scope);
+    return throttle(deps, rules, storeErrors, shadowLog, scope);
   };
 }
 
@@ -38,6 +40,7 @@ function throttle(
   deps: Deps,
   rules: ReadonlyMap<ScopeName, ScopeRule>,
   storeErrors: BurstLogger,
+  shadowLog: ShadowLog,
   scope?: ScopeName,
 ): Middleware {
   const { config } = deps;
@@ -48,7 +51,7 @@ function throttle(
     if (!config.THROTTLE_ENABLED) return next();
     const rule = ruleFor(named, rules, ctx.state.user !== null);
     const ident = identify(ctx, rule, deps);
-    const { duration, allowed, throttled, storeError } = series(rule.scope);
+    const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
     const started = performance.now();
     let decisions: Decision[];
     try {
@@ -58,7 +61,7 @@ function throttle(
       duration.observe((performance.now() - started) / 1000);
       storeError.inc();
       storeErrors.report(error);
-      if (config.THROTTLE_FAILURE_MODE === 'closed') {
+      if (config.THROTTLE_FAILURE_MODE === 'closed' && !rule.inShadow) {
         throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
       }
       return next();
@@ -73,6 +76,10 @@ function throttle(
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
     if (rejected) return refuse(ctx, rejected, ident, headers);
+    if (decisions[0]?.shadowRefused) {
+      shadowRefused.inc();
+      shadowLog(rule, ident);
+    }
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
     // A route that checks another scope of its own (the login's) lists both in the fields.
@@ -106,6 +113,7 @@ export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
     allowed: metrics.throttleDecisions.labels({ scope, decision: 'allowed' }),
     throttled: metrics.throttleDecisions.labels({ scope, decision: 'throttled' }),
     storeError: metrics.throttleDecisions.labels({ scope, decision: 'store_error' }),
+    shadowRefused: metrics.throttleDecisions.labels({ scope, decision: 'shadow_refused' }),
   });
   return (scope: ScopeName) => {
     let series = bound.get(scope);
@@ -139,12 +147,33 @@ export function anonymousCheck(
   };
 }
 
-function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
+/** The identity `rule` counts this request's client by: `user:<id>` or `ip:<address or prefix>`. */
+export function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   if (rule.keyedBy === 'user' && ctx.state.user) return `user:${ctx.state.user.id}`;
   const peer = ctx.req.socket.remoteAddress;
   // X-Forwarded-For counts only from a trusted proxy (TRUSTED_PROXIES): anyone else is their socket address.
   const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(deps.config, peer));
   return `ip:${ipKey(ip, ipv6PrefixFor(rule.scope, deps.config))}`;
+}
+
+type ShadowLog = ReturnType<typeof createShadowLog>;
+
+/**
+ * Logs what shadow rules would have refused, sampled per client as refusals are (RefusalLog): the
+ * first of a client in an interval as a line naming the rule, the rest summed when it ends.
+ */
+export function createShadowLog({ logger }: Pick<Deps, 'logger'>) {
+  const log = new RefusalLog(
+    logger,
+    REFUSAL_LOG_INTERVAL_MS,
+    REFUSAL_LOG_MAX_CLIENTS,
+    'shadow rule would have refused',
+  );
+  return (rule: ScopeRule, client: string) => {
+    const shadowRate = (rule.inShadow ? rule.rate : rule.shadow)?.text;
+    if (log.note({ scope: rule.scope, client, retryAfterS: 0, local: false }))
+      logger.info({ scope: rule.scope, client, shadowRate }, 'shadow rule would refuse');
+  };
 }
 
 type BurstLogger = ReturnType<typeof createBurstLogger>;

@@ -90,7 +90,7 @@ export class Batcher {
 
   /** Sends one batch as one script call, unless calls before it went unanswered past its deadline. */
   private decide(batch: Pending[], since: number, retried = false): void {
-    const { keys, ruleList, layout } = callArguments(batch);
+    const { keys, ruleList, layout, checkCount } = callArguments(batch);
     const { timeoutMs } = this;
     if (timeoutMs !== undefined && this.lastExpiry >= since && performance.now() >= since + timeoutMs) {
       // Queued behind calls that got no answer in time: refused unsent, so a Redis that comes back
@@ -107,7 +107,7 @@ export class Batcher {
     const { link, giveUpAt } = call;
     const deadline = link === undefined ? 0 : Math.ceil((giveUpAt + link.offsetMs - link.roundTripMs) * 1000);
     this.run(keys.length, ...keys, ruleList, layout, String(deadline)).then(
-      (reply) => this.settle(call, () => this.received(call, keys.length, reply, retried)),
+      (reply) => this.settle(call, () => this.received(call, checkCount, reply, retried)),
       (error: unknown) => this.settle(call, () => rejectAll(batch, error as Error)),
     );
   }

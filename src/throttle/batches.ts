@@ -1,12 +1,21 @@
 import hashSlot from 'cluster-key-slot';
 import type { Awaiting } from './reply.js';
+import type { Check } from './throttler.js';
+import type { Rate } from './rate.js';
 import type { ScopeRule } from './scopes.js';
 
 /** Requests decided by one script call at most, so one call never holds Redis for long. */
 const MAX_BATCH = 128;
 
-/** Distinct rules one script call can name (the layout holds indices as single bytes). */
-export const MAX_RULES = 127;
+/** Distinct rates one script call can name (the layout holds indices as single bytes, 127 meaning none). */
+export const MAX_RULES = 126;
+
+/** Checks one request may have: the layout holds their count as one byte, from 64 when paired. */
+export const MAX_CHECKS = 63;
+
+/** Layout marks of ring.lua: a request with shadow rules counts its checks from PAIRED; NONE names no rule. */
+const PAIRED = 64;
+const NONE = 127;
 
 /** A queued request: the keys of its checks, in order, and where its decisions go. */
 export interface Pending extends Awaiting {
@@ -15,38 +24,66 @@ export interface Pending extends Awaiting {
 
 /** What one script call sends besides its keys' count (see ring-script.ts). */
 export interface CallArguments {
-  /** Every check's key, request after request. */
+  /** Every check's key, request after request, each followed by its shadow log's when it has one. */
   keys: string[];
-  /** The call's distinct rules as `N ms N ms …`. */
+  /** The call's distinct rates as `N ms N ms …`. */
   ruleList: string;
-  /** Per request its number of checks, then their 1-based rule indices, one character each. */
+  /** Per request its number of checks, then their 1-based rate indices, one character each. */
   layout: string;
+  /** The checks decided: the reply holds one result for each. */
+  checkCount: number;
 }
 
-/** The keys, rule list and layout of one script call deciding `batch`. */
-export function callArguments(batch: ReadonlyArray<Pending>): CallArguments {
+/** The key of a check's shadow log: beside its log, in the same hash slot (docs/throttling.md "Shadow rules"). */
+export function shadowKey(key: string): string {
+  return `${key}:shadow`;
+}
+
+/** The rates a check's rule names: its own, and its shadow rate when it has one beside an enforced one. */
+function ratesOf(rule: ScopeRule): Rate[] {
+  return rule.shadow && !rule.inShadow ? [rule.rate, rule.shadow] : [rule.rate];
+}
+
+/** The keys, rule list and layout of one script call deciding `batch`; `peek` sends every check plain. */
+export function callArguments(batch: ReadonlyArray<Pending>, peek = false): CallArguments {
   const keys: string[] = [];
-  const rules = new Map<ScopeRule, number>();
+  const rates = new Map<Rate, number>();
+  const indexOf = (rate: Rate) => {
+    let index = rates.get(rate);
+    if (index === undefined) rates.set(rate, (index = rates.size + 1));
+    return index;
+  };
   // Bytes 1–127 only: sent as a string, they are the same bytes in UTF-8, and ioredis writes
   // an all-string command in one piece.
   const layout: number[] = [];
+  let checkCount = 0;
   for (const request of batch) {
-    layout.push(request.checks.length);
-    for (const { rule } of request.checks) {
-      let index = rules.get(rule);
-      if (index === undefined) rules.set(rule, (index = rules.size + 1));
-      layout.push(index);
+    const { checks } = request;
+    checkCount += checks.length;
+    let paired = false;
+    for (const { rule } of checks) if (rule.shadow !== undefined || rule.inShadow) paired = !peek;
+    layout.push(paired ? PAIRED + checks.length : checks.length);
+    for (let i = 0; i < checks.length; i++) {
+      const { rule } = checks[i] as Check;
+      const key = request.keys[i] as string;
+      keys.push(key);
+      if (!paired) layout.push(indexOf(rule.rate));
+      else if (rule.inShadow) layout.push(NONE, indexOf(rule.rate));
+      else if (!rule.shadow) layout.push(indexOf(rule.rate), NONE);
+      else {
+        layout.push(indexOf(rule.rate), indexOf(rule.shadow));
+        keys.push(shadowKey(key));
+      }
     }
-    for (const key of request.keys) keys.push(key);
   }
   let ruleList = '';
-  for (const { rate } of rules.keys()) ruleList += `${rate.limit} ${rate.windowMs} `;
-  return { keys, ruleList, layout: String.fromCharCode(...layout) };
+  for (const { limit, windowMs } of rates.keys()) ruleList += `${limit} ${windowMs} `;
+  return { keys, ruleList, layout: String.fromCharCode(...layout), checkCount };
 }
 
 /**
  * The queued requests as script calls, in arrival order: at most MAX_BATCH requests and
- * MAX_RULES distinct rules each; on a Cluster one group per hash slot (all keys of one request
+ * MAX_RULES distinct rates each; on a Cluster one group per hash slot (all keys of one request
  * share its ident's slot).
  */
 export function batches(pending: Pending[], byHashSlot: boolean): Pending[][] {
@@ -60,17 +97,18 @@ export function batches(pending: Pending[], byHashSlot: boolean): Pending[][] {
   const calls: Pending[][] = [];
   for (const group of groups.values()) {
     let call: Pending[] = [];
-    let rules = new Set<ScopeRule>();
+    let rates = new Set<Rate>();
     for (const request of group) {
+      // (a rate named twice by one request counts twice here: at worst the call ends early)
       let fresh = 0;
-      for (const { rule } of request.checks) if (!rules.has(rule)) fresh++;
-      if (call.length === MAX_BATCH || rules.size + fresh > MAX_RULES) {
+      for (const { rule } of request.checks) for (const rate of ratesOf(rule)) if (!rates.has(rate)) fresh++;
+      if (call.length === MAX_BATCH || rates.size + fresh > MAX_RULES) {
         calls.push(call);
         call = [];
-        rules = new Set();
+        rates = new Set();
       }
       call.push(request);
-      for (const { rule } of request.checks) rules.add(rule);
+      for (const { rule } of request.checks) for (const rate of ratesOf(rule)) rates.add(rate);
     }
     if (call.length > 0) calls.push(call);
   }

@@ -1,8 +1,9 @@
 import hashSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
-import { MAX_RULES } from './batches.js';
+import { batches, callArguments, MAX_CHECKS, type Pending } from './batches.js';
 import { Batcher, type RingCommand } from './batcher.js';
 import { Refusals } from './refusals.js';
+import { answer } from './reply.js';
 import { RING_SCRIPT } from './ring-script.js';
 import type { Check, Decision, Throttler } from './throttler.js';
 
@@ -41,7 +42,7 @@ export function createThrottler(deps: {
         const keys = checks.map((check) => throttleKey(keyPrefix, check));
         if (keys.length > 1 && new Set(keys).size < keys.length)
           throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
-        if (checks.length > MAX_RULES) throw new Error(`a request may name at most ${MAX_RULES} throttle scopes`);
+        if (checks.length > MAX_CHECKS) throw new Error(`a request may name at most ${MAX_CHECKS} throttle scopes`);
         if (redis.isCluster && keys.some((key) => hashSlot(key) !== hashSlot(keys[0] as string))) {
           throw new Error(`on a Redis Cluster the checks of one request must share an ident: ${keys.join(', ')}`);
         }
@@ -55,7 +56,57 @@ export function createThrottler(deps: {
         batcher.push({ checks, keys, resolve: learn, reject });
       });
     },
+    peek(checks) {
+      return peek(
+        redis,
+        run,
+        checks.map((check) => throttleKey(keyPrefix, check)),
+        checks,
+        timeoutMs,
+      );
+    },
   };
+}
+
+/**
+ * Each check decided by the script in peek mode (ring.lua's ARGV[4]), one call per hash slot,
+ * recording nothing; rejects when a call fails or takes longer than `timeoutMs`.
+ */
+async function peek(
+  redis: Redis | Cluster,
+  run: RingCommand,
+  keys: string[],
+  checks: ReadonlyArray<Check>,
+  timeoutMs = 5_000,
+): Promise<Decision[]> {
+  const decisions: Decision[] = [];
+  const requests: Pending[] = checks.map((check, i) => ({
+    checks: [check],
+    keys: [keys[i] as string],
+    resolve: ([decision]) => (decisions[i] = decision as Decision),
+    reject: (error) => {
+      throw error;
+    },
+  }));
+  await Promise.all(
+    batches(requests, redis.isCluster).map(async (batch) => {
+      const call = callArguments(batch, true);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`throttle store did not answer within ${timeoutMs} ms`)), timeoutMs);
+      });
+      try {
+        const reply = await Promise.race([
+          run(call.keys.length, ...call.keys, call.ruleList, call.layout, '0', '1'),
+          late,
+        ]);
+        answer(batch, call.checkCount, reply, performance.now());
+      } finally {
+        clearTimeout(timer);
+      }
+    }),
+  );
+  return decisions;
 }
 
 /** The Redis key of one check. @throws Error if the ident contains a brace (it would split the hash tag). */

@@ -7,20 +7,22 @@ import type { Decision } from './throttler.js';
  *
  * `q` is the limit, `w` the window in seconds, `r` the remaining requests and `t` the seconds
  * until `r` next grows (`ceil(resetMs / 1000)`; on a 429 the same as `Retry-After`, as the draft
- * asks). No decisions, no fields.
+ * asks). No decisions (or only scopes wholly in shadow), no fields.
  */
 export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<string, string> {
   if (decisions.length === 0) return {};
   // Built by concatenation: this runs for every throttled request.
   let policy = '';
   let state = '';
-  for (const { scope, limit, windowMs, remaining, resetMs } of decisions) {
+  for (const { scope, limit, windowMs, remaining, resetMs, inShadow } of decisions) {
+    // A scope wholly in shadow limits nothing, so it promises the client nothing.
+    if (inShadow) continue;
     const name = quote(scope);
     const separator = policy === '' ? '' : ', ';
     policy += `${separator}${name};q=${limit};w=${Math.ceil(windowMs / 1000)}`;
     state += `${separator}${name};r=${remaining};t=${Math.ceil(resetMs / 1000)}`;
   }
-  return { 'RateLimit-Policy': policy, RateLimit: state };
+  return policy === '' ? {} : { 'RateLimit-Policy': policy, RateLimit: state };
 }
 
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */

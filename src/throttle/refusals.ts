@@ -133,5 +133,6 @@ function notAsked(rule: ScopeRule): Decision {
     resetMs: 0,
     retryAfterS: 0,
     local: true,
+    ...(rule.inShadow ? { inShadow: true as const } : {}),
   };
 }

@@ -9,6 +9,9 @@ const CLOCK_BYTES = 8;
 /** The first double of the reply of a call that reached Redis after its deadline (nothing recorded). */
 const EXPIRED = -2;
 
+/** A check's first double when the request was admitted but the check's shadow rule would have refused it. */
+const SHADOW_REFUSED = 2;
+
 /** A request waiting for the script's reply: its checks, and where their decisions go. */
 export interface Awaiting {
   checks: ReadonlyArray<Check>;
@@ -49,15 +52,19 @@ export function answer(batch: ReadonlyArray<Awaiting>, checkCount: number, reply
     }
     const decisions: Decision[] = [];
     for (const { rule } of checks) {
-      decisions.push({
+      const verdict = reply.readDoubleLE(at);
+      const decision: Decision = {
         scope: rule.scope,
-        allowed: reply.readDoubleLE(at) === 1,
+        allowed: verdict >= 1,
         limit: rule.rate.limit,
         windowMs: rule.rate.windowMs,
         remaining: reply.readDoubleLE(at + 8),
         resetMs: reply.readDoubleLE(at + 16),
         retryAfterS: reply.readDoubleLE(at + 24),
-      });
+      };
+      if (verdict === SHADOW_REFUSED) decision.shadowRefused = true;
+      if (rule.inShadow) decision.inShadow = true;
+      decisions.push(decision);
       at += RESULT_BYTES;
     }
     resolve(decisions, sentAt);

@@ -6,11 +6,17 @@
     KEYS[1..]  every check's log, request after request
     ARGV[1]    the batch's distinct rules: 'N ms N ms ...' (limit, window in ms; decimal)
     ARGV[2]    the layout, one byte each: per request its number of checks c, then c 1-based
-               rule indices
+               rule indices; or c + 64, then per check a pair: its enforced rule (127: none, the
+               check is wholly in shadow) and its shadow rule (127: none). A check with both has
+               two keys, its log then its shadow log; any other check one, its log.
     ARGV[3]    the caller's deadline in µs of Redis's clock ('0': none)
+    ARGV[4]    '1': peek, decide every check by its enforced rule (else its shadow one) and
+               record nothing
 
   Output: one string of little-endian doubles
-    per check: allowed (1/0), remaining, resetMs, retryAfterS; then the clock (µs).
+    per check: allowed (1/0; 2: admitted, but its shadow rule would have refused), remaining,
+    resetMs, retryAfterS; then the clock (µs). A shadow rule decides only admitted requests and
+    records them in its own log (docs/throttling.md "Shadow rules").
     A request that failed (a key of another type, a write refused for memory) has -1 as its first
     check's allowed; its error texts follow the clock, one per line.
     Past the deadline: just -2 and the clock; nothing decided, nothing recorded.
@@ -26,6 +32,8 @@ local MAGIC, LAGGING, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', 'PLRa', '<c4I
 local LIFE = 3
 -- entries the scan may cross past a lagging header's gone before an admission writes the header again
 local LAG = 8
+-- the layout's marks: a request with shadow rules counts its checks from PAIRED; NONE names no rule
+local PAIRED, NONE, SHADOW_REFUSED = 64, 127, 2
 local limits, windows = {}, {}
 
 -- physical slots [from, from + count) of the log at key: a string and the offset of the first slot
@@ -184,10 +192,10 @@ local function check(key, n, window_ms, now, commit)
 end
 
 -- decides one request whose checks are KEYS[k + 1 .. k + c], rule indices at layout[at + 1 .. at + c]
-local function request(k, c, layout, at, now, out)
+local function request(k, c, layout, at, now, out, commit)
   if c == 1 then
     local rule = byte(layout, at + 1)
-    out[#out + 1] = check(KEYS[k + 1], limits[rule], windows[rule], now, true)
+    out[#out + 1] = check(KEYS[k + 1], limits[rule], windows[rule], now, commit)
     return
   end
   -- several scopes: all are decided first, and recorded (read again) only if every one admits
@@ -199,9 +207,57 @@ local function request(k, c, layout, at, now, out)
     if not admissible then admitted = false end
   end
   for j = 1, c do
-    if admitted then
+    if admitted and commit then
       local rule = byte(layout, at + j)
       results[j] = check(KEYS[k + j], limits[rule], windows[rule], now, true)
+    end
+    out[#out + 1] = results[j]
+  end
+end
+
+-- the keys a request with shadow rules names: one per check, and one more for each shadow log
+local function shadowed_keys(c, layout, at)
+  local keys = c
+  for j = 1, c do
+    if byte(layout, at + 2 * j - 1) ~= NONE and byte(layout, at + 2 * j) ~= NONE then keys = keys + 1 end
+  end
+  return keys
+end
+
+-- decides one request with shadow rules (pairs at layout[at + 1 ..]): its enforced rules as
+-- `request` does, then, only if admitted, each shadow rule on its own log, which records what
+-- that rule alone would have admitted; a shadow refusal never changes the answer (marked 2)
+local function shadowed(k, c, layout, at, now, out)
+  local logs, shadow_logs, results, admitted = {}, {}, {}, true
+  for j = 1, c do
+    local enforced, shadow = byte(layout, at + 2 * j - 1), byte(layout, at + 2 * j)
+    k = k + 1
+    logs[j] = KEYS[k]
+    if enforced == NONE then
+      shadow_logs[j] = KEYS[k]
+    else
+      if shadow ~= NONE then
+        k = k + 1
+        shadow_logs[j] = KEYS[k]
+      end
+      -- one check alone is recorded at once when admissible, as in `request`
+      local result, admissible = check(logs[j], limits[enforced], windows[enforced], now, c == 1)
+      results[j] = result
+      if not admissible then admitted = false end
+    end
+  end
+  for j = 1, c do
+    local enforced, shadow = byte(layout, at + 2 * j - 1), byte(layout, at + 2 * j)
+    if admitted and enforced ~= NONE and c > 1 then
+      results[j] = check(logs[j], limits[enforced], windows[enforced], now, true)
+    end
+    if admitted and shadow ~= NONE then
+      local result, admissible = check(shadow_logs[j], limits[shadow], windows[shadow], now, true)
+      if enforced == NONE then results[j] = admissible and result or result:sub(1, 24) .. pack('<d', 0) end
+      if not admissible then results[j] = pack('<d', SHADOW_REFUSED) .. results[j]:sub(9) end
+    elseif enforced == NONE then
+      -- refused by another check: this one, in shadow, was not asked
+      results[j] = pack('<dddd', 1, limits[shadow], 0, 0)
     end
     out[#out + 1] = results[j]
   end
@@ -216,16 +272,24 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 -- past the caller's deadline the caller has stopped waiting: decide and record nothing
 local deadline = tonumber(ARGV[3]) or 0
 if deadline > 0 and now > deadline then return pack('<dd', -2, now) end
+local commit = ARGV[4] ~= '1'
 local out, errors = {}, {}
 local k, at = 0, 0
 while at < #layout do
-  local c = byte(layout, at + 1)
+  local c, keys, bytes, ok, err = byte(layout, at + 1), 0, 0, true, nil
   local before = #out
-  local ok, err = pcall(request, k, c, layout, at + 1, now, out)
+  if c < PAIRED then
+    keys, bytes = c, c
+    ok, err = pcall(request, k, c, layout, at + 1, now, out, commit)
+  else
+    c = c - PAIRED
+    keys, bytes = shadowed_keys(c, layout, at + 1), 2 * c
+    ok, err = pcall(shadowed, k, c, layout, at + 1, now, out)
+  end
   if not ok then
     for j = before + 1, before + c do out[j] = pack('<dddd', j == before + 1 and -1 or 0, 0, 0, 0) end
     errors[#errors + 1] = (string.gsub(type(err) == 'table' and (err.err or 'ERR throttle script') or tostring(err), '%s+', ' '))
   end
-  k, at = k + c, at + 1 + c
+  k, at = k + keys, at + 1 + bytes
 end
 return table.concat(out) .. pack('<d', now) .. table.concat(errors, '\n')

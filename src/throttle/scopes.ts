@@ -16,6 +16,29 @@ export interface ScopeRule {
   scope: ScopeName;
   rate: Rate;
   keyedBy: KeyedBy;
+  /**
+   * A rate tried beside `rate` (THROTTLE_SHADOW_RATES): it decides the requests `rate` admits, on a
+   * log of its own, and never refuses; its would-be refusals are marked (docs/throttling.md "Shadow rules").
+   */
+  shadow?: Rate;
+  /** The scope runs wholly in shadow (THROTTLE_SHADOW_SCOPES): `rate` is decided and counted, never enforced. */
+  inShadow?: boolean;
+}
+
+/** Which scopes run a shadow rate beside their own, and which run wholly in shadow. */
+export interface ShadowSettings {
+  rates: Readonly<Record<ScopeName, string>>;
+  scopes: ReadonlyArray<ScopeName>;
+}
+
+/**
+ * `rule` with its shadow settings: a shadow rate beside it, or the whole scope in shadow.
+ * @throws Error on a bad shadow rate (see `parseRate`).
+ */
+export function withShadow(rule: ScopeRule, shadows: ShadowSettings | undefined): ScopeRule {
+  if (shadows?.scopes.includes(rule.scope)) return { ...rule, inShadow: true };
+  const text = shadows && Object.hasOwn(shadows.rates, rule.scope) ? shadows.rates[rule.scope] : undefined;
+  return text === undefined ? rule : { ...rule, shadow: parseRate(text) };
 }
 
 /** What the scopes of docs/architecture.md "Throttling" are keyed by; other scopes must say so in `buildScopes`. */
@@ -48,18 +71,21 @@ const SCOPE_NAME = /^[a-z0-9][a-z0-9._-]*$/;
  * `keyedBy` adds to (or overrides) {@link DEFAULT_KEYED_BY} for other scopes. Scope names are
  * lower-case letters, digits, `.`, `_` and `-`, so they are safe in Redis keys and header fields.
  *
+ * `shadows` (THROTTLE_SHADOW_RATES and THROTTLE_SHADOW_SCOPES) adds shadow rules, see `withShadow`.
+ *
  * @throws Error on a bad scope name, a bad rate (see `parseRate`), or a scope whose key is unknown.
  */
 export function buildScopes(
   rates: Readonly<Record<ScopeName, string>>,
   keyedBy: Readonly<Record<ScopeName, KeyedBy>> = {},
+  shadows?: ShadowSettings,
 ): ReadonlyMap<ScopeName, ScopeRule> {
   const table = new Map<ScopeName, ScopeRule>();
   for (const [scope, text] of Object.entries(rates)) {
     if (!SCOPE_NAME.test(scope)) throw new Error(`invalid throttle scope name ${JSON.stringify(scope)}`);
     const key = keyedBy[scope] ?? DEFAULT_KEYED_BY[scope];
     if (key === undefined) throw new Error(`throttle scope "${scope}" needs keyedBy 'ip' or 'user'`);
-    table.set(scope, { scope, rate: parseRate(text), keyedBy: key });
+    table.set(scope, withShadow({ scope, rate: parseRate(text), keyedBy: key }, shadows));
   }
   return table;
 }

@@ -34,6 +34,13 @@ export interface Decision {
    * log under the same rule (see refusals.ts); every decision of such a request has it.
    */
   local?: true;
+  /**
+   * Set when the request was admitted but this scope's shadow rule (or, for a scope wholly in
+   * shadow, its own rule) would have refused it: counted and logged, the answer unchanged.
+   */
+  shadowRefused?: true;
+  /** Set when the scope runs wholly in shadow: it never refuses and has no RateLimit fields. */
+  inShadow?: true;
 }
 
 /** One scope to check: the rule and the identity it counts (`ip:1.2.3.4`, `user:42`). */
@@ -64,4 +71,9 @@ export interface Throttler {
    * request counted by it now would be refused: asks nothing of Redis and records nothing.
    */
   isRefused(check: Check): boolean;
+  /**
+   * Reads what `consume` would decide for each check now, recording nothing (one script call per
+   * hash slot, in peek mode): a client's remaining budget, read without spending it.
+   */
+  peek(checks: ReadonlyArray<Check>): Promise<Decision[]>;
 }

@@ -148,8 +148,26 @@ export const statsSchema = named(
 export const rateLimitsSchema = named(
   responses,
   'RateLimits',
-  z.array(z.object({ scope: z.string(), rate: z.string(), keyed_by: z.enum(KEYED_BY) })),
-  'The limits enforced; empty while THROTTLE_ENABLED is off.',
+  z.array(
+    z.object({
+      scope: z.string(),
+      rate: z.string(),
+      keyed_by: z.enum(KEYED_BY),
+      enforced: z.boolean().describe('False when the scope runs wholly in shadow: counted, never refused.'),
+      shadow_rate: z.string().nullable().describe('A rate tried beside `rate` that never refuses; null when none.'),
+      remaining: z
+        .number()
+        .int()
+        .nullable()
+        .describe("The caller's requests left in this scope's window; null when the scope does not apply to it."),
+      reset_seconds: z
+        .number()
+        .int()
+        .nullable()
+        .describe('Seconds until `remaining` next grows (as the RateLimit field’s `t`); null with `remaining`.'),
+    }),
+  ),
+  "The limits enforced, with the caller's own budget in each; empty while THROTTLE_ENABLED is off.",
 );
 export const rootSchema = named(
   responses,
