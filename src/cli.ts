@@ -7,6 +7,7 @@ import type { Database } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { createUser, findCaseVariantGroups, isValidUsername } from './auth/users.repository.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
+import { formatThrottled, takeThrottledAnswer, THROTTLED_SIGNAL } from './cluster/throttled-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
 import { startEmbeddedPostgres } from './stores/postgres.js';
@@ -25,6 +26,9 @@ const USAGE = `usage: npm run cli -- <command>
   status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
   stop               stop it (SIGTERM to its primary: a drain, then its stores)
   reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
+  throttled [--scope S]
+                     its heaviest refused clients per scope over THROTTLE_TOP_WINDOW, with
+                     their addresses or user ids and the pseudonyms the metrics show
   help               show this text (also -h, --help)`;
 
 const HELP = new Set(['help', '-h', '--help']);
@@ -56,6 +60,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`sent ${signal} to Paceline's primary (PID ${running.pid})\n`);
     return 0;
   }
+  if (command === 'throttled') return printThrottled(config, args);
   if (command === 'user:create') {
     const username = args[0] ?? '';
     if (!isValidUsername(username)) return fail('user:create needs a NAME of 1-150 letters, digits or @.+-_');
@@ -207,3 +212,23 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+
+/** `throttled [--scope S]`: asks the running primary (THROTTLED_SIGNAL) and prints its answer, waiting up to 10 s. */
+async function printThrottled(config: Config, args: string[]): Promise<number> {
+  const at = args.indexOf('--scope');
+  const scope = at >= 0 ? args[at + 1] : undefined;
+  if (at >= 0 && !scope) return fail('throttled --scope needs a scope name');
+  const running = runningInstance(config);
+  if (!running) return fail(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}`);
+  const since = Date.now();
+  process.kill(running.pid, THROTTLED_SIGNAL);
+  for (let tries = 0; tries < 100; tries++) {
+    const answer = takeThrottledAnswer(config, since);
+    if (answer) {
+      process.stdout.write(formatThrottled(answer, scope));
+      return 0;
+    }
+    await new Promise((done) => setTimeout(done, 100));
+  }
+  return fail(`Paceline's primary (PID ${running.pid}) did not answer within 10 s`);
+}

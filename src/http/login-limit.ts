@@ -7,7 +7,7 @@ import { Errors } from '../errors.js';
 import type { Decision, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { forwardedHops } from './client-address.js';
-import { createBurstLogger, seriesFor, STORE_DOWN_RETRY_S } from './throttle.middleware.js';
+import { createBurstLogger, seriesFor, STORE_DOWN_RETRY_S, watchDecisions } from './throttle.middleware.js';
 
 /** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
 export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
@@ -25,13 +25,15 @@ export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
 export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
   const { config, throttler, cursorSecret } = deps;
   const storeErrors = createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back');
-  const { duration, allowed, throttled, storeError } = seriesFor(deps)(rule.scope);
+  const series = seriesFor(deps);
+  const { duration, allowed, throttled, storeError } = series(rule.scope);
   return async (ctx, username) => {
     if (!config.THROTTLE_ENABLED) return;
     const started = performance.now();
+    const ident = loginIdent(username, cursorSecret);
     let decisions: Decision[];
     try {
-      decisions = await throttler.consume([{ rule, ident: loginIdent(username, cursorSecret) }]);
+      decisions = await throttler.consume([{ rule, ident }]);
     } catch (error) {
       duration.observe((performance.now() - started) / 1000);
       storeError.inc();
@@ -46,6 +48,7 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
     const headers = rateLimitHeaders([...(ctx.state.rateLimit ?? []), ...decisions]);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
+    watchDecisions(deps, series, decisions, ident);
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
     for (const name in headers) ctx.set(name, headers[name] as string);
   };
