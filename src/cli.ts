@@ -26,9 +26,10 @@ const USAGE = `usage: npm run cli -- <command>
   status             whether a Paceline runs on DATA_DIR: its primary's PID and ports
   stop               stop it (SIGTERM to its primary: a drain, then its stores)
   reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
-  throttled [--scope S]
+  throttled [--scope S] [--pid PID]
                      its heaviest refused clients per scope over THROTTLE_TOP_WINDOW, with
-                     their addresses or user ids and the pseudonyms the metrics show
+                     their addresses or user ids and the pseudonyms the metrics show (PID:
+                     a primary with DATABASE_URL and REDIS_URL, which records no DATA_DIR PID)
   help               show this text (also -h, --help)`;
 
 const HELP = new Set(['help', '-h', '--help']);
@@ -213,15 +214,21 @@ main(process.argv.slice(2)).then(
   },
 );
 
-/** `throttled [--scope S]`: asks the running primary (THROTTLED_SIGNAL) and prints its answer, waiting up to 10 s. */
+/**
+ * `throttled [--scope S] [--pid PID]`: asks the running primary (THROTTLED_SIGNAL) and prints its
+ * answer, waiting up to 10 s. PID names a primary that does not record itself under DATA_DIR (one
+ * started with both DATABASE_URL and REDIS_URL); it writes its answer under its own DATA_DIR.
+ */
 async function printThrottled(config: Config, args: string[]): Promise<number> {
-  const at = args.indexOf('--scope');
-  const scope = at >= 0 ? args[at + 1] : undefined;
-  if (at >= 0 && !scope) return fail('throttled --scope needs a scope name');
-  const running = runningInstance(config);
-  if (!running) return fail(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}`);
+  const option = (name: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? '') : undefined);
+  const scope = option('--scope');
+  const pid = option('--pid');
+  if (scope === '') return fail('throttled --scope needs a scope name');
+  if (pid !== undefined && !/^[1-9]\d*$/.test(pid)) return fail("throttled --pid needs the primary's process id");
+  const target = pid === undefined ? runningInstance(config)?.pid : Number(pid);
+  if (target === undefined) return fail(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}`);
   const since = Date.now();
-  process.kill(running.pid, THROTTLED_SIGNAL);
+  process.kill(target, THROTTLED_SIGNAL);
   for (let tries = 0; tries < 100; tries++) {
     const answer = takeThrottledAnswer(config, since);
     if (answer) {
@@ -230,5 +237,5 @@ async function printThrottled(config: Config, args: string[]): Promise<number> {
     }
     await new Promise((done) => setTimeout(done, 100));
   }
-  return fail(`Paceline's primary (PID ${running.pid}) did not answer within 10 s`);
+  return fail(`Paceline's primary (PID ${target}) did not answer within 10 s`);
 }
