@@ -8,6 +8,9 @@
 export class SpaceSaving {
   readonly #counters = new Map<string, Counted>();
   #total = 0;
+  /** Keys that held the smallest count when last scanned: evicted in turn, so a scan serves many evictions. */
+  #smallestKeys: string[] = [];
+  #smallestCount = 0;
 
   /** @param capacity counters kept, ≥ 1: memory is O(capacity) whatever the number of distinct keys. */
   constructor(readonly capacity: number) {
@@ -27,7 +30,10 @@ export class SpaceSaving {
 
   /** The smallest count held when every counter is taken, else 0: the most an absent key may have been seen. */
   get floor(): number {
-    return this.#counters.size < this.capacity ? 0 : this.#smallest()[1].count;
+    if (this.#counters.size < this.capacity) return 0;
+    let count = Infinity;
+    for (const entry of this.#counters.values()) if (entry.count < count) count = entry.count;
+    return count;
   }
 
   /** Counts `weight` (default 1) occurrences of `key`. */
@@ -55,10 +61,20 @@ export class SpaceSaving {
   }
 
   #smallest(): [string, Counted] {
-    // A scan: capacity is small (10 × THROTTLE_TOP_K), and only a key not held pays it.
-    let found: [string, Counted] | undefined;
-    for (const entry of this.#counters) if (!found || entry[1].count < found[1].count) found = entry;
-    return found as [string, Counted];
+    for (;;) {
+      const key = this.#smallestKeys.pop();
+      if (key === undefined) break;
+      const held = this.#counters.get(key);
+      // Still there and not counted since the scan: no counter is smaller.
+      if (held && held.count === this.#smallestCount) return [key, held];
+    }
+    // A scan of the counters (10 × THROTTLE_TOP_K), shared by the evictions of every key it finds at the minimum.
+    let count = Infinity;
+    for (const entry of this.#counters.values()) if (entry.count < count) count = entry.count;
+    this.#smallestCount = count;
+    for (const [key, entry] of this.#counters) if (entry.count === count) this.#smallestKeys.push(key);
+    const key = this.#smallestKeys.pop() as string;
+    return [key, this.#counters.get(key) as Counted];
   }
 }
 
