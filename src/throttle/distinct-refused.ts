@@ -6,6 +6,9 @@ export const DISTINCT_BUFFER_MAX = 50_000;
 /** How often the buffered identities go to Redis: one command per process per flush, none when idle. */
 export const DISTINCT_FLUSH_MS = 1_000;
 
+/** How long after its last refusal a process reads the count every second, to see other hosts' refusals of the same flood. */
+export const DISTINCT_FOLLOW_MS = 10_000;
+
 // Per scope: PFADD this slot's new identities (the first key), keep the slot for the window, and
 // count the union of the window's slots. KEYS: WINDOW_SLOTS per scope, newest first. ARGV: the
 // slots' lifetime (ms), then per scope the number of identities and the identities.
@@ -31,7 +34,8 @@ return counts
  * Distinct refused clients per scope, cluster-wide (docs/throttling.md "How many"): each process
  * buffers the identities it refused and, at most once a second, adds them in one script call to
  * HyperLogLogs in Redis shared by every host (one per scope and fifth of the window) and reads
- * back the count over the window, about 0.81 % off. A refusal itself sends nothing to Redis.
+ * back the count over the window, about 0.81 % off; with nothing to add it reads again each second
+ * for 10 s, then once a slot begins, while a count is above 0. A refusal itself sends nothing to Redis.
  */
 export class DistinctRefused {
   readonly #pending = new Map<string, Set<string>>();
@@ -40,6 +44,8 @@ export class DistinctRefused {
   readonly #slotMs: number;
   #timer: NodeJS.Timeout | undefined;
   #flushing = false;
+  #closed = false;
+  #lastAddAt = -Infinity;
 
   constructor(
     private readonly deps: {
@@ -59,7 +65,8 @@ export class DistinctRefused {
     let pending = this.#pending.get(scope);
     if (!pending) this.#pending.set(scope, (pending = new Set()));
     if (pending.size < DISTINCT_BUFFER_MAX) pending.add(ident);
-    this.#timer ??= setTimeout(() => void this.flush(), DISTINCT_FLUSH_MS).unref();
+    this.#lastAddAt = this.deps.now();
+    this.#arm(DISTINCT_FLUSH_MS);
   }
 
   /** Sends the buffered identities and reads the counts back: one command, or none when there is nothing to say. */
@@ -67,10 +74,7 @@ export class DistinctRefused {
     this.#timer = undefined;
     const scopes = new Set([...this.#pending.keys(), ...[...this.#counts].filter(([, n]) => n > 0).map(([s]) => s)]);
     if (scopes.size === 0) return;
-    if (this.#flushing) {
-      this.#timer ??= setTimeout(() => void this.flush(), DISTINCT_FLUSH_MS).unref();
-      return;
-    }
+    if (this.#flushing) return this.#arm(DISTINCT_FLUSH_MS);
     this.#flushing = true;
     const slot = Math.floor(this.deps.now() / this.#slotMs);
     const keys: string[] = [];
@@ -91,14 +95,25 @@ export class DistinctRefused {
     } finally {
       this.#flushing = false;
     }
-    // Counts of the window fall as its slots expire: read again while any is above 0.
-    if ([...this.#counts.values()].some((n) => n > 0))
-      this.#timer ??= setTimeout(() => void this.flush(), DISTINCT_FLUSH_MS).unref();
+    // Other hosts' refusals reach this count only by reading: every second for a while after this
+    // process's own, then once a slot begins (counts fall only as slots expire) while any is above 0.
+    if ([...this.#counts.values()].some((n) => n > 0)) {
+      const now = this.deps.now();
+      const recent = now - this.#lastAddAt < DISTINCT_FOLLOW_MS;
+      this.#arm(recent ? DISTINCT_FLUSH_MS : Math.max(DISTINCT_FLUSH_MS, this.#slotMs - (now % this.#slotMs) + 1));
+    }
   }
 
-  /** Stops the timer; safe twice. */
+  /** Stops flushing for good (what is buffered is dropped); safe twice. */
   close(): void {
+    this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+  }
+
+  #arm(delayMs: number): void {
+    if (this.#closed || this.#timer) return;
+    // Unref'd: a pending flush never keeps a stopping process alive.
+    this.#timer = setTimeout(() => void this.flush(), delayMs).unref();
   }
 }
