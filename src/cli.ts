@@ -225,8 +225,12 @@ async function printThrottled(config: Config, args: string[]): Promise<number> {
   const pid = option('--pid');
   if (scope === '') return fail('throttled --scope needs a scope name');
   if (pid !== undefined && !/^[1-9]\d*$/.test(pid)) return fail("throttled --pid needs the primary's process id");
-  const target = pid === undefined ? runningInstance(config)?.pid : Number(pid);
+  const running = pid === undefined ? runningInstance(config) : undefined;
+  const target = pid === undefined ? running?.pid : Number(pid);
   if (target === undefined) return fail(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}`);
+  // The signal's default action ends a process: a primary of an older release would stop.
+  if (running && !running.answers?.includes(THROTTLED_SIGNAL))
+    return fail(`Paceline's primary (PID ${target}) is of a release without the throttled command: restart it first`);
   const since = Date.now();
   process.kill(target, THROTTLED_SIGNAL);
   for (let tries = 0; tries < 100; tries++) {
