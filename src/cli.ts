@@ -7,6 +7,7 @@ import { migrateToLatest } from '../db/migrate.js';
 import { findCaseVariantGroups } from './auth/users.repository.js';
 import { ADMIN_USAGE, prepareAdminCommand } from './cli/admin.commands.js';
 import { describeInstance, runningInstance } from './cluster/instance-file.js';
+import { formatThrottled, takeThrottledAnswer, THROTTLED_SIGNAL } from './cluster/throttled-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { readEnvFile } from './env-file.js';
 import { fail } from './cli/output.js';
@@ -27,6 +28,10 @@ ${ADMIN_USAGE}
                      last change of user:audit
   stop               stop it (SIGTERM to its primary: a drain, then its stores)
   reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)
+  throttled [--scope S] [--pid PID]
+                     its heaviest refused clients per scope over THROTTLE_TOP_WINDOW, with
+                     their addresses or user ids and the pseudonyms the metrics show (PID:
+                     a primary with DATABASE_URL and REDIS_URL, which records no DATA_DIR PID)
   help               show this text (also -h, --help)`;
 
 const HELP = new Set(['help', '-h', '--help']);
@@ -59,6 +64,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (USER_COMMANDS.has(command)) return runUserCommand(command, args, config, withDatabase);
+  if (command === 'throttled') return printThrottled(config, args);
   if (command === 'user:check') return withDatabase(config, checkUsers);
   if (command === 'migrate') {
     return withDatabase(config, async (db) => {
@@ -163,3 +169,33 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+
+/**
+ * `throttled [--scope S] [--pid PID]`: asks the running primary (THROTTLED_SIGNAL) and prints its
+ * answer, waiting up to 10 s. PID names a primary that does not record itself under DATA_DIR (one
+ * started with both DATABASE_URL and REDIS_URL); it writes its answer under its own DATA_DIR.
+ */
+async function printThrottled(config: Config, args: string[]): Promise<number> {
+  const option = (name: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? '') : undefined);
+  const scope = option('--scope');
+  const pid = option('--pid');
+  if (scope === '') return fail('throttled --scope needs a scope name');
+  if (pid !== undefined && !/^[1-9]\d*$/.test(pid)) return fail("throttled --pid needs the primary's process id");
+  const running = pid === undefined ? runningInstance(config) : undefined;
+  const target = pid === undefined ? running?.pid : Number(pid);
+  if (target === undefined) return fail(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}`);
+  // The signal's default action ends a process: a primary of an older release would stop.
+  if (running && !running.answers?.includes(THROTTLED_SIGNAL))
+    return fail(`Paceline's primary (PID ${target}) is of a release without the throttled command: restart it first`);
+  const since = Date.now();
+  process.kill(target, THROTTLED_SIGNAL);
+  for (let tries = 0; tries < 100; tries++) {
+    const answer = takeThrottledAnswer(config, since);
+    if (answer) {
+      process.stdout.write(formatThrottled(answer, scope));
+      return 0;
+    }
+    await new Promise((done) => setTimeout(done, 100));
+  }
+  return fail(`Paceline's primary (PID ${target}) did not answer within 10 s`);
+}

@@ -17,6 +17,13 @@ export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform(Number)
     .pipe(z.number().int().min(min).max(max));
 
+/** A fraction between 0 and 1, from its decimal text (`0.2`). */
+export const ratio = z
+  .string()
+  .trim()
+  .regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'expected a number from 0 to 1, such as 0.2')
+  .transform(Number);
+
 /** A rate such as `20/min` or `10/15min` (docs/architecture.md "Throttling"). */
 export const rate = z
   .string()

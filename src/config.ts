@@ -8,6 +8,7 @@ import {
   proxyList,
   rate,
   scopeNames,
+  ratio,
   scopeRates,
   secret,
   shadowRates,
@@ -78,6 +79,12 @@ const schema = z.object({
   THROTTLE_SHADOW_SCOPES: scopeNames.default([]),
   THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
   THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
+  // Who is throttled (docs/throttling.md "Who is throttled"): the heaviest refused clients per
+  // scope exported, over what window, and the share of its budget at or under which an admission
+  // counts as near the limit.
+  THROTTLE_TOP_K: integer(1, 100).default(10),
+  THROTTLE_TOP_WINDOW: duration.pipe(z.number().min(10_000, 'expected at least 10s')).default(300_000),
+  THROTTLE_NEAR_LIMIT_RATIO: ratio.default(0.2),
   TRUST_PROXY_HOPS: integer(0, 16).default(0),
   // The peers whose X-Forwarded-* headers count (addresses and CIDRs); unset: any peer's do.
   TRUSTED_PROXIES: proxyList.optional(),

@@ -14,6 +14,7 @@ import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cac
 import { ReplicaSet } from './stores/read-replicas.js';
 import { createRedisClient, type RedisClient } from './stores/redis-client.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
+import { ThrottleWatch } from './throttle/throttle-watch.js';
 
 /** What every request handler may use, built once per process by its entry point. */
 export interface Deps {
@@ -26,6 +27,8 @@ export interface Deps {
   metrics: Metrics;
   commands: CommandBus;
   throttler: Throttler;
+  /** Who the throttle refused: the heaviest clients and distinct counts (docs/throttling.md "Who is throttled"). */
+  watch?: ThrottleWatch;
   /** Answers of reads kept while provably current; absent when READ_CACHE_BYTES is 0. */
   readCache?: ReadCache;
   /** Streaming replicas for reads (DATABASE_REPLICA_URLS); absent when none are configured. */
@@ -94,10 +97,12 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
     reportQueue: new ReportQueue(config, logger),
   };
+  deps.watch = createWatch(deps);
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       await commands.close();
+      deps.watch?.close();
       // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
       await Promise.allSettled([
         db.destroy(),
@@ -107,6 +112,27 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
       ]);
     })());
   return { deps, close };
+}
+
+function createWatch({ config, redis, metrics, logger, cursorSecret }: Deps): ThrottleWatch {
+  const failures = { logged: false };
+  return new ThrottleWatch({
+    redis,
+    keyPrefix: config.REDIS_PREFIX,
+    secret: cursorSecret,
+    k: config.THROTTLE_TOP_K,
+    windowMs: config.THROTTLE_TOP_WINDOW,
+    now: () => Date.now(),
+    onDistinct: (counts) => {
+      failures.logged = false;
+      for (const [scope, count] of counts) metrics.throttleDistinctClients.set({ scope }, count);
+    },
+    // Logged once until a flush succeeds again: the throttle's own burst logger reports the outage.
+    onError: (error) => {
+      if (!failures.logged) logger.warn({ err: error }, 'distinct refused clients could not be counted in Redis');
+      failures.logged = true;
+    },
+  });
 }
 
 function requireSetting(value: string | undefined, name: string): string {

@@ -32,6 +32,38 @@ export function createMetrics(registry = new Registry()) {
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
       registers,
     }),
+    throttleNearLimit: new Counter({
+      name: 'paceline_throttle_near_limit_total',
+      help:
+        'Admissions that left their client at or under THROTTLE_NEAR_LIMIT_RATIO (default 0.2) of its budget, by ' +
+        'scope: the warning before 429s.',
+      labelNames: ['scope'] as const,
+      registers,
+    }),
+    throttleLimit: new Gauge({
+      name: 'paceline_throttle_limit',
+      help: "Each scope's configured limit: requests a client may make per window.",
+      labelNames: ['scope'] as const,
+      aggregator: 'max',
+      registers,
+    }),
+    throttleWindow: new Gauge({
+      name: 'paceline_throttle_window_seconds',
+      help: "Each scope's configured window, in seconds.",
+      labelNames: ['scope'] as const,
+      aggregator: 'max',
+      registers,
+    }),
+    throttleDistinctClients: new Gauge({
+      name: 'paceline_throttle_distinct_clients',
+      help:
+        'Distinct clients refused in each scope over THROTTLE_TOP_WINDOW, on every host sharing this Redis ' +
+        '(a HyperLogLog: about 0.81 % off).',
+      labelNames: ['scope'] as const,
+      // Every process reads the same cluster-wide count: the host reports it once.
+      aggregator: 'max',
+      registers,
+    }),
     httpRequests: new Counter({
       name: 'paceline_http_requests_total',
       help:
@@ -136,6 +168,19 @@ export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error', 'shado
 export function primeThrottleSeries(metrics: Metrics, scopes: Iterable<string>): void {
   for (const scope of scopes) {
     for (const decision of THROTTLE_DECISIONS) metrics.throttleDecisions.inc({ scope, decision }, 0);
+    metrics.throttleNearLimit.inc({ scope }, 0);
+    metrics.throttleDistinctClients.set({ scope }, 0);
+  }
+}
+
+/** Sets every scope's limit and window gauges: the lines a panel draws its scope's counts against. */
+export function setThrottleLimits(
+  metrics: Metrics,
+  rules: Iterable<{ scope: string; rate: { limit: number; windowMs: number } }>,
+): void {
+  for (const { scope, rate } of rules) {
+    metrics.throttleLimit.set({ scope }, rate.limit);
+    metrics.throttleWindow.set({ scope }, rate.windowMs / 1000);
   }
 }
 

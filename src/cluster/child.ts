@@ -45,7 +45,7 @@ export async function runChild(config: Config, role: string | undefined): Promis
   if (role === undefined || !chosen) throw new Error(`unknown child role ${JSON.stringify(role)}`);
   const start = await chosen.load();
   const { deps, close } = await buildDeps(config, role);
-  const reporter = reportMetricsToPrimary(deps.metrics.registry);
+  const reporter = reportMetricsToPrimary(deps.metrics.registry, deps.watch && (() => deps.watch?.report() ?? []));
   const started = await start(deps);
   process.send?.({ type: 'ready' });
   // The host is stopping after DRAIN_DELAY_MS: readiness says so while requests are still served.

@@ -10,6 +10,8 @@ export interface Instance {
   /** Setting name → port, for every port this instance holds (PORT, METRICS_PORT, the embedded stores'). */
   ports: Record<string, number>;
   startedAt: string;
+  /** Signals the primary answers beyond the usual ones; `SIGUSR2` ends a primary that does not (`cli throttled`). */
+  answers?: string[];
 }
 
 export const INSTANCE_FILE = 'paceline.pid';
@@ -58,6 +60,7 @@ export function writeInstanceFile(config: Config): () => void {
     dataDir: resolve(config.DATA_DIR),
     ports: instancePorts(config),
     startedAt: new Date().toISOString(),
+    answers: ['SIGUSR2'],
   };
   writeFileSync(path, `${JSON.stringify(instance)}\n`);
   let removed = false;

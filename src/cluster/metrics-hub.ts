@@ -1,11 +1,20 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
-import { AggregatorRegistry, Counter, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import {
+  AggregatorRegistry,
+  Counter,
+  Gauge,
+  Registry,
+  type MetricObjectWithValues,
+  type MetricValue,
+} from 'prom-client';
 import type { Config } from '../config.js';
 import type { Server } from 'node:http';
 import { createMetricsServer, type MetricsLimits } from './metrics-server.js';
 import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-protocol.js';
 import type { ChildRole } from './supervisor.js';
+import type { WatchedScope } from '../throttle/throttle-watch.js';
+import { mergeWatched, type HostTop } from './top-clients-merge.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
 type Exposition = { text: string; contentType: string };
@@ -36,6 +45,22 @@ export class MetricsHub {
     registers: [this.#own],
     help: "Collections of every child's metrics made for /metrics scrapes; concurrent scrapes share one.",
   });
+  readonly #reloads = new Counter({
+    name: 'paceline_settings_reloads_total',
+    labelNames: ['outcome'] as const,
+    registers: [this.#own],
+    help: 'Settings reloads (SIGHUP) by outcome: applied (web workers replaced) or refused (a bad setting).',
+  });
+  readonly #topClients = new Gauge({
+    name: 'paceline_throttle_top_client_refused',
+    labelNames: ['scope', 'client'] as const,
+    registers: [this.#own],
+    help:
+      "The host's THROTTLE_TOP_K most refused clients per scope: requests refused over THROTTLE_TOP_WINDOW, by " +
+      "pseudonym (user:<id> for users); within 1/(10·K) of the scope's refusals.",
+  });
+  /** The last report of who every live web child refused. */
+  readonly #throttled = new Map<number, WatchedScope[]>();
   /** The collection under way, and the one every scrape that arrived meanwhile waits for. */
   #current: Promise<Exposition> | undefined;
   #next: Promise<Exposition> | undefined;
@@ -49,8 +74,12 @@ export class MetricsHub {
   #asked = 0;
   #compacting = false;
 
-  constructor(private readonly logger: Logger) {
+  constructor(
+    private readonly logger: Logger,
+    private readonly topK = 10,
+  ) {
     for (const role of ['web', 'jobs'] satisfies ChildRole[]) this.#restarts.inc({ role }, 0);
+    for (const outcome of ['applied', 'refused']) this.#reloads.inc({ outcome }, 0);
     cluster.on('message', (worker: Worker, message: MetricsReply) => this.#receive(worker, message));
   }
 
@@ -64,6 +93,16 @@ export class MetricsHub {
     this.#restarts.inc({ role });
   }
 
+  /** Counts a settings reload, applied or refused. */
+  countReload(outcome: 'applied' | 'refused'): void {
+    this.#reloads.inc({ outcome });
+  }
+
+  /** The host's heaviest refused clients per scope, real identities included, as of the last report of each child. */
+  topClients(): HostTop[] {
+    return mergeWatched([...this.#throttled.values()], this.topK);
+  }
+
   /** Moves an exited child's counters and histograms into the retired totals, once its channel has drained. */
   retire(worker: Worker): void {
     const fold = () => {
@@ -72,6 +111,8 @@ export class MetricsHub {
       this.#gone.add(worker.id);
       const last = this.#latest.get(worker.id);
       this.#latest.delete(worker.id);
+      // Who a child refused is a gauge: it leaves with the child (its clients are refused elsewhere now).
+      this.#throttled.delete(worker.id);
       if (last) this.#retired.push(last.filter((metric) => CUMULATIVE.has(String(metric.type))));
     };
     const timer = setTimeout(fold, EXIT_REPORT_WAIT_MS).unref();
@@ -117,14 +158,24 @@ export class MetricsHub {
     this.#collections.inc();
     await this.refresh();
     await this.#compact();
+    this.#publishTopClients();
     const own = (await this.#own.getMetricsAsJSON()) as Snapshot;
     const registry = AggregatorRegistry.aggregate([...this.#latest.values(), ...this.#retired, own]);
     return { text: await registry.metrics(), contentType: registry.contentType };
   }
 
+  /** Only the current top K are series: a client that left it stops being exported (docs/throttling.md "Who is throttled"). */
+  #publishTopClients(): void {
+    this.#topClients.reset();
+    for (const { scope, clients } of this.topClients())
+      for (const { client, count } of clients) this.#topClients.set({ scope, client }, count);
+  }
+
   #receive(worker: Worker, message: MetricsReply): void {
     if (message?.type !== METRICS_REPLY || !Array.isArray(message.metrics)) return;
     if (!this.#gone.has(worker.id)) this.#latest.set(worker.id, message.metrics as Snapshot);
+    if (!this.#gone.has(worker.id) && Array.isArray(message.throttled))
+      this.#throttled.set(worker.id, message.throttled);
     if (message.id !== null) this.#pending.get(message.id)?.();
   }
 
@@ -172,7 +223,7 @@ export class MetricsHub {
 
 /** Starts the hub on METRICS_HOST:METRICS_PORT with the METRICS_* limits; refreshes the children's reports every 5 s. */
 export async function startMetricsHub(config: Config, logger: Logger) {
-  const hub = new MetricsHub(logger);
+  const hub = new MetricsHub(logger, config.THROTTLE_TOP_K);
   const server = await hub.listen(config.METRICS_PORT, config.METRICS_HOST, config);
   const timer = setInterval(() => void hub.refresh(), REFRESH_MS);
   timer.unref();

@@ -12,6 +12,7 @@ import { watchStores, type StoreWatch } from '../stores/store-watch.js';
 import { STORE_WATCH, watchedBackends } from '../stores/watched-stores.js';
 import { describeInstance, runningInstance, writeInstanceFile } from './instance-file.js';
 import { startMetricsHub, type MetricsHub } from './metrics-hub.js';
+import { answerThrottledOnSignal } from './throttled-file.js';
 import { handleShutdown, type Lifecycle } from './shutdown.js';
 import { Supervisor } from './supervisor.js';
 
@@ -34,6 +35,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   await migrate(backends.databaseUrl, logger, life);
   const metrics = await life.step(() => startMetricsHub(config, logger));
   life.stops.push(() => metrics.close());
+  answerThrottledOnSignal(config, logger, metrics);
   const supervisor = superviseChildren(config, logger, { backends, metrics, fileSettings }, life);
   if (life.stopping()) return;
   if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
@@ -125,14 +127,21 @@ function superviseChildren(
     };
   }
   life.stops.push(() => supervisor.stop());
-  reloadOnHangup(config, logger, supervisor, stores);
+  reloadOnHangup(config, logger, supervisor, stores, metrics);
   return supervisor;
 }
 
 /** SIGHUP: settings read again and checked like a start; bad ones leave the workers as they are. */
-function reloadOnHangup(config: Config, logger: Logger, supervisor: Supervisor, stores: Record<string, string>): void {
+function reloadOnHangup(
+  config: Config,
+  logger: Logger,
+  supervisor: Supervisor,
+  stores: Record<string, string>,
+  metrics: MetricsHub,
+): void {
   process.on('SIGHUP', () => {
     const reread = rereadEnvFile(process.env, config);
+    metrics.countReload(reread.ok ? 'applied' : 'refused');
     if (!reread.ok) return logger.error(`reload refused, the workers keep their settings: ${reread.reason}`);
     supervisor.setEnv({ ...reread.settings, ...stores });
     logger.info('SIGHUP: settings read again; replacing web workers one at a time');

@@ -7,7 +7,13 @@ import { Errors } from '../errors.js';
 import type { Decision, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { forwardedHops } from './client-address.js';
-import { createBurstLogger, createShadowLog, seriesFor, STORE_DOWN_RETRY_S } from './throttle.middleware.js';
+import {
+  createBurstLogger,
+  createShadowLog,
+  seriesFor,
+  STORE_DOWN_RETRY_S,
+  watchDecisions,
+} from './throttle.middleware.js';
 
 /** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
 export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
@@ -25,13 +31,14 @@ export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
 export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
   const { config, throttler, cursorSecret } = deps;
   const storeErrors = createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back');
-  const { duration, allowed, throttled, storeError, shadowRefused } = seriesFor(deps)(rule.scope);
+  const series = seriesFor(deps);
+  const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
   const shadowLog = createShadowLog(deps);
   return async (ctx, username) => {
     if (!config.THROTTLE_ENABLED) return;
     const started = performance.now();
-    let decisions: Decision[];
     const ident = loginIdent(username, cursorSecret);
+    let decisions: Decision[];
     try {
       decisions = await throttler.consume([{ rule, ident }]);
     } catch (error) {
@@ -54,6 +61,7 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
       shadowRefused.inc();
       shadowLog(rule, ident);
     }
+    watchDecisions(deps, series, decisions, ident);
     if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
     for (const name in headers) ctx.set(name, headers[name] as string);
   };

@@ -9,6 +9,7 @@ export const REFUSAL_LOG_MAX_CLIENTS = 1_000;
 interface Tally {
   scope: string;
   client: string;
+  pseudonym?: string;
   count: number;
   retryAfterS: number;
 }
@@ -48,7 +49,8 @@ export class RefusalLog {
       this.#others += 1;
       return false;
     }
-    this.#tallies.set(key, { scope: refusal.scope, client: refusal.client, count: 0, retryAfterS: 0 });
+    const { scope, client, pseudonym } = refusal;
+    this.#tallies.set(key, { scope, client, ...(pseudonym && { pseudonym }), count: 0, retryAfterS: 0 });
     return true;
   }
 
@@ -61,8 +63,8 @@ export class RefusalLog {
         this.#tallies.delete(key);
         continue;
       }
-      const { scope, client, count, retryAfterS } = tally;
-      this.logger.info({ scope, client, refused: count, seconds, retryAfterS }, this.summary);
+      const { scope, client, pseudonym, count, retryAfterS } = tally;
+      this.logger.info({ scope, client, pseudonym, refused: count, seconds, retryAfterS }, this.summary);
       tally.count = 0;
     }
     if (this.#others > 0) this.logger.info({ client: 'others', refused: this.#others, seconds }, this.summary);

@@ -9,6 +9,8 @@ export interface Refusal {
   /** The throttle's identity of the client: `ip:<address or prefix>` or `user:<id>`. */
   client: string;
   retryAfterS: number;
+  /** The client's name in metrics (docs/throttling.md "Who is throttled"): the same on every host. */
+  pseudonym?: string;
   /** Answered from this process's memory of an earlier refusal, without Redis. */
   local: boolean;
 }

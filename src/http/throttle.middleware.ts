@@ -1,7 +1,7 @@
 import type { Context, Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import { primeThrottleSeries } from '../metrics.js';
+import { primeThrottleSeries, setThrottleLimits } from '../metrics.js';
 import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, ipv6PrefixFor, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { firstLineOf } from '../stores/store-errors.js';
@@ -27,11 +27,13 @@ export function createThrottle(
   const storeErrors = createBurstLogger(deps, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
   const shadowLog = createShadowLog(deps);
   primeThrottleSeries(deps.metrics, rules.keys());
+  setThrottleLimits(deps.metrics, rules.values());
   return (scope) => {
     if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
     if (scope !== undefined && rules.get(scope)?.keyedBy === 'username')
       throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
     if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
+    if (scope !== undefined) setThrottleLimits(deps.metrics, [rules.get(scope) as ScopeRule]);
     return throttle(deps, rules, storeErrors, shadowLog, scope);
   };
 }
@@ -75,7 +77,8 @@ function throttle(
     const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
-    if (rejected) return refuse(ctx, rejected, ident, headers);
+    watchDecisions(deps, series, decisions, ident);
+    if (rejected) return refuse(ctx, rejected, ident, headers, deps.watch?.pseudonym(ident));
     if (decisions[0]?.shadowRefused) {
       shadowRefused.inc();
       shadowLog(rule, ident);
@@ -94,9 +97,16 @@ function throttle(
  * flood of refused requests stays the cheapest thing this process answers (docs/architecture.md
  * "Throttling"). `ctx.state.refusal` tells the access log who was refused, where and for how long.
  */
-function refuse(ctx: Context, rejected: Decision, ident: string, headers: Record<string, string>): void {
+function refuse(
+  ctx: Context,
+  rejected: Decision,
+  ident: string,
+  headers: Record<string, string>,
+  pseudonym: string | undefined,
+): void {
   const seconds = rejected.retryAfterS;
   ctx.state.refusal = { scope: rejected.scope, client: ident, retryAfterS: seconds, local: rejected.local === true };
+  if (pseudonym !== undefined) ctx.state.refusal.pseudonym = pseudonym;
   ctx.status = 429;
   for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
   ctx.res.setHeader('Retry-After', String(seconds));
@@ -114,12 +124,30 @@ export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
     throttled: metrics.throttleDecisions.labels({ scope, decision: 'throttled' }),
     storeError: metrics.throttleDecisions.labels({ scope, decision: 'store_error' }),
     shadowRefused: metrics.throttleDecisions.labels({ scope, decision: 'shadow_refused' }),
+    nearLimit: metrics.throttleNearLimit.labels({ scope }),
   });
   return (scope: ScopeName) => {
     let series = bound.get(scope);
     if (!series) bound.set(scope, (series = bind(scope)));
     return series;
   };
+}
+
+/**
+ * What the throttle's watch learns of one request's decisions (docs/throttling.md "Who is
+ * throttled"): a refusal counts against its client in memory, with no I/O; an admission that left
+ * the client at or under THROTTLE_NEAR_LIMIT_RATIO of its budget counts as near the limit.
+ */
+export function watchDecisions(
+  { config, watch }: Pick<Deps, 'config' | 'watch'>,
+  series: ReturnType<typeof seriesFor>,
+  decisions: readonly Decision[],
+  ident: string,
+): void {
+  const rejected = longestWait(decisions);
+  if (rejected) return watch?.refused(rejected.scope, ident);
+  for (const { scope, remaining, limit } of decisions)
+    if (remaining <= limit * config.THROTTLE_NEAR_LIMIT_RATIO) series(scope).nearLimit.inc();
 }
 
 /** The rule a request is counted by: a scope keyed by user cannot key a client without one, anon counts it. */

@@ -153,6 +153,12 @@ test('the dashboard imports as is: a datasource variable, used by every panel an
     /batch size/,
     /queue depth/,
     /restarts/i,
+    /top throttled clients/i,
+    /distinct throttled clients/i,
+    /near-limit ratio/i,
+    /shadow vs enforced/i,
+    /against its scope's limit/i,
+    /settings reloads/i,
   ];
   for (const title of wanted) assert.match(titles, title);
 });
@@ -164,6 +170,12 @@ test('every dashboard and alert expression returns data from a real Prometheus s
   const checks: Array<{ where: string; expr: string }> = (DASHBOARD.panels as any[]).flatMap((panel) =>
     (panel.targets ?? []).map((t: any) => ({ where: `panel "${panel.title}" ${t.refId}`, expr: t.expr })),
   );
+  // An annotation marks what its `<signal> > 0` selects; its signal must return data like a panel's.
+  for (const annotation of DASHBOARD.annotations.list.filter((a: any) => a.expr)) {
+    const signal = /^([\s\S]+)\s>\s+0$/.exec(annotation.expr.trim());
+    assert.ok(signal, `annotation ${annotation.name} is not "<signal> > 0": ${annotation.expr}`);
+    checks.push({ where: `annotation "${annotation.name}"`, expr: `${signal![1]} >= bool 0` });
+  }
   for (const rule of rules) {
     assert.is(rule.health, 'ok', `${rule.name}: ${rule.lastError ?? ''}`);
     const bool = /^([\s\S]+)\s(==|!=|>=|<=|>|<)\s+(-?[\d.]+)$/.exec(rule.query.trim());

@@ -6,6 +6,7 @@ import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { scrape, sumOf } from '../helpers/metrics.js';
 
 // A reload (SIGHUP to the primary) reads ENV_FILE again and checks it like a start: new web
 // workers take its settings with no failed request; a bad value, or a change only a restart can
@@ -74,6 +75,14 @@ test('a setting only a restart can change is refused by name', async () => {
   const output = await reload('reload refused', host!.output().length);
   assert.match(output, /SHUTDOWN_TIMEOUT_MS changed: only a restart applies it/);
   assert.is(await anonRate(), '45/min');
+});
+
+test('the metrics draw the new limit and count every reload by outcome', async () => {
+  const { samples } = await scrape(host!.metricsBase);
+  assert.is(sumOf(samples, 'paceline_throttle_limit', { scope: 'anon' }), 45);
+  assert.is(sumOf(samples, 'paceline_throttle_window_seconds', { scope: 'anon' }), 60);
+  assert.is(sumOf(samples, 'paceline_settings_reloads_total', { outcome: 'applied' }), 1);
+  assert.is(sumOf(samples, 'paceline_settings_reloads_total', { outcome: 'refused' }), 2);
 });
 
 test('settings that contradict each other are refused in one line (docs/configuration.md "Rules between settings")', async () => {

@@ -138,6 +138,10 @@ Cli('status, reload and stop find the primary through DATA_DIR/paceline.pid and 
     assert.equal(rest, ['']);
     const reload = await runCli({ DATA_DIR: dataDir }, 'reload');
     assert.equal([reload.code, reload.stdout], [0, `sent SIGHUP to Paceline's primary (PID ${primary.pid})\n`]);
+    // A primary that does not record SIGUSR2 among its answers would be ended by it: not sent.
+    const throttled = await runCli({ DATA_DIR: dataDir }, 'throttled');
+    assert.is(throttled.code, 1);
+    assert.match(throttled.stderr, /is of a release without the throttled command/);
     const stop = await runCli({ DATA_DIR: dataDir }, 'stop');
     assert.is(stop.code, 0, stop.stderr);
     await exited;

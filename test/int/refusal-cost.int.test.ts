@@ -10,6 +10,7 @@ import { connectDatabase } from '../../db/connect.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
+import { pseudonymOf } from '../../src/throttle/pseudonym.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 
@@ -25,12 +26,20 @@ let admin: Redis;
 const lines: Array<Record<string, unknown>> = [];
 
 /** Commands Redis has run (those inside scripts included), INFO itself left out. */
+/** The distinct-refused flush's script and what it runs: at most one call a second, whatever the refusals. */
+const DISTINCT_FLUSH = new Set(['eval', 'pfadd', 'pexpire', 'pfcount']);
+
+/** Commands Redis ran, but for INFO and the distinct-refused flush; `flushes`: the flush's script calls. */
 async function commandsRun(): Promise<number> {
   let total = 0;
   for (const [, name, calls] of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    if (name !== 'info') total += Number(calls);
+    if (name !== 'info' && !DISTINCT_FLUSH.has(name as string)) total += Number(calls);
   }
   return total;
+}
+
+async function flushes(): Promise<number> {
+  return Number(/^cmdstat_eval:calls=(\d+)/m.exec(await admin.info('commandstats'))?.[1] ?? 0);
 }
 
 function captureLogger() {
@@ -93,6 +102,7 @@ test('a refused flood costs no Redis, no token lookup, and a bounded log', async
     // Its first two unknown tokens while refused are still looked up (a real user may share the address).
     for (let i = 0; i < 2; i++) assert.is((await get(app, ip, randomToken())).status, 429, `strike ${i + 1}`);
     const commands = await commandsRun();
+    const [flushed, floodStarted] = [await flushes(), performance.now()];
     const scans = await tokenScans(app.databaseUrl);
     const logged = lines.length;
     for (let round = 0; round < 50; round++) {
@@ -111,6 +121,9 @@ test('a refused flood costs no Redis, no token lookup, and a bounded log', async
       }
     }
     assert.is((await commandsRun()) - commands, 0, 'Redis commands for 1,000 refused requests');
+    // docs/throttling.md "How many": the refused clients reach Redis at most once a second, not per refusal.
+    const seconds = (performance.now() - floodStarted) / 1000;
+    assert.ok((await flushes()) - flushed <= Math.ceil(seconds) + 1, 'distinct-refused flushes: one a second at most');
     await app.deps.db.destroy(); // its connections end, so their statistics reach pg_stat
     await new Promise((resolve) => setTimeout(resolve, 500));
     // The two strikes' lookups may reach pg_stat only now (statistics are flushed late): none beyond them.
@@ -122,6 +135,7 @@ test('a refused flood costs no Redis, no token lookup, and a bounded log', async
     assert.is(first?.scope, 'anon', 'the refusal line names the scope');
     assert.is(first?.client, `ip:${ip}`, 'and the client');
     assert.ok(Number(first?.retryAfterS) >= 1, 'and the Retry-After');
+    assert.is(first?.pseudonym, pseudonymOf(app.deps.cursorSecret, `ip:${ip}`), 'and the pseudonym the metrics use');
   } finally {
     await app.close().catch(() => {});
   }
