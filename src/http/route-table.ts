@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import compose from 'koa-compose';
 import type { Context, Middleware, Next } from 'koa';
 import { Errors } from '../errors.js';
+import type { GuardMiddleware } from './guard.js';
 
 /** What the table reads of a @koa/router layer: its template, methods, middleware and matcher. */
 interface RouteLayer {
@@ -79,7 +80,15 @@ export class RouteTable {
   #chainFor(layers: readonly RouteLayer[], method: string): Middleware | null {
     const chosen = layers.filter((layer) => layer.methods.length === 0 || layer.methods.includes(method));
     if (!chosen.some((layer) => layer.methods.length > 0)) return null;
-    return compose(chosen.flatMap((layer) => [enterLayer(layer), ...layer.stack]));
+    // The first route's guard may answer an already-refused client before the rest of its chain (guard.ts).
+    const gate = chosen[0]?.stack.find((middleware) => 'refusalGate' in middleware) as GuardMiddleware | undefined;
+    return compose(
+      chosen.flatMap((layer, index) => [
+        enterLayer(layer),
+        ...(index === 0 && gate ? [gate.refusalGate] : []),
+        ...layer.stack,
+      ]),
+    );
   }
 }
 
