@@ -1,9 +1,10 @@
 /**
  * `npm run bench`: the read path of the compiled service under wrk, against a bare node:http
- * server answering the same bytes. Starts a throwaway PostgreSQL and Redis, seeds BENCH_TASKS
+ * server and a bare Koa app answering the same bytes. Starts a throwaway PostgreSQL and Redis, seeds BENCH_TASKS
  * tasks (default 1,000,000) as events and derives every projection by the rebuild, starts
  * `node dist/src/main.js` with two web workers and throttling on (limits that never trigger), a
- * second instance whose anonymous limit is 1/hour for the 429 flood, and the bare server; then
+ * second with ACCESS_LOG=off, a third whose anonymous limit is 1/hour for the 429 flood (each
+ * with the default logging otherwise), and the bare servers; then
  * runs every row with `wrk -t2 -c32 -d<BENCH_SECONDS>s --latency` (default 10 s), in
  * BENCH_ROUNDS interleaved rounds (default 3), and prints the medians as a Markdown table, also
  * written to ops/bench/results/read-path.md.
@@ -48,12 +49,20 @@ const tasks = setting('BENCH_TASKS', 1_000_000, 10_000); // page 990 and offset 
 const seconds = setting('BENCH_SECONDS', 10, 1);
 const rounds = setting('BENCH_ROUNDS', 3, 1);
 
-const running: { stores?: Stores; services: RunningCluster[]; bare?: ChildProcess; redis?: Redis; root?: string } = {
+const running: {
+  stores?: Stores;
+  services: RunningCluster[];
+  bare?: ChildProcess;
+  bareKoa?: ChildProcess;
+  redis?: Redis;
+  root?: string;
+} = {
   services: [],
 };
 
 async function cleanUp(): Promise<void> {
   running.bare?.kill('SIGTERM');
+  running.bareKoa?.kill('SIGTERM');
   await Promise.allSettled(running.services.map((service) => service.stop('SIGTERM')));
   running.redis?.disconnect();
   await running.stores?.stop().catch(() => {});
@@ -149,18 +158,31 @@ async function main(): Promise<void> {
   running.services.push(service);
   const flood = await startService({ ...storesEnv, REDIS_PREFIX: 'bench:flood:', THROTTLE_ANON: '1/hour' });
   running.services.push(flood);
+  const quiet = await startService({
+    ...storesEnv,
+    REDIS_PREFIX: 'bench:quiet:',
+    THROTTLE_ANON: '100000/s',
+    THROTTLE_USER: '100000/s',
+    ACCESS_LOG: 'off',
+  });
+  running.services.push(quiet);
 
   const page1 = await fetch(`${service.base}/api/tasks/`);
   const bodyFile = join(running.root, 'page-1.json');
   await writeFile(bodyFile, Buffer.from(await page1.arrayBuffer()));
   const barePort = await findFreePort();
-  running.bare = await startBare(barePort, 2, bodyFile, page1.headers.get('content-type') ?? 'application/json');
+  const contentType = page1.headers.get('content-type') ?? 'application/json';
+  running.bare = await startBare(barePort, 2, bodyFile, contentType);
+  const koaPort = await findFreePort();
+  running.bareKoa = await startBare(koaPort, 2, bodyFile, contentType, 'koa');
   const postScript = join(running.root, 'post.lua');
   await writeFile(postScript, POST_SCRIPT);
 
   const depth = await depthCursor(service.base, SECRET, tasks);
   const rows = buildRows({
     bare: `http://127.0.0.1:${barePort}`,
+    bareKoa: `http://127.0.0.1:${koaPort}`,
+    quiet: quiet.base,
     service: service.base,
     flood: flood.base,
     readerToken: seeded.reader.token,
@@ -201,10 +223,12 @@ async function main(): Promise<void> {
     `N = ${tasks.toLocaleString('en-US')} tasks, seeded in ${seedSeconds.toFixed(1)} s (events by generate_series ${seeded.eventsSeconds.toFixed(1)} s, ` +
       `projections by the rebuild ${seeded.rebuildSeconds.toFixed(1)} s, VACUUM ANALYZE ${seeded.vacuumSeconds.toFixed(1)} s). ` +
       `\`wrk -t${THREADS} -c${CONNECTIONS} -d${seconds}s --latency\` per row, ${rounds} interleaved round${rounds > 1 ? 's' : ''} after ${WARMUP_S} s of warm-up per row; ` +
-      `medians over the rounds; "÷ bare" is the row's median req/s over the bare server's.`,
+      `medians over the rounds; "÷ bare" is the row's median req/s over the bare node:http server's, "÷ bare Koa" over the bare Koa app's.`,
     '',
     `The service: \`node dist/src/main.js\`, 2 web workers (ROLE=web, no job worker), throttling on with anon and user at 100000/s ` +
-      `(never reached); the flood row runs against a second instance whose anonymous limit is 1/hour. The bare server: a node:http ` +
+      `(never reached), with the default logging (LOG_LEVEL=info, ACCESS_LOG=all: a line per request, read and dropped); the ` +
+      `ACCESS_LOG=off row runs against a second instance like it, the flood row against a third whose anonymous limit is 1/hour. ` +
+      `The bare Koa app: one middleware answering the same bytes on the same cluster. The bare server: a node:http ` +
       `cluster of 2 workers answering page 1's bytes (${(await stat(bodyFile)).size.toLocaleString('en-US')} bytes) from memory. ` +
       `Cursor at depth N: ${depth.how}.`,
     '',

@@ -11,7 +11,8 @@
  *
  * Prints req/s and the worker's CPU time per request (process.cpuUsage: on a busy 2-core host
  * the load generator sways req/s more than the CPU figure) per load, and the ratio flood / page-1. With PROFILE_DIR set the worker runs under
- * `--cpu-prof` and writes its profile there; with LOADS=flood (a comma list) only those loads run. Starts its own throwaway PostgreSQL and redis-server.
+ * `--cpu-prof` and writes its profile there; with LOADS=flood (a comma list) only those loads run; LOADS may also name anon-page-1 (its own address) and task (one task, with
+ * the token). Starts its own throwaway PostgreSQL and redis-server.
  */
 import cluster from 'node:cluster';
 import { once } from 'node:events';
@@ -39,7 +40,8 @@ async function serve(setup: Setup): Promise<void> {
     CURSOR_SECRET: 'bench-cursor-secret-0123456789',
     LOG_LEVEL: 'info',
     TRUST_PROXY_HOPS: '1',
-    THROTTLE_ANON: '20/min',
+    // ANON_RATE=100000/s for a profile of anon-page-1 (the flood is then answered, not refused).
+    THROTTLE_ANON: process.env.ANON_RATE ?? '20/min',
     THROTTLE_USER: '100000/s',
     THROTTLE_TOKEN_OBTAIN: '100000/s',
   });
@@ -72,14 +74,26 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
       body: JSON.stringify({ username: 'bench', password: 'bench-pass-123' }),
     });
     const { token } = (await login.json()) as { token: string };
+    const created = await fetch(`${base}/api/tasks/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ title: 'bench' }),
+    });
+    const { id: taskId } = (await created.json()) as { id: number };
     const loads: Record<string, autocannon.Options> = {
       flood: { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.1' } },
       'page-1': { url: `${base}/api/tasks/`, headers: { authorization: `Bearer ${token}` } },
       healthz: { url: `${base}/healthz` },
     };
+    // Only when named: an anonymous page 1 and one task, for a profile of the read path.
+    const extra: Record<string, autocannon.Options> = {
+      'anon-page-1': { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.2' } },
+      task: { url: `${base}/api/tasks/${taskId}/`, headers: { authorization: `Bearer ${token}` } },
+    };
     // LOADS=flood (a comma list) measures only those: a profile of one load alone.
-    for (const name of Object.keys(loads))
-      if (process.env.LOADS && !process.env.LOADS.split(',').includes(name)) delete loads[name];
+    const named = process.env.LOADS?.split(',');
+    for (const name of Object.keys(loads)) if (named && !named.includes(name)) delete loads[name];
+    for (const name of named ?? []) if (extra[name]) loads[name] = extra[name];
     const totals = new Map<string, { requests: number; seconds: number; non2xx: number; cpuUs: number }>();
     /** CPU time (µs, user + system) the worker has used so far. */
     const cpu = async () => {

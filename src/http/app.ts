@@ -14,7 +14,8 @@ import { rateLimitRoutes } from './rate-limits.routes.js';
 import { reportRoutes } from './reports.routes.js';
 import { requestContext } from './request-context.middleware.js';
 import { rootRoutes } from './root.routes.js';
-import { advertiseAllow } from './router.js';
+import { allowByPath } from './router.js';
+import { routeRequests } from './route-table.js';
 import { statsRoutes } from './stats.routes.js';
 import { taskRoutes } from './tasks.routes.js';
 
@@ -77,10 +78,7 @@ export function createApp(
   app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));
   app.use(handleErrors(deps.logger));
   app.use(baseHeaders);
-  app.use(redirectToSlash(routers));
-  app.use(answerUnrouted);
-  app.use(advertiseAllow(routers));
-  for (const router of routers) app.use(router.routes());
+  app.use(routeRequests(routers, allowByPath(routers)));
   app.on('error', () => {
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
@@ -98,38 +96,22 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
 }
 
 const baseHeaders: Middleware = async (ctx, next) => {
-  ctx.set('X-Content-Type-Options', 'nosniff');
-  ctx.set('Referrer-Policy', 'same-origin');
-  ctx.set('Vary', 'Accept, Authorization');
+  // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
+  const res = ctx.res;
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('Referrer-Policy', 'same-origin');
+  res.setHeader('Vary', 'Accept, Authorization');
   // HTTP/1.1 requires exactly one Host (RFC 9112 §3.2); Node keeps the first of several silently,
   // and its own refusal has no body (see answerClientErrors).
   if (!ctx.req.headers.host && ctx.req.httpVersion === '1.1')
     throw Errors.badRequest('Bad request: the Host header is missing.');
-  if ((ctx.req.headersDistinct.host?.length ?? 0) > 1)
-    throw Errors.badRequest('Bad request: more than one Host header.');
+  if (countHost(ctx.req.rawHeaders) > 1) throw Errors.badRequest('Bad request: more than one Host header.');
   await next();
 };
 
-/** `/api/tasks` → 308 to `/api/tasks/`, keeping the method and the query string, when that is a route. */
-function redirectToSlash(routers: Router[]): Middleware {
-  return async (ctx, next) => {
-    const slashed = `${ctx.path}/`;
-    if (
-      (ctx.path === '/api' || ctx.path.startsWith('/api/')) &&
-      !ctx.path.endsWith('/') &&
-      routers.some((router) => router.match(slashed, ctx.method).path.length > 0)
-    ) {
-      ctx.status = 308;
-      ctx.set('Location', `${slashed}${ctx.search}`);
-      ctx.body = { detail: `Moved to ${slashed}${ctx.search}` };
-      return;
-    }
-    await next();
-  };
+/** How many Host fields a request sent, read from the raw headers (`headersDistinct` builds arrays for every field). */
+function countHost(raw: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') count += 1;
+  return count;
 }
-
-/** After the routers: anything no route answered is 404. */
-const answerUnrouted: Middleware = async (ctx, next) => {
-  await next();
-  if (ctx.body === undefined && ctx.status === 404) throw Errors.notFound();
-};

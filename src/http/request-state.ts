@@ -20,7 +20,7 @@ export interface Refusal {
  * `DefaultState` so every reader gets the type without a cast.
  */
 export interface RequestState {
-  /** `X-Request-Id`: the client's when sane, else a new UUID (request-context.middleware.ts). */
+  /** `X-Request-Id`: the client's when sane, else a new id (request-context.middleware.ts). */
   requestId: string;
   /** The authenticated user; null for an anonymous client or bad credentials. */
   user: User | null;
@@ -34,6 +34,8 @@ export interface RequestState {
   head?: Promise<number | null>;
   /** Ends this request's turn at looking a token up, once the throttle has counted it (authenticate). */
   afterThrottle?: () => void;
+  /** Counted already by the refusal gate, which found the client refused and was overtaken by the window's end. */
+  counted?: boolean;
   /** Set when the throttle refused the request. */
   refusal?: Refusal;
 }

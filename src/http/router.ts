@@ -58,18 +58,7 @@ export function refuseOtherMethods(
   return router;
 }
 
-/**
- * Every response of a declared path carries its `Allow`, errors and 429s included, as DRF's views
- * send it. Mounted in front of the routers; the route is known once one has matched.
- */
-export function advertiseAllow(routers: Router[]): Middleware {
-  const allow = new Map(routers.flatMap((router) => [...(allowByRouter.get(router) ?? allowedMethods(router))]));
-  return async (ctx, next) => {
-    try {
-      await next();
-    } finally {
-      const methods = typeof ctx._matchedRoute === 'string' ? allow.get(ctx._matchedRoute) : undefined;
-      if (methods !== undefined) ctx.set('Allow', methods);
-    }
-  };
+/** Each declared path's `Allow` value, for every answer of the path (see routeRequests). */
+export function allowByPath(routers: readonly Router[]): ReadonlyMap<string, string> {
+  return new Map(routers.flatMap((router) => [...(allowByRouter.get(router) ?? allowedMethods(router))]));
 }

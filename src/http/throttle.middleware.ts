@@ -50,7 +50,7 @@ function throttle(
   // Looked up once: createThrottle has checked that a named scope has its rule.
   const named = scope === undefined ? undefined : rules.get(scope);
   return async (ctx, next) => {
-    if (!config.THROTTLE_ENABLED) return next();
+    if (!config.THROTTLE_ENABLED || ctx.state.counted) return next();
     const rule = ruleFor(named, rules, ctx.state.user !== null);
     const ident = identify(ctx, rule, deps);
     const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);

@@ -65,7 +65,7 @@ export async function startStores(root: string): Promise<Stores> {
  */
 export async function startService(env: Record<string, string>): Promise<RunningCluster> {
   const service = await startCluster(
-    { WEB_CONCURRENCY: '2', JOB_CONCURRENCY: '0', ROLE: 'web', LOG_LEVEL: 'warn', ...env },
+    { WEB_CONCURRENCY: '2', JOB_CONCURRENCY: '0', ROLE: 'web', LOG_LEVEL: 'info', ...env },
     120_000,
     'dist',
   );
@@ -73,6 +73,9 @@ export async function startService(env: Record<string, string>): Promise<Running
     if (waited > 60_000) throw new Error(`the service did not fork its two web workers:\n${service.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+  // The default logging writes a line per request: read and dropped, as a log shipper would take it, not kept.
+  service.child.stdout!.removeAllListeners('data');
+  service.child.stdout!.resume();
   return service;
 }
 
@@ -86,12 +89,13 @@ export function rssMiB(pid: number): number {
   }
 }
 
-/** The bare node:http cluster of `workers` processes answering `bodyFile`'s bytes on `port`. */
+/** The bare node:http (or bare Koa) cluster of `workers` processes answering `bodyFile`'s bytes on `port`. */
 export async function startBare(
   port: number,
   workers: number,
   bodyFile: string,
   contentType: string,
+  framework: 'node' | 'koa' = 'node',
 ): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
@@ -101,6 +105,7 @@ export async function startBare(
       String(workers),
       bodyFile,
       contentType,
+      framework,
     ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -11,6 +11,10 @@ export interface Row {
 
 export interface RowTargets {
   bare: string;
+  /** The bare Koa app answering the same bytes. */
+  bareKoa: string;
+  /** The service instance with ACCESS_LOG=off. */
+  quiet: string;
   service: string;
   /** The service instance whose anonymous limit is tiny. */
   flood: string;
@@ -23,7 +27,7 @@ export interface RowTargets {
 }
 
 /** How many rows `buildRows` makes (for the time estimate printed before anything starts). */
-export const ROW_COUNT = 13;
+export const ROW_COUNT = 15;
 
 /** Every row of the table, in the order it is printed; the rounds run them rotated. */
 export function buildRows(t: RowTargets): Row[] {
@@ -35,7 +39,13 @@ export function buildRows(t: RowTargets): Row[] {
   });
   return [
     { name: 'bare node:http, page-1 bytes from memory', request: 'GET / (2 workers)', load: { url: `${t.bare}/` } },
+    { name: 'bare Koa, one middleware, the same bytes', request: 'GET / (2 workers)', load: { url: `${t.bareKoa}/` } },
     get('page 1, anonymous', '/api/tasks/'),
+    {
+      name: 'page 1, anonymous, ACCESS_LOG=off',
+      request: 'GET /api/tasks/',
+      load: { url: `${t.quiet}/api/tasks/` },
+    },
     get(
       'page 1, authenticated',
       '/api/tasks/',
