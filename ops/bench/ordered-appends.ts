@@ -20,9 +20,6 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
@@ -32,11 +29,9 @@ import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { startRedis } from '../../src/stores/redis.js';
 import { checkEventOrder } from '../../test/fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
-import { createBenchDatabase } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 
 type Variant = 'ordered' | 'unordered';
 interface Setup {
@@ -227,28 +222,7 @@ function formatBatches(batches: BatchSizes): string {
 }
 
 async function runPrimary(seconds: number, connections: number): Promise<void> {
-  const root = await mkdtemp(join(tmpdir(), 'paceline-bench-'));
-  await chmod(root, 0o755);
-  const postgres = await startEmbeddedPostgres({
-    dataDir: join(root, 'pg'),
-    port: await findFreePort(),
-    persistent: true,
-    database: 'postgres',
-  });
-  const redis = await startRedis({
-    dataDir: join(root, 'redis'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  });
-  const cleanUp = async () => {
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
-    await redis.stop();
-    await postgres.stop();
-    await rm(root, { recursive: true, force: true });
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const)
-    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  const { postgres, redis, cleanUp } = await startBenchStores({ persistent: true });
   try {
     const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
     for (const mode of MODES) {
