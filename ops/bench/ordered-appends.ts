@@ -32,13 +32,11 @@ import { findFreePort } from '../../src/stores/ports.js';
 import { checkEventOrder } from '../../test/fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 type Variant = 'ordered' | 'unordered';
-interface Setup {
+interface Setup extends BenchSetup {
   variant: Variant;
-  databaseUrl: string;
-  redisUrl: string;
-  httpPort: number;
 }
 interface BatchSizes {
   buckets: Array<[string, number]>;
@@ -56,11 +54,8 @@ const MODES = [
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl,
-    REDIS_URL: setup.redisUrl,
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    ...benchSettings(setup),
     THROTTLE_ENABLED: 'false',
-    LOG_LEVEL: 'silent',
   });
   const { deps } = await buildDeps(config, 'bench');
   if (setup.variant === 'unordered') deps.commands = createUnorderedBus(deps.db);
@@ -250,9 +245,4 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
   }
 }
 
-if (cluster.isPrimary) {
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 64));
-} else {
-  process.once('message', (setup: Setup) => void serve(setup));
-  process.send?.('ready');
-}
+await runBench(runPrimary, [10, 64], serve);
