@@ -23,6 +23,7 @@ import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { benchSettings, serveWhenSetUp, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = {
   'budget-1': { LOGIN_HASH_CONCURRENCY: '1', LOGIN_HASH_WAIT_MS: '1000' },
@@ -30,11 +31,8 @@ const VARIANTS = {
   unbounded: { LOGIN_HASH_CONCURRENCY: '64', LOGIN_HASH_WAIT_MS: '60000' },
 } as const;
 type Variant = keyof typeof VARIANTS;
-interface Setup {
+interface Setup extends BenchSetup {
   variant: Variant;
-  databaseUrl: string;
-  redisUrl: string;
-  httpPort: number;
 }
 interface Probe {
   cpuUs: number;
@@ -47,11 +45,8 @@ const PASSWORD = 'good-client-password';
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl,
-    REDIS_URL: setup.redisUrl,
+    ...benchSettings(setup),
     REDIS_PREFIX: `bench:${setup.variant}:`,
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
-    LOG_LEVEL: 'silent',
     ACCESS_LOG: 'off',
     TRUST_PROXY_HOPS: '1',
     TRUSTED_PROXIES: '127.0.0.1',
@@ -178,6 +173,5 @@ if (cluster.isPrimary) {
     },
   );
 } else {
-  process.once('message', (setup: Setup) => void serve(setup));
-  process.send?.('ready');
+  serveWhenSetUp(serve);
 }

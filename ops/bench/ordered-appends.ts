@@ -20,9 +20,6 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
@@ -32,18 +29,14 @@ import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { startRedis } from '../../src/stores/redis.js';
 import { checkEventOrder } from '../../test/fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
-import { createBenchDatabase } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 type Variant = 'ordered' | 'unordered';
-interface Setup {
+interface Setup extends BenchSetup {
   variant: Variant;
-  databaseUrl: string;
-  redisUrl: string;
-  httpPort: number;
 }
 interface BatchSizes {
   buckets: Array<[string, number]>;
@@ -61,11 +54,8 @@ const MODES = [
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl,
-    REDIS_URL: setup.redisUrl,
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
+    ...benchSettings(setup),
     THROTTLE_ENABLED: 'false',
-    LOG_LEVEL: 'silent',
   });
   const { deps } = await buildDeps(config, 'bench');
   if (setup.variant === 'unordered') deps.commands = createUnorderedBus(deps.db);
@@ -227,28 +217,7 @@ function formatBatches(batches: BatchSizes): string {
 }
 
 async function runPrimary(seconds: number, connections: number): Promise<void> {
-  const root = await mkdtemp(join(tmpdir(), 'paceline-bench-'));
-  await chmod(root, 0o755);
-  const postgres = await startEmbeddedPostgres({
-    dataDir: join(root, 'pg'),
-    port: await findFreePort(),
-    persistent: true,
-    database: 'postgres',
-  });
-  const redis = await startRedis({
-    dataDir: join(root, 'redis'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  });
-  const cleanUp = async () => {
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
-    await redis.stop();
-    await postgres.stop();
-    await rm(root, { recursive: true, force: true });
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const)
-    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  const { postgres, redis, cleanUp } = await startBenchStores({ persistent: true });
   try {
     const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
     for (const mode of MODES) {
@@ -276,9 +245,4 @@ async function runPrimary(seconds: number, connections: number): Promise<void> {
   }
 }
 
-if (cluster.isPrimary) {
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 64));
-} else {
-  process.once('message', (setup: Setup) => void serve(setup));
-  process.send?.('ready');
-}
+await runBench(runPrimary, [10, 64], serve);

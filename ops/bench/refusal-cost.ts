@@ -24,20 +24,15 @@ import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 import pino from 'pino';
 
-interface Setup {
-  databaseUrl: string;
-  redisUrl: string;
-  httpPort: number;
-}
+type Setup = BenchSetup;
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl,
-    REDIS_URL: setup.redisUrl,
+    ...benchSettings(setup),
     REDIS_PREFIX: 'bench:refusal:',
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
     LOG_LEVEL: 'info',
     TRUST_PROXY_HOPS: '1',
     // ANON_RATE=100000/s for a profile of anon-page-1 (the flood is then answered, not refused).
@@ -141,9 +136,4 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
   }
 }
 
-if (cluster.isPrimary) {
-  await runPrimary(Number(process.argv[2] ?? 3), Number(process.argv[3] ?? 2), Number(process.argv[4] ?? 20));
-} else {
-  process.once('message', (setup: Setup) => void serve(setup));
-  process.send?.('ready');
-}
+await runBench(runPrimary, [3, 2, 20], serve);

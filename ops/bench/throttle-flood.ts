@@ -29,14 +29,12 @@ import { createApp } from '../../src/http/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;
 type Variant = (typeof VARIANTS)[number];
-interface Setup {
+interface Setup extends BenchSetup {
   variant: Variant;
-  databaseUrl: string;
-  redisUrl: string;
-  httpPort: number;
 }
 
 const WORKERS = 2;
@@ -44,11 +42,8 @@ const WARMUP_S = 2;
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl,
-    REDIS_URL: setup.redisUrl,
+    ...benchSettings(setup),
     REDIS_PREFIX: `bench:${setup.variant}:`,
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
-    LOG_LEVEL: 'silent',
     TRUST_PROXY_HOPS: '1',
     THROTTLE_ANON: '100/min',
   });
@@ -186,12 +181,7 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
   }
 }
 
-if (cluster.isPrimary) {
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2), Number(process.argv[4] ?? 50));
-} else {
-  process.once('message', (setup: Setup) => {
-    process.on('message', (message) => message === 'cpu' && process.send?.(process.cpuUsage()));
-    void serve(setup);
-  });
-  process.send?.('ready');
-}
+await runBench(runPrimary, [10, 2, 50], (setup: Setup) => {
+  process.on('message', (message) => message === 'cpu' && process.send?.(process.cpuUsage()));
+  return serve(setup);
+});

@@ -33,6 +33,7 @@ import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = {
   off: { THROTTLE_ENABLED: 'false' },
@@ -41,11 +42,8 @@ const VARIANTS = {
   'on-bigN': { THROTTLE_ANON: '100000/min' },
 } as const;
 type Variant = keyof typeof VARIANTS;
-interface Setup {
+interface Setup extends BenchSetup {
   variant: Variant;
-  databaseUrl: string;
-  redisUrl: string;
-  httpPort: number;
 }
 
 const WORKERS = 2;
@@ -55,11 +53,8 @@ const PREFIX = 'bench:';
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
-    DATABASE_URL: setup.databaseUrl,
-    REDIS_URL: setup.redisUrl,
+    ...benchSettings(setup),
     REDIS_PREFIX: `${PREFIX}${setup.variant}:`,
-    CURSOR_SECRET: 'bench-cursor-secret-0123456789',
-    LOG_LEVEL: 'silent',
     TRUST_PROXY_HOPS: '1',
     ...VARIANTS[setup.variant],
   });
@@ -250,9 +245,4 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
   }
 }
 
-if (cluster.isPrimary) {
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2), Number(process.argv[4] ?? 50));
-} else {
-  process.once('message', (setup: Setup) => void serve(setup));
-  process.send?.('ready');
-}
+await runBench(runPrimary, [10, 2, 50], serve);

@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -10,6 +9,7 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { redisSay } from '../helpers/redis-say.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
@@ -60,24 +60,6 @@ const envOf = (pid: number, name: string) =>
     .split('\0')
     .find((entry) => entry.startsWith(`${name}=`))
     ?.slice(name.length + 1);
-
-/** Sends raw protocol lines to 127.0.0.1:`port` and resolves with the first `replies` reply lines. */
-function redisSay(port: number, text: string, replies: number): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port }, () => socket.write(text));
-    let received = '';
-    socket.setTimeout(10_000, () => reject(new Error('Redis did not answer')));
-    socket.on('error', reject);
-    socket.on('data', (data) => {
-      received += data.toString('utf8');
-      const lines = received.split('\r\n');
-      if (lines.length > replies) {
-        socket.destroy();
-        resolve(lines.slice(0, replies));
-      }
-    });
-  });
-}
 
 async function query<T extends pg.QueryResultRow>(url: string, text: string): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });

@@ -1,7 +1,7 @@
-import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { holdConnection, type HeldOutcome } from '../fixtures/held-connection.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
@@ -24,22 +24,8 @@ let cluster: RunningCluster;
 let dropDatabase: () => Promise<void> = async () => {};
 
 /** Opens a connection that sends `send` (nothing: idle) and resolves when the server closes it. */
-function hold(port: number, send = ''): Promise<{ closedAfterMs: number; answer: string }> {
-  return new Promise((resolve) => {
-    const started = Date.now();
-    let answer = '';
-    const socket = connect(port, '127.0.0.1', () => send && socket.write(send));
-    const finish = () => {
-      clearTimeout(giveUp);
-      socket.destroy();
-      resolve({ closedAfterMs: Date.now() - started, answer: answer.split('\r\n')[0] ?? '' });
-    };
-    const giveUp = setTimeout(finish, GIVE_UP_MS);
-    socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
-    socket.on('end', finish);
-    socket.on('close', finish);
-    socket.on('error', () => {});
-  });
+function hold(port: number, send = ''): Promise<HeldOutcome> {
+  return holdConnection(port, { text: send, giveUpMs: GIVE_UP_MS });
 }
 
 test.before(async () => {

@@ -1,7 +1,7 @@
-import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { holdConnection, type HeldOutcome } from '../fixtures/held-connection.js';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { testStoresEnv } from '../helpers/cluster.js';
@@ -27,26 +27,9 @@ let dropDatabase: () => Promise<void> = async () => {};
 let token = '';
 
 /** Opens a connection that sends a request's head one byte every 200 ms; resolves when the server closes it. */
-function trickle(port: number): Promise<{ closedAfterMs: number; answer: string }> {
-  return new Promise((resolve) => {
-    const started = Date.now();
-    const head = `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ${'a'.repeat(200)}`;
-    let sent = 0;
-    let answer = '';
-    const socket = connect(port, '127.0.0.1');
-    const drip = setInterval(() => socket.writable && sent < head.length && socket.write(head[sent++]!), 200);
-    const finish = () => {
-      clearInterval(drip);
-      clearTimeout(giveUp);
-      socket.destroy();
-      resolve({ closedAfterMs: Date.now() - started, answer: answer.split('\r\n')[0] ?? '' });
-    };
-    const giveUp = setTimeout(finish, GIVE_UP_MS);
-    socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
-    socket.on('end', finish);
-    socket.on('close', finish);
-    socket.on('error', () => {});
-  });
+function trickle(port: number): Promise<HeldOutcome> {
+  const head = `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ${'a'.repeat(200)}`;
+  return holdConnection(port, { text: head, dripEveryMs: 200, giveUpMs: GIVE_UP_MS });
 }
 
 /** Login attempts from `count` distinct addresses, a task created and deleted: what the host did before trickling. */

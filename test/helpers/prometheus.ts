@@ -4,6 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findFreePort } from '../../src/stores/ports.js';
+import { stopChild } from './stop-child.js';
 
 /** True when `command --version` runs (the tool is installed and on PATH). */
 export function hasTool(command: string): boolean {
@@ -86,13 +87,7 @@ export async function startPrometheus(
     pid: child.pid!,
     api,
     query: (expr) => api(`/api/v1/query?query=${encodeURIComponent(expr)}`),
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      process.kill(child.pid!, 'SIGTERM');
-      const timer = setTimeout(() => process.kill(child.pid!, 'SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    },
+    stop: () => stopChild(child, exited),
   };
 }
 

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -10,12 +8,12 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import type { Actor } from '../../src/events/domain/task.events.js';
-import { applyEvents } from '../../src/events/projections/read-model.js';
-import { readFeed } from '../../src/events/store/feed.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
+import { runCli } from '../helpers/cli.js';
 import { adminUrl, createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { random } from '../helpers/random.js';
+import { catchUpReadModel } from '../helpers/read-model.js';
 
 // docs/operations.md "Backup and restore": a backup taken while writers append holds the service
 // as of one position; imported into an empty database, every answer up to that position is the
@@ -34,16 +32,8 @@ const tokens: Record<string, string> = {};
 const actors: Actor[] = [];
 const cleanups: Array<() => Promise<void>> = [];
 
-async function cli(env: Record<string, string>, ...args: string[]) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
-    env: { ...process.env, DATA_DIR: dir, LOG_LEVEL: 'silent', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const [code] = (await once(child, 'exit')) as [number];
-  return { code, stdout, stderr };
+function cli(env: Record<string, string>, ...args: string[]) {
+  return runCli({ DATA_DIR: dir, ...env }, args);
 }
 
 /** A database with nothing in it, not even the schema. */
@@ -119,19 +109,6 @@ async function feed(app: TestApp, token: string) {
     if (page.body.results.length === 0) return events;
     events.push(...page.body.results);
     after = page.body.results.at(-1).position;
-  }
-}
-
-async function catchUpReadModel(app: TestApp): Promise<void> {
-  for (let i = 0; i < 1_000; i += 1) {
-    const { position } = await app.deps.db
-      .selectFrom('projection_checkpoints')
-      .select('position')
-      .where('name', '=', 'owner_task_counts')
-      .executeTakeFirstOrThrow();
-    const events = await readFeed(app.deps.db, { after: position, limit: 5_000 });
-    if (events.length === 0) return;
-    await applyEvents(app.deps.db, events);
   }
 }
 
@@ -230,7 +207,7 @@ Backup('a backup taken while writers append holds every answer up to its positio
 });
 
 Backup('restored from a quiet instance, every answer is the source’s, and what comes next too', async () => {
-  await catchUpReadModel(source);
+  await catchUpReadModel(source.deps.db);
   const file = join(dir, 'quiet.jsonl.gz');
   const exported = await cli({ DATABASE_URL: source.databaseUrl }, 'export', file);
   assert.is(exported.code, 0, exported.stderr);

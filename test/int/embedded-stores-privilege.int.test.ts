@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import fsp, { chmod, mkdir, mkdtemp, readdir } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -10,6 +9,7 @@ import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
 import { startRedis } from '../../src/stores/redis.js';
+import { redisSay } from '../helpers/redis-say.js';
 
 // docs/security.md "Least privilege": the embedded PostgreSQL's superuser password is never in a file
 // another local user can read, not even while initdb runs; the service's Redis user may run what
@@ -30,24 +30,6 @@ function readableByOthers(path: string): boolean {
     if (dir === dirname(dir)) break;
   }
   return (statSync(path).mode & 0o004) !== 0;
-}
-
-/** Sends inline commands over a raw connection; resolves with the first two reply lines. */
-function say(port: number, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port }, () => socket.write(text));
-    let received = '';
-    socket.setTimeout(10_000, () => reject(new Error('Redis did not answer')));
-    socket.on('error', reject);
-    socket.on('data', (data) => {
-      received += data.toString('utf8');
-      const lines = received.split('\r\n');
-      if (lines.length > 2) {
-        socket.destroy();
-        resolve(lines.slice(0, 2).join('\n'));
-      }
-    });
-  });
 }
 
 const Postgres = suite("the embedded PostgreSQL's superuser password");
@@ -150,7 +132,8 @@ Acl('is refused FLUSHALL, FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, ACL, MONITOR a
   }
   // The password alone (the `default` user) is no way in: that user is switched off.
   const password = decodeURIComponent(new URL(REDIS_URL).password);
-  const reply = await say(Number(new URL(REDIS_URL).port), `AUTH ${JSON.stringify(password)}\r\nFLUSHALL\r\n`);
+  const port = Number(new URL(REDIS_URL).port);
+  const reply = (await redisSay(port, `AUTH ${JSON.stringify(password)}\r\nFLUSHALL\r\n`, 2)).join('\n');
   assert.match(reply, /^-WRONGPASS[^\n]*\n-NOAUTH/, reply);
 });
 

@@ -1,17 +1,16 @@
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../src/auth/users.repository.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { findFreePort } from '../../src/stores/ports.js';
 import { isAlive } from '../../src/stores/processes.js';
 import { startRedis, type RedisOptions } from '../../src/stores/redis.js';
 import { parseRate } from '../../src/throttle/index.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
+import { privateRedisOptions } from '../helpers/private-redis.js';
 import { keysMatching } from '../helpers/redis-keys.js';
 
 // docs/security.md "Password guessing": every login attempt that names a username counts against that
@@ -19,9 +18,6 @@ import { keysMatching } from '../helpers/redis-keys.js';
 // both; a refused attempt checks no password; the scope is closed even under
 // THROTTLE_FAILURE_MODE=open. Against the real app, PostgreSQL and Redis (a private
 // redis-server for the outage), with client addresses varied through a trusted proxy.
-
-const TMP = process.env.TEST_TMP_DIR;
-if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 const PASSWORD = 'the-right-password';
 let nextAddress = 0;
@@ -196,12 +192,7 @@ let redis: Awaited<ReturnType<typeof startRedis>> | undefined;
 let openApp: TestApp;
 
 Outage.before(async () => {
-  redisOptions = {
-    dataDir: join(TMP, 'redis-login-limits'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  };
+  redisOptions = await privateRedisOptions('login-limits');
   redis = await startRedis(redisOptions);
   openApp = await startTestApp(
     {

@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -7,6 +6,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { migrationProvider } from '../../db/migrations/index.js';
+import { runCli } from '../helpers/cli.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 const TMP = process.env.TEST_TMP_DIR;
@@ -25,16 +25,8 @@ test.after(async ({ drop, dataDir }) => {
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
-async function cli(context: { url: string; dataDir: string }, ...args: string[]) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
-    env: { ...process.env, DATABASE_URL: context.url, DATA_DIR: context.dataDir, LOG_LEVEL: 'silent' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const [code] = (await once(child, 'exit')) as [number];
-  return { code, stdout, stderr };
+function cli(context: { url: string; dataDir: string }, ...args: string[]) {
+  return runCli({ DATABASE_URL: context.url, DATA_DIR: context.dataDir }, args);
 }
 
 const APPLIED = /^applied {2}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC {2}(\S+)$/;

@@ -3,13 +3,12 @@ import { once } from 'node:events';
 import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { readFeed } from '../../src/events/store/feed.js';
-import { applyEvents } from '../../src/events/projections/read-model.js';
 import { rebuildWithProgress } from '../../src/cli/progress.js';
 import { rebuildProjections } from '../../src/events/projections/rebuild.js';
 import type { Actor, CommandOutcome } from '../../src/events/domain/task.events.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { random } from '../helpers/random.js';
+import { catchUpReadModel } from '../helpers/read-model.js';
 
 let app: TestApp;
 
@@ -62,19 +61,6 @@ async function randomHistory(count: number, lanes: number, seed: number): Promis
   return issued;
 }
 
-async function catchUpReadModel(): Promise<void> {
-  for (;;) {
-    const { position } = await app.deps.db
-      .selectFrom('projection_checkpoints')
-      .select('position')
-      .where('name', '=', 'owner_task_counts')
-      .executeTakeFirstOrThrow();
-    const events = await readFeed(app.deps.db, { after: position, limit: 5_000 });
-    if (events.length === 0) return;
-    await applyEvents(app.deps.db, events);
-  }
-}
-
 /** Every projection, as rows a test can compare. */
 async function snapshot() {
   const db = app.deps.db;
@@ -101,7 +87,7 @@ Rebuild.after(() => app.close());
 
 Rebuild('after 10,000 random commands, a rebuild from the log gives tables identical to the live ones', async () => {
   assert.ok((await randomHistory(10_000, 24, 20261122)) >= 10_000);
-  await catchUpReadModel();
+  await catchUpReadModel(app.deps.db);
   const live = await snapshot();
   const events = live.counters.find((c) => c.name === 'events.last_position')!.value;
   assert.ok(live.tasks.length > 500 && events >= 6_000, `a rich history: ${live.tasks.length} tasks, ${events} events`);
@@ -140,7 +126,7 @@ Rebuild('writers that arrive during a rebuild wait for it, then append on top of
   );
   await rebuilding;
   assert.ok(created.every((o) => o.ok && o.task));
-  await catchUpReadModel();
+  await catchUpReadModel(app.deps.db);
   const live = await snapshot();
   await rebuildProjections(app.deps.db);
   assert.equal(await snapshot(), live);

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
@@ -8,18 +7,15 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { hashToken } from '../../src/auth/tokens.js';
-import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { pseudonymOf } from '../../src/throttle/pseudonym.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
+import { privateRedisOptions } from '../helpers/private-redis.js';
 
 // What a refused or credential-guessing client costs: against a private redis-server (its own
 // counters tell the commands) and the test's own database (pg_stat_user_tables tells the token
 // lookups), with the access log captured line by line.
-
-const TMP = process.env.TEST_TMP_DIR;
-if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 let redis: Awaited<ReturnType<typeof startRedis>>;
 let admin: Redis;
@@ -75,12 +71,7 @@ async function tokenScans(databaseUrl: string): Promise<number> {
 const test = suite('a refusal is the cheapest answer; unknown tokens cost no database');
 
 test.before(async () => {
-  redis = await startRedis({
-    dataDir: join(TMP, 'redis-refusal-cost'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  });
+  redis = await startRedis(await privateRedisOptions('refusal-cost'));
   admin = new Redis(redis.url);
 });
 

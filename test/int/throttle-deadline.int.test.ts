@@ -1,21 +1,18 @@
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
+import { privateRedisOptions } from '../helpers/private-redis.js';
 import { startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.js';
 
 // THROTTLE_TIMEOUT_MS against a Redis 40 ms away (a delaying proxy on loopback): the worker's own
 // event-loop lag must not turn checks into store errors, and a call Redis starts too late to
 // answer in time must record nothing.
 
-const TMP = process.env.TEST_TMP_DIR;
-if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 const PREFIX = `test:throttle-deadline:${process.pid}:`;
 const RULE: ScopeRule = { scope: 'anon', rate: parseRate('100/min'), keyedBy: 'ip' };
 const ONE_WAY_MS = 40;
@@ -27,12 +24,7 @@ let redis: Redis;
 
 Deadline.before(async () => {
   // a private server: the second test pauses it
-  server = await startRedis({
-    dataDir: join(TMP, 'redis-throttle-deadline'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  });
+  server = await startRedis(await privateRedisOptions('throttle-deadline'));
   proxy = await startTcpRelay(server.url, { delayMs: ONE_WAY_MS });
   redis = new Redis(server.url);
 });

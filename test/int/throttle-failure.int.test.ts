@@ -1,22 +1,18 @@
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis, type RedisOptions } from '../../src/stores/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
+import { privateRedisOptions } from '../helpers/private-redis.js';
 import { isAlive } from '../../src/stores/processes.js';
 
 // docs/architecture.md "Throttling", Redis trouble: two apps on a private redis-server, one per THROTTLE_FAILURE_MODE.
 // The server is SIGKILLed, then frozen with SIGSTOP (slower than THROTTLE_TIMEOUT_MS): open
 // admits, closed answers 503 + Retry-After; every check is counted as store_error, each burst is
 // logged once, no request hangs, and throttling comes back by itself with the server.
-
-const TMP = process.env.TEST_TMP_DIR;
-if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 interface Mode {
   name: 'open' | 'closed';
@@ -104,12 +100,7 @@ async function assertRecovered(): Promise<void> {
 }
 
 test.before(async () => {
-  redisOptions = {
-    dataDir: join(TMP, 'redis-throttle-failure'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  };
+  redisOptions = await privateRedisOptions('throttle-failure');
   redis = await startRedis(redisOptions);
   for (const name of ['open', 'closed'] as const) {
     const logs: Mode['logs'] = [];

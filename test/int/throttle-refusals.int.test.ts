@@ -1,5 +1,4 @@
 // Slots: 4 (2,000 requests must finish within the 10 s its Retry-After assertion allows)
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
@@ -8,18 +7,15 @@ import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import type { Decision, Throttler } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
-import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
+import { privateRedisOptions } from '../helpers/private-redis.js';
 
 // src/throttle/refusals.ts against a private redis-server that nothing else uses, so its own
 // counters tell what a flood of refused requests costs: a client Redis has refused is refused in
 // process until its window frees, then admitted again exactly at its budget, by every process.
-
-const TMP = process.env.TEST_TMP_DIR;
-if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
 
 const PREFIX = 'test:throttle-refusals:';
 let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -69,12 +65,7 @@ async function readStamps(key: string): Promise<number[]> {
 const test = suite('refused in process until the window frees (private redis-server)');
 
 test.before(async () => {
-  redis = await startRedis({
-    dataDir: join(TMP, 'redis-throttle-refusals'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  });
+  redis = await startRedis(await privateRedisOptions('throttle-refusals'));
   admin = new Redis(redis.url);
   app = await startTestApp(
     { REDIS_URL: redis.url, THROTTLE_ANON: '5/min', TRUST_PROXY_HOPS: '1' },

@@ -4,9 +4,8 @@ import type { Redis } from 'ioredis';
 import type { Database } from '../../../db/database.js';
 import { childPids } from '../../../test/fixtures/cluster.js';
 
-/** What the stores and the processes had done by one moment: every counter the rows compare. */
-export interface Snapshot {
-  at: number;
+/** Every counter the rows compare: what the stores and the processes had done, by a moment or between two. */
+export interface Counters {
   /** Statements the guarded service's database ran (pg_stat_statements calls, BEGIN and COMMIT included). */
   pgCalls: number;
   /** The same, of the database of the instance that serves the yardstick rows. */
@@ -21,15 +20,14 @@ export interface Snapshot {
   workerTicks: Record<number, number>;
 }
 
+/** The counters by one moment. */
+export interface Snapshot extends Counters {
+  at: number;
+}
+
 /** The counters between two snapshots, and the seconds between them. */
-export interface Delta {
+export interface Delta extends Counters {
   seconds: number;
-  pgCalls: number;
-  openPgCalls: number;
-  tokenLookups: number;
-  redisCalls: number;
-  cpuTicks: Record<string, number>;
-  workerTicks: Record<number, number>;
 }
 
 /** Linux' USER_HZ: /proc reports CPU time in these. */

@@ -1,10 +1,9 @@
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../../db/connect.js';
-import { migrateToLatest } from '../../../db/migrate.js';
 import { findFreePort } from '../../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../../src/stores/postgres.js';
-import { startRedis } from '../../../src/stores/redis.js';
+import { createBenchDatabase, startBenchRedis } from '../../../test/fixtures/stores.js';
 import type { Stores } from '../read-path/processes.js';
 
 export const BENCH_DATABASE = 'bench_abuse';
@@ -25,12 +24,7 @@ export async function startCountingStores(root: string): Promise<Stores> {
   await setup.destroy();
   await first.stop();
   const postgres = await startEmbeddedPostgres(options);
-  const redis = await startRedis({
-    dataDir: join(root, 'redis'),
-    port: await findFreePort(),
-    persistent: false,
-    log: () => {},
-  }).catch(async (error) => {
+  const redis = await startBenchRedis(root).catch(async (error) => {
     await postgres.stop();
     throw error;
   });
@@ -39,14 +33,9 @@ export async function startCountingStores(root: string): Promise<Stores> {
     await postgres.stop();
   };
   try {
-    const admin = connectDatabase(postgres.url, 1);
-    await sql`create database ${sql.id(BENCH_DATABASE)}`.execute(admin);
-    const { rows } = await sql<{ server_version: string }>`show server_version`.execute(admin);
-    await admin.destroy();
-    const databaseUrl = postgres.url.replace(/\/[^/]*$/, `/${BENCH_DATABASE}`);
-    const db = connectDatabase(databaseUrl, 1);
-    await migrateToLatest(db);
+    const { url: databaseUrl, db } = await createBenchDatabase(postgres.url, BENCH_DATABASE);
     await sql`create extension pg_stat_statements`.execute(db);
+    const { rows } = await sql<{ server_version: string }>`show server_version`.execute(db);
     await db.destroy();
     return { databaseUrl, redisUrl: redis.url, postgresVersion: rows[0]!.server_version, stop };
   } catch (error) {
