@@ -125,9 +125,13 @@ test('a Redis that wants a password it was not given, or another one: one line, 
     password: 's3cret',
   });
   try {
+    // The embedded Redis has one user, `paceline`, and no default user: no credentials at all is NOAUTH.
     const url = new URL(redis.url);
+    const user = url.username;
+    url.username = '';
     url.password = '';
     await startWithout(url.href, /password was refused \(NOAUTH.*REDIS_PASSWORD/);
+    url.username = user;
     url.password = 'other-password';
     await startWithout(url.href, /password was refused \(WRONGPASS.*REDIS_PASSWORD/);
   } finally {
