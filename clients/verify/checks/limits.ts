@@ -71,18 +71,25 @@ export async function checkLimits(ctx: RunContext): Promise<CheckResult> {
   return { ...result('holds', summary, evidence), plot };
 }
 
+/**
+ * The identities pushed past their limit, each with `--connections` clients of one keep-alive connection
+ * each (spread over the `--source` addresses): separate connections, so that a balancer or a cluster's
+ * round robin spreads them over every host and process.
+ */
 async function identitiesOf(ctx: RunContext): Promise<Identity[]> {
   const { options } = ctx;
   const user = options.users.length >= 2 ? options.users.at(-1) : undefined;
   const token = user === undefined ? undefined : await ctx.logIn(user, 'limits');
   const sources = options.sources.length > 0 ? options.sources : [undefined];
-  const sockets = Math.max(1, Math.ceil(options.connections / sources.length));
-  const clientFor = (source: string | undefined, i: number) =>
-    ctx.client(`limits-${i}`, { sockets, localAddress: source, token });
-  if (token !== undefined) return [{ name: `user ${user!.username}`, clients: sources.map(clientFor), ops: [] }];
+  const perSource = Math.max(1, Math.ceil(options.connections / sources.length));
+  const clientsFor = (source: string | undefined, i: number) =>
+    Array.from({ length: perSource }, (_, c) => ctx.client(`limits-${i}-${c}`, { localAddress: source, token }));
+  if (token !== undefined) {
+    return [{ name: `user ${user!.username}`, clients: sources.flatMap(clientsFor), ops: [] }];
+  }
   return sources.map((source, i) => ({
     name: `anonymous from ${source ?? 'this host'}`,
-    clients: [clientFor(source, i)],
+    clients: clientsFor(source, i),
     ops: [],
   }));
 }
@@ -90,10 +97,9 @@ async function identitiesOf(ctx: RunContext): Promise<Identity[]> {
 /** Sends at most `rate` requests a second, spread over every identity's connections, until `deadline`. */
 async function pushPastLimit(ctx: RunContext, identities: Identity[], deadline: number): Promise<void> {
   const lanes = identities.flatMap((identity) => identity.clients.map((client) => ({ identity, client })));
-  const perLane = Math.max(1, Math.floor(ctx.options.connections / lanes.length));
   const gapMs = 1000 / ctx.options.rate;
   let slot = Date.now();
-  await loops(lanes.length * perLane, deadline, async (loop) => {
+  await loops(lanes.length, deadline, async (loop) => {
     const lane = lanes[loop % lanes.length]!;
     slot = Math.max(slot + gapMs, Date.now());
     const wait = slot - Date.now();
