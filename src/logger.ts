@@ -4,10 +4,8 @@ import type { Config } from './config.js';
 /**
  * One logger per process, tagged with the process role: JSON lines on stdout, or short
  * human-readable lines when stdout is a terminal (`pretty`, by default when it is one). JSON
- * lines are written without blocking the request (lines logged while a write is under way go out
- * together in the next one, as soon as it ends); pino flushes what is still queued synchronously
- * when the process exits, after SIGTERM's drain or an uncaught exception alike
- * (docs/architecture.md "Observability").
+ * lines are written synchronously: an asynchronous destination lost the lines queued behind a
+ * write in flight when the process exited on SIGTERM (docs/architecture.md "Observability").
  */
 export function createLogger(
   config: Pick<Config, 'LOG_LEVEL'>,
@@ -19,7 +17,7 @@ export function createLogger(
     base: { pid: process.pid, role },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return pino(options, pretty ? prettyDestination(process.stdout) : pino.destination({ dest: 1, sync: false }));
+  return pino(options, pretty ? prettyDestination(process.stdout) : pino.destination({ dest: 1, sync: true }));
 }
 
 const LEVELS: Readonly<Record<number, string>> = {
