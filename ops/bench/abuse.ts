@@ -28,7 +28,7 @@ import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';
 import { createCostReader } from './abuse/costs.js';
 import { runFloodRows } from './abuse/flood-rows.js';
 import { startGoodClient, type GoodClient } from './abuse/good-client-process.js';
-import { describeCommit, uptime, wrkVersion } from './abuse/machine.js';
+import { describeCommit, uptime, wrkVersion } from './machine.js';
 import { runMetricsRow } from './abuse/metrics-row.js';
 import { BENCH_DATABASE, startCountingStores } from './abuse/stores.js';
 import { factList, markdownTable } from './abuse/report.js';

@@ -12,7 +12,7 @@
  *   npm run bench                                                # defaults: about 7 minutes after seeding (about 1 minute)
  *   BENCH_TASKS=20000 BENCH_SECONDS=2 BENCH_ROUNDS=1 npm run bench   # a quick smoke run
  */
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +27,7 @@ import { markdownTable, summarise, type Slice } from './read-path/report.js';
 import { buildRows, POST_SCRIPT, ROW_COUNT, type Row } from './read-path/rows.js';
 import { seedTasks } from './read-path/seed.js';
 import { CONNECTIONS, runWrk, THREADS } from './read-path/wrk.js';
+import { describeCommit, wrkVersion } from './machine.js';
 
 const RESULTS = 'ops/bench/results/read-path.md';
 const SECRET = 'read-path-bench-cursor-secret-0123456789';
@@ -107,27 +108,6 @@ async function measure(rows: Row[], redis: Redis): Promise<Map<Row, Slice[]>> {
     }
   }
   return slices;
-}
-
-function describeCommit(): string {
-  try {
-    const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty =
-      execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
-    return dirty ? `${hash} with local changes` : hash;
-  } catch {
-    return 'unknown';
-  }
-}
-
-function wrkVersion(): string {
-  try {
-    execFileSync('wrk', ['-v'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (error) {
-    const text = String((error as { stdout?: string }).stdout ?? '');
-    return /^wrk (\S+)/m.exec(text)?.[1] ?? 'unknown';
-  }
-  return 'unknown';
 }
 
 async function main(): Promise<void> {
