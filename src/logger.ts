@@ -1,11 +1,12 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Config } from './config.js';
+import { lineBufferFor } from './log-destination.js';
 
 /**
  * One logger per process, tagged with the process role: JSON lines on stdout, or short
  * human-readable lines when stdout is a terminal (`pretty`, by default when it is one). JSON
- * lines are written synchronously: an asynchronous destination lost the lines queued behind a
- * write in flight when the process exited on SIGTERM (docs/architecture.md "Observability").
+ * lines are gathered over a turn of the event loop and written together at its end, and at exit
+ * (docs/architecture.md "Observability").
  */
 export function createLogger(
   config: Pick<Config, 'LOG_LEVEL'>,
@@ -17,7 +18,7 @@ export function createLogger(
     base: { pid: process.pid, role },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return pino(options, pretty ? prettyDestination(process.stdout) : pino.destination({ dest: 1, sync: true }));
+  return pino(options, pretty ? prettyDestination(process.stdout) : lineBufferFor(1));
 }
 
 const LEVELS: Readonly<Record<number, string>> = {

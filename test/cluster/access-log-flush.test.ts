@@ -29,13 +29,13 @@ async function run(mode: 'sigterm' | 'crash'): Promise<{ code: number | null; id
 
 const expected = Array.from({ length: COUNT }, (_, index) => `line-${index}`);
 
-flush('after SIGTERM every line written before it is in the output, the last one included', async () => {
+flush('after SIGTERM every line logged before the exit is in the output, the last one included', async () => {
   const { code, ids } = await run('sigterm');
   assert.is(code, 0);
   assert.equal(ids, expected);
 });
 
-flush('after an uncaught exception every line written before it is in the output', async () => {
+flush('after an uncaught exception every line logged before it is in the output', async () => {
   const { code, ids } = await run('crash');
   assert.is.not(code, 0);
   assert.equal(ids, expected);
