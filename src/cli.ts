@@ -184,6 +184,7 @@ async function printThrottled(config: Config, args: string[]): Promise<number> {
   const running = pid === undefined ? runningInstance(config) : undefined;
   const target = pid === undefined ? running?.pid : Number(pid);
   if (target === undefined) return fail(`Paceline is not running on DATA_DIR ${resolve(config.DATA_DIR)}`);
+  if (config.THROTTLE_WATCH === 'off') return fail('THROTTLE_WATCH=off: Paceline keeps no throttled clients to show');
   // The signal's default action ends a process: a primary of an older release would stop.
   if (running && !running.answers?.includes(THROTTLED_SIGNAL))
     return fail(`Paceline's primary (PID ${target}) is of a release without the throttled command: restart it first`);

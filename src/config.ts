@@ -81,7 +81,9 @@ const schema = z.object({
   THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
   // Who is throttled (docs/throttling.md "Who is throttled"): the heaviest refused clients per
   // scope exported, over what window, and the share of its budget at or under which an admission
-  // counts as near the limit.
+  // counts as near the limit. THROTTLE_WATCH=off keeps none of it: no top clients, no distinct
+  // count, no near-limit counter, no pseudonym in refusal log lines.
+  THROTTLE_WATCH: z.enum(['on', 'off']).default('on'),
   THROTTLE_TOP_K: integer(1, 100).default(10),
   THROTTLE_TOP_WINDOW: duration.pipe(z.number().min(10_000, 'expected at least 10s')).default(300_000),
   THROTTLE_NEAR_LIMIT_RATIO: ratio.default(0.2),

@@ -97,7 +97,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
     reportQueue: new ReportQueue(config, logger),
   };
-  deps.watch = createWatch(deps);
+  if (config.THROTTLE_WATCH === 'on') deps.watch = createWatch(deps);
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {

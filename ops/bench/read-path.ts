@@ -3,7 +3,8 @@
  * server and a bare Koa app answering the same bytes. Starts a throwaway PostgreSQL and Redis, seeds BENCH_TASKS
  * tasks (default 1,000,000) as events and derives every projection by the rebuild, starts
  * `node dist/src/main.js` with two web workers and throttling on (limits that never trigger), a
- * second with ACCESS_LOG=off, a third whose anonymous limit is 1/hour for the 429 flood (each
+ * second with ACCESS_LOG=off, a third whose anonymous limit is 1/hour for the 429 flood, a fourth with shadow
+ * rules and a fifth with THROTTLE_WATCH=off (each
  * with the default logging otherwise), and the bare servers; then
  * runs every row with `wrk -t2 -c32 -d<BENCH_SECONDS>s --latency` (default 10 s), in
  * BENCH_ROUNDS interleaved rounds (default 3), and prints the medians as a Markdown table, also
@@ -24,7 +25,7 @@ import type { RunningCluster } from '../../test/fixtures/cluster.js';
 import { depthCursor } from './read-path/depth-cursor.js';
 import { childPids, rssMiB, startBare, startService, startStores, type Stores } from './read-path/processes.js';
 import { markdownTable, summarise, type Slice } from './read-path/report.js';
-import { buildRows, POST_SCRIPT, ROW_COUNT, type Row } from './read-path/rows.js';
+import { buildRows, POST_SCRIPT, ROW_COUNT, SHADOWED_ROW, UNWATCHED_ROW, type Row } from './read-path/rows.js';
 import { seedTasks } from './read-path/seed.js';
 import { CONNECTIONS, runWrk, THREADS } from './read-path/wrk.js';
 import { describeCommit, wrkVersion } from './machine.js';
@@ -146,6 +147,16 @@ async function main(): Promise<void> {
     ACCESS_LOG: 'off',
   });
   running.services.push(quiet);
+  // What watching the throttle costs: the defaults (who, how many, near-limit) with shadow rules on top, and none of it.
+  const generous = { ...storesEnv, THROTTLE_ANON: '100000/s', THROTTLE_USER: '100000/s' };
+  const shadowed = await startService({
+    ...generous,
+    REDIS_PREFIX: 'bench:shadowed:',
+    THROTTLE_SHADOW_RATES: 'anon=50000/s,user=50000/s',
+  });
+  running.services.push(shadowed);
+  const unwatched = await startService({ ...generous, REDIS_PREFIX: 'bench:unwatched:', THROTTLE_WATCH: 'off' });
+  running.services.push(unwatched);
 
   const page1 = await fetch(`${service.base}/api/tasks/`);
   const bodyFile = join(running.root, 'page-1.json');
@@ -165,6 +176,8 @@ async function main(): Promise<void> {
     quiet: quiet.base,
     service: service.base,
     flood: flood.base,
+    shadowed: shadowed.base,
+    unwatched: unwatched.base,
     readerToken: seeded.reader.token,
     writerToken: seeded.writer.token,
     tasks,
@@ -189,6 +202,8 @@ async function main(): Promise<void> {
 
   const summaries = summarise(rows, slices);
   const flooded = summaries.find((s) => s.row.flood)!;
+  const rate = (name: string) => summaries.find((s) => s.row.name === name)!.reqPerS;
+  const watchRatio = rate(SHADOWED_ROW) / rate(UNWATCHED_ROW);
   const mib = (values: number[]) => values.map((v) => `${v.toFixed(0)} MiB`).join(', ');
   const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
   const report = [
@@ -207,12 +222,17 @@ async function main(): Promise<void> {
     '',
     `The service: \`node dist/src/main.js\`, 2 web workers (ROLE=web, no job worker), throttling on with anon and user at 100000/s ` +
       `(never reached), with the default logging (LOG_LEVEL=info, ACCESS_LOG=all: a line per request, read and dropped); the ` +
-      `ACCESS_LOG=off row runs against a second instance like it, the flood row against a third whose anonymous limit is 1/hour. ` +
+      `ACCESS_LOG=off row runs against a second instance like it, the flood row against a third whose anonymous limit is 1/hour, ` +
+      `the "shadow rules too" row against a fourth with THROTTLE_SHADOW_RATES=anon=50000/s,user=50000/s (evaluated, never ` +
+      `refusing), the THROTTLE_WATCH=off row against a fifth without the who view, distinct count and near-limit counter. ` +
       `The bare Koa app: one middleware answering the same bytes on the same cluster. The bare server: a node:http ` +
       `cluster of 2 workers answering page 1's bytes (${(await stat(bodyFile)).size.toLocaleString('en-US')} bytes) from memory. ` +
       `Cursor at depth N: ${depth.how}.`,
     '',
     markdownTable(summaries),
+    '',
+    `Watching the throttle: page 1 with the who view, the near-limit counter and shadow rules on runs at ` +
+      `${watchRatio.toFixed(2)}× the same with THROTTLE_WATCH=off and no shadow rules (goal ≥ 0.95×).`,
     '',
     `The flood: ${flooded.non2xx.toLocaleString('en-US')} refused of ${flooded.requests.toLocaleString('en-US')} requests, ` +
       `${flooded.redisPerRequest.toFixed(2)} Redis commands per refused request (INFO stats total_commands_processed). ` +

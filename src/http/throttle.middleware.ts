@@ -136,7 +136,8 @@ export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
 /**
  * What the throttle's watch learns of one request's decisions (docs/throttling.md "Who is
  * throttled"): a refusal counts against its client in memory, with no I/O; an admission that left
- * the client at or under THROTTLE_NEAR_LIMIT_RATIO of its budget counts as near the limit.
+ * the client at or under THROTTLE_NEAR_LIMIT_RATIO of its budget counts as near the limit. With
+ * THROTTLE_WATCH=off there is no watch, and neither is counted.
  */
 export function watchDecisions(
   { config, watch }: Pick<Deps, 'config' | 'watch'>,
@@ -144,8 +145,9 @@ export function watchDecisions(
   decisions: readonly Decision[],
   ident: string,
 ): void {
+  if (!watch) return;
   const rejected = longestWait(decisions);
-  if (rejected) return watch?.refused(rejected.scope, ident);
+  if (rejected) return watch.refused(rejected.scope, ident);
   for (const { scope, remaining, limit } of decisions)
     if (remaining <= limit * config.THROTTLE_NEAR_LIMIT_RATIO) series(scope).nearLimit.inc();
 }

@@ -18,6 +18,9 @@ export interface RowTargets {
   service: string;
   /** The service instance whose anonymous limit is tiny. */
   flood: string;
+  /** Instances like the service, with shadow rules for anon and user (never refusing), and with THROTTLE_WATCH=off. */
+  shadowed: string;
+  unwatched: string;
   readerToken: string;
   writerToken: string;
   tasks: number;
@@ -26,8 +29,12 @@ export interface RowTargets {
   postScript: string;
 }
 
+/** Page 1 with every view of who is throttled on plus shadow rules, and with the watch off (docs/benchmarks.md). */
+export const SHADOWED_ROW = 'page 1, anonymous, shadow rules too';
+export const UNWATCHED_ROW = 'page 1, anonymous, THROTTLE_WATCH=off';
+
 /** How many rows `buildRows` makes (for the time estimate printed before anything starts). */
-export const ROW_COUNT = 15;
+export const ROW_COUNT = 17;
 
 /** Every row of the table, in the order it is printed; the rounds run them rotated. */
 export function buildRows(t: RowTargets): Row[] {
@@ -45,6 +52,16 @@ export function buildRows(t: RowTargets): Row[] {
       name: 'page 1, anonymous, ACCESS_LOG=off',
       request: 'GET /api/tasks/',
       load: { url: `${t.quiet}/api/tasks/` },
+    },
+    {
+      name: SHADOWED_ROW,
+      request: 'GET /api/tasks/',
+      load: { url: `${t.shadowed}/api/tasks/` },
+    },
+    {
+      name: UNWATCHED_ROW,
+      request: 'GET /api/tasks/',
+      load: { url: `${t.unwatched}/api/tasks/` },
     },
     get(
       'page 1, authenticated',
