@@ -8,16 +8,32 @@ export interface TcpRelay {
   /** Stops bytes in both directions; connections stay open, as with a stopped server. */
   freeze(): void;
   thaw(): void;
+  /** Stops the server's bytes only (its replies wait in the relay), and lets them go. */
+  holdReplies(): void;
+  releaseReplies(): void;
   close(): Promise<void>;
 }
 
-/** Starts a relay to `target` (a URL with host and port); `delayMs` delays every chunk each way. */
-export async function startTcpRelay(target: string, options: { delayMs?: number } = {}): Promise<TcpRelay> {
+export interface TcpRelayOptions {
+  /** Delays every chunk each way. */
+  delayMs?: number;
+  /** Sees every chunk a client sends, as it arrives. */
+  onClientChunk?: (chunk: Buffer) => void;
+}
+
+/** Starts a relay to `target` (a URL with host and port). */
+export async function startTcpRelay(target: string, options: TcpRelayOptions = {}): Promise<TcpRelay> {
   const { hostname, port: targetPort } = new URL(target);
   const sockets = new Set<Socket>();
+  const upstreams = new Set<Socket>();
   let frozen = false;
+  let holding = false;
   const server: Server = createServer((client) => {
     const upstream = connect(Number(targetPort), hostname);
+    upstreams.add(upstream);
+    upstream.on('close', () => upstreams.delete(upstream));
+    if (holding) upstream.pause();
+    if (options.onClientChunk) client.on('data', options.onClientChunk);
     for (const [from, to] of [
       [client, upstream],
       [upstream, client],
@@ -51,6 +67,14 @@ export async function startTcpRelay(target: string, options: { delayMs?: number 
     thaw() {
       frozen = false;
       for (const socket of sockets) socket.resume();
+    },
+    holdReplies() {
+      holding = true;
+      for (const socket of upstreams) socket.pause();
+    },
+    releaseReplies() {
+      holding = false;
+      for (const socket of upstreams) socket.resume();
     },
     async close() {
       for (const socket of sockets) socket.destroy();
