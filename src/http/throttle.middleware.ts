@@ -82,6 +82,8 @@ function throttle(
     if (decisions[0]?.shadowRefused) {
       shadowRefused.inc();
       shadowLog(rule, ident);
+      // In the who view beside the enforced refusals, as their own scope (docs/throttling.md "Shadow rules").
+      deps.watch?.refused(`${rule.scope}${SHADOW_SUFFIX}`, ident);
     }
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
@@ -132,6 +134,9 @@ export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
     return series;
   };
 }
+
+/** The who view's name for a scope's shadow refusals: `anon:shadow`. */
+export const SHADOW_SUFFIX = ':shadow';
 
 /**
  * What the throttle's watch learns of one request's decisions (docs/throttling.md "Who is

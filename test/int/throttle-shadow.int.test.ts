@@ -122,6 +122,11 @@ test('30 requests from one client: exactly 20 admitted as without the shadow rul
     scope: 'anon',
     shadowRate: '10/min',
   });
+  // The who view lists the client twice: requests 11–20 as shadow refusals, 21–30 as the enforced rule's.
+  const who = new Map(app.deps.watch!.report().map(({ scope, clients }) => [scope, clients]));
+  const counted = (scope: string) => who.get(scope)?.map(({ ident, count }) => ({ ident, count }));
+  assert.equal(counted('anon:shadow'), [{ ident: `ip:${ip}`, count: 10 }]);
+  assert.equal(counted('anon'), [{ ident: `ip:${ip}`, count: 10 }]);
 });
 
 test('refusals of the enforced rule still cost Redis nothing: 200 more of that client, no script call', async () => {
