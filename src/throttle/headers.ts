@@ -25,6 +25,24 @@ export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<str
   return policy === '' ? {} : { 'RateLimit-Policy': policy, RateLimit: state };
 }
 
+/** A 429's own header fields (a flat name, value list) and body, whichever path answers it. */
+export interface RefusalAnswer {
+  fields: string[];
+  body: string;
+}
+
+/**
+ * What a refusal adds to its 429, waiting `retryAfterS`: the RateLimit fields of `decisions`, `Retry-After`, the
+ * JSON content type, and DRF's body `{"detail":"Request was throttled. Expected available in 37 seconds."}`.
+ */
+export function refusalAnswer(decisions: ReadonlyArray<Decision>, retryAfterS: number): RefusalAnswer {
+  const fields: string[] = [];
+  const limits = rateLimitHeaders(decisions);
+  for (const name in limits) fields.push(name, limits[name] as string);
+  fields.push('Retry-After', String(retryAfterS), 'Content-Type', 'application/json; charset=utf-8');
+  return { fields, body: JSON.stringify({ detail: throttledDetail(retryAfterS) }) };
+}
+
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */
 export function throttledDetail(seconds: number): string {
   return `Request was throttled. Expected available in ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`;
