@@ -30,8 +30,8 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
     const known = route?.refuseKnown(req);
     if (!route || !known) return false;
     const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
-    const body = Buffer.from(known.body);
-    const fields = ['X-Request-Id', requestId, ...BASE_FIELDS, ...known.fields, 'Content-Length', String(body.length)];
+    const { fields: own, body } = known.answer;
+    const fields = ['X-Request-Id', requestId, ...BASE_FIELDS, ...own, 'Content-Length', String(body.length)];
     const methods = allow.get(route.template);
     if (methods !== undefined) fields.push('Allow', methods);
     const seconds = (performance.now() - started) / 1000;

@@ -1,13 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
 import type { Deps } from '../deps.js';
-import { longestWait, refusalAnswer, type Check, type Decision, type RefusalAnswer } from '../throttle/index.js';
+import { createRefusalAnswers, longestWait, type Check, type Decision, type RefusalAnswer } from '../throttle/index.js';
 import type { Refusal } from './request-state.js';
 import { answerRefusal, seriesFor, watchDecisions } from './throttle.middleware.js';
 
 /** A refusal answered from this process's memory: who was refused, and the 429's own fields and body. */
-export interface KnownRefusal extends RefusalAnswer {
+export interface KnownRefusal {
   refusal: Refusal;
+  answer: RefusalAnswer;
 }
 
 /** A route guard's early refusal: the answer for a request it would refuse from memory, else undefined. */
@@ -25,6 +26,7 @@ export function refuseKnown(
   check: (req: IncomingMessage) => Check | undefined,
 ): RefuseKnown {
   const series = seriesFor(deps);
+  const answers = createRefusalAnswers();
   return (req) => {
     if (req.headers.authorization !== undefined) return undefined;
     const known = check(req);
@@ -41,7 +43,7 @@ export function refuseKnown(
     const refusal: Refusal = { scope: rejected.scope, client: known.ident, retryAfterS: seconds, local: true };
     const pseudonym = deps.watch?.pseudonym(known.ident);
     if (pseudonym !== undefined) refusal.pseudonym = pseudonym;
-    return { refusal, ...refusalAnswer(decisions, seconds) };
+    return { refusal, answer: answers(decisions, seconds) };
   };
 }
 
@@ -54,6 +56,6 @@ export function refusalGate(refuse: RefuseKnown): Middleware {
     const known = refuse(ctx.req);
     if (!known) return next();
     ctx.state.user = null;
-    answerRefusal(ctx, known.refusal, known);
+    answerRefusal(ctx, known.refusal, known.answer);
   };
 }

@@ -4,7 +4,14 @@ import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries, setThrottleLimits } from '../metrics.js';
 import type { Check, Decision, RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, ipKey, ipv6PrefixFor, longestWait, rateLimitHeaders, refusalAnswer } from '../throttle/index.js';
+import {
+  clientIp,
+  createRefusalAnswers,
+  ipKey,
+  ipv6PrefixFor,
+  longestWait,
+  rateLimitHeaders,
+} from '../throttle/index.js';
 import { firstLineOf } from '../stores/store-errors.js';
 import { forwardedHops } from './client-address.js';
 import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';
@@ -51,6 +58,7 @@ function throttle(
   const series = seriesFor(deps);
   // Looked up once: createThrottle has checked that a named scope has its rule.
   const named = scope === undefined ? undefined : rules.get(scope);
+  const answers = createRefusalAnswers();
   return async (ctx, next) => {
     if (!config.THROTTLE_ENABLED) return next();
     const rule = ruleFor(named, rules, ctx.state.user !== null);
@@ -79,7 +87,8 @@ function throttle(
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
     watchDecisions(deps, series, decisions, ident);
-    if (rejected) return refuse(ctx, decisions, rejected, ident, deps.watch?.pseudonym(ident));
+    if (rejected)
+      return refuse(ctx, answers(decisions, rejected.retryAfterS), rejected, ident, deps.watch?.pseudonym(ident));
     if (decisions[0]?.shadowRefused) {
       shadowRefused.inc();
       shadowLog(rule, ident);
@@ -101,7 +110,7 @@ function throttle(
  */
 function refuse(
   ctx: Context,
-  decisions: readonly Decision[],
+  answer: RefusalAnswer,
   rejected: Decision,
   ident: string,
   pseudonym: string | undefined,
@@ -114,7 +123,7 @@ function refuse(
     local: rejected.local === true,
   };
   if (pseudonym !== undefined) refusal.pseudonym = pseudonym;
-  answerRefusal(ctx, refusal, refusalAnswer(decisions, seconds));
+  answerRefusal(ctx, refusal, answer);
 }
 
 /** Sets a refusal's 429 on `ctx`: its fields (Content-Type among them) and body, and who was refused for the log. */
