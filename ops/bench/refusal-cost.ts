@@ -1,5 +1,5 @@
 /**
- * What a refusal costs beside an answer: one node:cluster worker running the real Koa stack
+ * What a refusal costs beside an answer: one node:cluster worker running the service's server and Koa stack
  * (anon 20/min, user 100000/s, access log at info to /dev/null), measured by autocannon on
  * 127.0.0.1 in interleaved rounds of three loads:
  *
@@ -21,7 +21,8 @@ import autocannon from 'autocannon';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { createApp } from '../../src/http/app.js';
+import { createApiListener } from '../../src/http/app.js';
+import { createApiServer } from '../../src/http/server.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
@@ -42,7 +43,10 @@ async function serve(setup: Setup): Promise<void> {
   });
   const { deps } = await buildDeps(config, 'bench');
   deps.logger = pino({ level: 'info', base: { pid: process.pid, role: 'web' } }, pino.destination('/dev/null'));
-  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
+  // The service's own server and listener: a known refusal is answered before the app (src/http/early-refusal.ts).
+  createApiServer(config, createApiListener(deps)).listen(setup.httpPort, '127.0.0.1', () =>
+    process.send?.('listening'),
+  );
   process.on('message', (message) => message === 'cpu' && process.send?.(process.cpuUsage()));
   process.once('disconnect', () => process.exit(0));
 }

@@ -1,13 +1,15 @@
-import Koa, { type Middleware } from 'koa';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import Koa from 'koa';
 import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
-import { Errors } from '../errors.js';
 import { buildScopes, OWN_RATE_SETTINGS, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { apiOperations } from './api-operations.js';
 import { authRoutes } from './auth.routes.js';
+import { baseHeaders } from './base-headers.js';
 import { handleErrors } from './errors.middleware.js';
 import { eventRoutes } from './events.routes.js';
 import { docsRoutes } from './docs.routes.js';
+import { answerEarlyRefusals } from './early-refusal.js';
 import { createGuard } from './guard.js';
 import { healthRoutes } from './health.routes.js';
 import { rateLimitRoutes } from './rate-limits.routes.js';
@@ -39,11 +41,34 @@ export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
   );
 }
 
+/** Routers a feature mounts beside the API's (`createApp`'s `extraRoutes`). */
+type ExtraRoutes = Array<(deps: Deps, guard: ReturnType<typeof createGuard>) => Router>;
+
 /** Builds the Koa application; `extraRoutes` lets later features mount their routers. */
-export function createApp(
+export function createApp(deps: Deps, extraRoutes: ExtraRoutes = []): Koa {
+  return createApi(deps, extraRoutes).app;
+}
+
+/**
+ * The API's request listener (server.ts): a request from a client this process already knows the throttle refuses
+ * is answered before Koa (early-refusal.ts), byte for byte as the app would; every other goes to the app.
+ */
+export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): RequestListener {
+  const { app, answerEarly } = createApi(deps, extraRoutes);
+  const handle = app.callback();
+  return (req, res) => {
+    if (!answerEarly(req, res)) void handle(req, res);
+  };
+}
+
+/**
+ * The Koa application and its early refusal (early-refusal.ts), which shares its routes, request ids, metrics and
+ * access log: `answerEarly(req, res)` answers a request and returns true, or does nothing and returns false.
+ */
+export function createApi(
   deps: Deps,
-  extraRoutes: Array<(deps: Deps, guard: ReturnType<typeof createGuard>) => Router> = [],
-): Koa {
+  extraRoutes: ExtraRoutes = [],
+): { app: Koa; answerEarly: (req: IncomingMessage, res: ServerResponse) => boolean } {
   const app = new Koa();
   const rules = scopeRules(deps.config);
   const guard = createGuard(deps, rules);
@@ -75,14 +100,18 @@ export function createApp(
         `${undeclared.join(', ')} (it may name: ${settable.join(', ') || 'none'})`,
     );
   }
-  app.use(requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG));
+  const context = requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG);
+  const allow = allowByPath(routers);
+  const routing = routeRequests(routers, allow);
+  app.use(context);
   app.use(handleErrors(deps.logger));
   app.use(baseHeaders);
-  app.use(routeRequests(routers, allowByPath(routers)));
+  app.use(routing);
   app.on('error', () => {
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
-  return app;
+  const answerEarly = answerEarlyRefusals({ gatedRoute: routing.gatedRoute, allow, recorder: context.recorder });
+  return { app, answerEarly };
 }
 
 /** Which of the rate settings name any of `scopes`, for the warning above. */
@@ -93,25 +122,4 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
     scopes.some((scope) => config.THROTTLE_SHADOW_SCOPES.includes(scope)) ? 'THROTTLE_SHADOW_SCOPES' : '',
   ];
   return settings.filter((name) => name !== '').join(' and ');
-}
-
-const baseHeaders: Middleware = async (ctx, next) => {
-  // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
-  const res = ctx.res;
-  res.setHeader('X-Content-Type-Options', 'nosniff');
-  res.setHeader('Referrer-Policy', 'same-origin');
-  res.setHeader('Vary', 'Accept, Authorization');
-  // HTTP/1.1 requires exactly one Host (RFC 9112 §3.2); Node keeps the first of several silently,
-  // and its own refusal has no body (see answerClientErrors).
-  if (!ctx.req.headers.host && ctx.req.httpVersion === '1.1')
-    throw Errors.badRequest('Bad request: the Host header is missing.');
-  if (countHost(ctx.req.rawHeaders) > 1) throw Errors.badRequest('Bad request: more than one Host header.');
-  await next();
-};
-
-/** How many Host fields a request sent, read from the raw headers (`headersDistinct` builds arrays for every field). */
-function countHost(raw: readonly string[]): number {
-  let count = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') count += 1;
-  return count;
 }

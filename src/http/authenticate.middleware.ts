@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { checkToken, hashToken, type TokenCheck } from '../auth/tokens.js';
 import type { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
@@ -12,7 +13,7 @@ export interface LookupGuard {
   /** One token lookup at a time per anonymous client and scope (see `identify`). */
   turns: KeyedTurns;
   /** The check a request would be counted by without a user (its address); undefined when unthrottled. */
-  anonymousCheck: (ctx: Context) => Check | undefined;
+  anonymousCheck: (req: IncomingMessage) => Check | undefined;
 }
 
 type AuthDeps = Pick<Deps, 'db' | 'clock' | 'readCache' | 'throttler'>;
@@ -74,7 +75,7 @@ async function identify(ctx: Context, deps: AuthDeps, guard: LookupGuard, token:
     return { state: 'live', user: recalled.user };
   }
   if (guard.unknown.has(tokenHash, now.getTime())) return UNKNOWN;
-  const check = guard.anonymousCheck(ctx);
+  const check = guard.anonymousCheck(ctx.req);
   const client = check && `${check.rule.scope} ${check.ident}`;
   let refused = false;
   if (check && client) {

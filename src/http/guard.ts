@@ -1,16 +1,20 @@
 import compose from 'koa-compose';
-import type { Context, Middleware } from 'koa';
+import type { Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
-import { parseRate, withShadow, type Check, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { parseRate, withShadow, type KeyedBy, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
 import { authenticate, rejectBadCredentials } from './authenticate.middleware.js';
+import { refusalGate, refuseKnown, type RefuseKnown } from './known-refusal.js';
 import { anonymousCheck, createThrottle } from './throttle.middleware.js';
 
 export type Guard = ReturnType<typeof createGuard>;
 
-/** A guard's middleware, with the gate that answers an already-refused anonymous client before its route's chain. */
-export type GuardMiddleware = Middleware & { refusalGate: Middleware };
+/**
+ * A guard's middleware, with what answers a client without credentials that this process already knows the throttle
+ * refuses before its route's chain: `refuseKnown` before the app (early-refusal.ts), `refusalGate` inside it.
+ */
+export type GuardMiddleware = Middleware & { refuseKnown: RefuseKnown; refusalGate: Middleware };
 
 /** A route's own throttle scope: its name, its default rate (THROTTLE_RATES overrides it) and key. */
 export interface ScopeDeclaration {
@@ -44,32 +48,9 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
     }
     const check = anonymousCheck(deps, rules, scope);
     const identify = authenticate(deps, { unknown, turns, anonymousCheck: check });
-    const throttle = throttleFor(scope);
-    const guard = compose([identify, throttle, negotiate(representations), rejectBadCredentials]);
-    return Object.assign(guard, { refusalGate: refusalGate(deps, check, throttle) });
-  };
-}
-
-/**
- * Answers a client without credentials that this process already knows the throttle refuses, before anything
- * else of its route runs (no Redis; docs/throttling.md "Refusals: the cheap answer, logged by sample"). The
- * guard's own throttle answers it: the 429, its headers, metrics and sampled log line are the guard's. Should
- * the refusal end in between, the throttle's count stands and the route runs on (`counted`), as it would have.
- */
-function refusalGate(
-  deps: Pick<Deps, 'throttler'>,
-  check: (ctx: Context) => Check | undefined,
-  throttle: Middleware,
-): Middleware {
-  return (ctx, next) => {
-    if (ctx.req.headers.authorization !== undefined) return next();
-    const known = check(ctx);
-    if (!known || !deps.throttler.isRefused(known)) return next();
-    ctx.state.user = null;
-    return throttle(ctx, () => {
-      ctx.state.counted = true;
-      return next();
-    });
+    const guard = compose([identify, throttleFor(scope), negotiate(representations), rejectBadCredentials]);
+    const refuse = refuseKnown(deps, check);
+    return Object.assign(guard, { refuseKnown: refuse, refusalGate: refusalGate(refuse) });
   };
 }
 

@@ -3,6 +3,7 @@ import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { methodLabel, type Metrics } from '../metrics.js';
 import { RefusalLog } from './refusal-log.js';
+import type { Refusal } from './request-state.js';
 
 const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
@@ -21,41 +22,72 @@ export function createRequestIds(): () => string {
   return () => prefix + (counter++).toString(36);
 }
 
+/** What the request context records of each answer, shared with the answers given before Koa (early-refusal.ts). */
+export interface RequestRecorder {
+  /** The request's id: `given` (the client's `X-Request-Id`, or '') when it is sane, else a new one. */
+  idFor(given: string): string;
+  /** Counts an answer in the request metrics and writes its access line (see requestContext). */
+  record(answer: Answer): void;
+}
+
+/** One answer as the access log and the request metrics see it. */
+interface Answer {
+  requestId: string;
+  method: string;
+  route: string;
+  status: number;
+  seconds: number;
+  refusal?: Refusal | undefined;
+}
+
 /**
  * Gives each request an id (the client's `X-Request-Id` when it is sane, else a new id from createRequestIds),
  * returns it as `X-Request-Id`, and logs and measures the request by its route template.
  * `accessLog` (ACCESS_LOG) picks the requests logged: all, errors (4xx and 5xx) or none. A
  * refused request's line carries its scope, client and Retry-After, and refusals are sampled
- * per client (see RefusalLog) so a flood cannot write a line per request.
+ * per client (see RefusalLog) so a flood cannot write a line per request. Its `recorder` does the same for an
+ * answer given outside Koa.
  */
-export function requestContext(logger: Logger, metrics: Metrics, accessLog: AccessLog = 'all'): Middleware {
-  const series = bindSeries(metrics);
-  const refusals = new RefusalLog(logger);
-  const nextId = createRequestIds();
-  return async (ctx, next) => {
+export function requestContext(
+  logger: Logger,
+  metrics: Metrics,
+  accessLog: AccessLog = 'all',
+): Middleware & { recorder: RequestRecorder } {
+  const recorder = createRecorder(logger, metrics, accessLog);
+  const middleware: Middleware = async (ctx, next) => {
     const started = process.hrtime.bigint();
-    const given = ctx.get('X-Request-Id');
-    const requestId = CLIENT_ID.test(given) ? given : nextId();
+    const requestId = recorder.idFor(ctx.get('X-Request-Id'));
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);
     try {
       await next();
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = routeLabel(ctx);
-      const method = methodLabel(ctx.method);
-      const bound = series(method, route, ctx.status);
+      const { method, status, state } = ctx;
+      recorder.record({ requestId, method, route: routeLabel(ctx), status, seconds, refusal: state.refusal });
+    }
+  };
+  return Object.assign(middleware, { recorder });
+}
+
+function createRecorder(logger: Logger, metrics: Metrics, accessLog: AccessLog): RequestRecorder {
+  const series = bindSeries(metrics);
+  const refusals = new RefusalLog(logger);
+  const nextId = createRequestIds();
+  return {
+    idFor: (given) => (CLIENT_ID.test(given) ? given : nextId()),
+    record({ requestId, method, route, status, seconds, refusal }) {
+      const bound = series(methodLabel(method), route, status);
       bound.requests.inc();
       bound.duration.observe(seconds);
-      const refusal = ctx.state.refusal;
-      const logged = accessLog === 'all' || (accessLog === 'errors' && ctx.status >= 400);
+      const logged = accessLog === 'all' || (accessLog === 'errors' && status >= 400);
       if (logged && (!refusal || refusals.note(refusal))) {
-        const line = { requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 };
+        const line = { requestId, method, route, status, ms: Math.round(seconds * 1e4) / 10 };
         if (refusal) logger.info({ ...line, ...refusal }, 'request');
-        else if (PROBES.has(route) && ctx.status < 400) logger.debug(line, 'request');
+        else if (PROBES.has(route) && status < 400) logger.debug(line, 'request');
         else logger.info(line, 'request');
       }
-    }
+    },
   };
 }
 

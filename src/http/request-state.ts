@@ -34,8 +34,6 @@ export interface RequestState {
   head?: Promise<number | null>;
   /** Ends this request's turn at looking a token up, once the throttle has counted it (authenticate). */
   afterThrottle?: () => void;
-  /** Counted already by the refusal gate, which found the client refused and was overtaken by the window's end. */
-  counted?: boolean;
   /** Set when the throttle refused the request. */
   refusal?: Refusal;
 }

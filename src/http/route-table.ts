@@ -3,6 +3,7 @@ import compose from 'koa-compose';
 import type { Context, Middleware, Next } from 'koa';
 import { Errors } from '../errors.js';
 import type { GuardMiddleware } from './guard.js';
+import type { RefuseKnown } from './known-refusal.js';
 
 /** What the table reads of a @koa/router layer: its template, methods, middleware and matcher. */
 interface RouteLayer {
@@ -19,6 +20,13 @@ interface RouteLayer {
 interface Match {
   layers: RouteLayer[];
   chains: Map<string, Middleware | null>;
+  gates: Map<string, GatedRoute | null>;
+}
+
+/** A route whose guard may refuse a request before its chain: its template and that guard's early refusal. */
+export interface GatedRoute {
+  template: string;
+  refuseKnown: RefuseKnown;
 }
 
 /**
@@ -61,6 +69,17 @@ export class RouteTable {
     return chain === null ? next() : chain(ctx, next);
   }
 
+  /**
+   * The route `method` selects at `path` when the first layer its chain enters is guarded: the template the chain
+   * labels the request by, and the guard's early refusal, which its chain would run first. Undefined otherwise.
+   */
+  gatedRoute(path: string, method: string): GatedRoute | undefined {
+    const match = this.#match(path);
+    let gated = match.gates.get(method);
+    if (gated === undefined) match.gates.set(method, (gated = gatedOf(match.layers, method)));
+    return gated ?? undefined;
+  }
+
   #keyOf(path: string): string {
     let key = '';
     for (const { regexp, bit } of this.#templates) if (regexp.test(path)) key += `${bit},`;
@@ -72,16 +91,15 @@ export class RouteTable {
     let match = this.#matches.get(key);
     if (!match) {
       const layers = this.#layers.filter((layer) => layer.regexp.test(path));
-      this.#matches.set(key, (match = { layers, chains: new Map() }));
+      this.#matches.set(key, (match = { layers, chains: new Map(), gates: new Map() }));
     }
     return match;
   }
 
   #chainFor(layers: readonly RouteLayer[], method: string): Middleware | null {
-    const chosen = layers.filter((layer) => layer.methods.length === 0 || layer.methods.includes(method));
-    if (!chosen.some((layer) => layer.methods.length > 0)) return null;
-    // The first route's guard may answer an already-refused client before the rest of its chain (guard.ts).
-    const gate = chosen[0]?.stack.find((middleware) => 'refusalGate' in middleware) as GuardMiddleware | undefined;
+    const chosen = chosenFor(layers, method);
+    if (!chosen) return null;
+    const gate = gateOf(chosen);
     return compose(
       chosen.flatMap((layer, index) => [
         enterLayer(layer),
@@ -90,6 +108,25 @@ export class RouteTable {
       ]),
     );
   }
+}
+
+/** The layers a chain for `method` runs, in order; null when no route takes the method. */
+function chosenFor(layers: readonly RouteLayer[], method: string): RouteLayer[] | null {
+  const chosen = layers.filter((layer) => layer.methods.length === 0 || layer.methods.includes(method));
+  return chosen.some((layer) => layer.methods.length > 0) ? chosen : null;
+}
+
+/** The first route's guard, which may answer an already-refused client before the rest of its chain (guard.ts). */
+function gateOf(chosen: readonly RouteLayer[]): GuardMiddleware | undefined {
+  return chosen[0]?.stack.find((middleware) => 'refusalGate' in middleware) as GuardMiddleware | undefined;
+}
+
+/** What `gatedRoute` answers for these layers and method, or null. */
+function gatedOf(layers: readonly RouteLayer[], method: string): GatedRoute | null {
+  const chosen = chosenFor(layers, method);
+  const gate = chosen && gateOf(chosen);
+  const template = chosen?.[0]?.path;
+  return gate && typeof template === 'string' ? { template, refuseKnown: gate.refuseKnown } : null;
 }
 
 /** What @koa/router does before each layer's middleware: its params and its template on `ctx`. */
@@ -109,13 +146,18 @@ function enterLayer(layer: RouteLayer): Middleware {
  * The routing of the app in one middleware: `/api/tasks` → 308 to `/api/tasks/` when that is a
  * route (method and query kept), the table's chain, the path's `Allow` on every answer of a
  * declared path (errors and 429s included, as DRF's views send it), and 404 for anything no route
- * answered.
+ * answered. Its `gatedRoute` is the table's for a path the slash redirect does not take.
  */
-export function routeRequests(routers: readonly Router[], allow: ReadonlyMap<string, string>): Middleware {
+export function routeRequests(
+  routers: readonly Router[],
+  allow: ReadonlyMap<string, string>,
+): Middleware & { gatedRoute: RouteTable['gatedRoute'] } {
   const table = new RouteTable(routers);
+  const redirected = (path: string) =>
+    (path === '/api' || path.startsWith('/api/')) && !path.endsWith('/') && table.has(`${path}/`);
   const middleware: Middleware = async (ctx, next) => {
     const path = ctx.path;
-    if ((path === '/api' || path.startsWith('/api/')) && !path.endsWith('/') && table.has(`${path}/`)) {
+    if (redirected(path)) {
       const target = `${path}/${ctx.search}`;
       ctx.status = 308;
       ctx.set('Location', target);
@@ -130,6 +172,7 @@ export function routeRequests(routers: readonly Router[], allow: ReadonlyMap<str
     }
     if (ctx.body === undefined && ctx.status === 404) throw Errors.notFound();
   };
+  const gatedRoute = (path: string, method: string) => (redirected(path) ? undefined : table.gatedRoute(path, method));
   // As @koa/router marks its routes() middleware with its router: what the app serves stays readable from it.
-  return Object.assign(middleware, { router: routers });
+  return Object.assign(middleware, { router: routers, gatedRoute });
 }

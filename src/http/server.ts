@@ -2,7 +2,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { childDrainBudgetMs, type Config } from '../config.js';
 import type { Deps } from '../deps.js';
-import { createApp } from './app.js';
+import { createApiListener } from './app.js';
 import { answerClientErrors } from './client-errors.js';
 import { enforceHeaderDeadline } from './header-deadline.js';
 
@@ -49,11 +49,11 @@ export function createApiServer(
  */
 export async function serve(deps: Deps): Promise<{ close(): Promise<void> }> {
   const { config } = deps;
-  const handle = createApp(deps).callback();
+  const handle = createApiListener(deps);
   let draining = false;
   const http = createApiServer(config, (req, res) => {
     if (draining) res.setHeader('Connection', 'close');
-    void handle(req, res);
+    handle(req, res);
   });
   // A listen error (the port taken meanwhile) ends the start with one line, not an unhandled event.
   await new Promise<void>((resolve, reject) => {

@@ -1,12 +1,21 @@
+import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../errors.js';
 import { primeThrottleSeries, setThrottleLimits } from '../metrics.js';
-import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, ipKey, ipv6PrefixFor, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import type { Check, Decision, RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
+import {
+  clientIp,
+  createRefusalAnswers,
+  ipKey,
+  ipv6PrefixFor,
+  longestWait,
+  rateLimitHeaders,
+} from '../throttle/index.js';
 import { firstLineOf } from '../stores/store-errors.js';
 import { forwardedHops } from './client-address.js';
 import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';
+import type { Refusal } from './request-state.js';
 
 /** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
 export const STORE_DOWN_RETRY_S = 5;
@@ -49,8 +58,9 @@ function throttle(
   const series = seriesFor(deps);
   // Looked up once: createThrottle has checked that a named scope has its rule.
   const named = scope === undefined ? undefined : rules.get(scope);
+  const answers = createRefusalAnswers();
   return async (ctx, next) => {
-    if (!config.THROTTLE_ENABLED || ctx.state.counted) return next();
+    if (!config.THROTTLE_ENABLED) return next();
     const rule = ruleFor(named, rules, ctx.state.user !== null);
     const ident = identify(ctx, rule, deps);
     const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
@@ -74,17 +84,18 @@ function throttle(
     // A refusal answered in process (an earlier refusal by Redis still holds) did not reach Redis:
     // it says nothing of whether Redis is back.
     if (!decisions[0]?.local) storeErrors.recovered();
-    const headers = rateLimitHeaders(decisions);
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
     watchDecisions(deps, series, decisions, ident);
-    if (rejected) return refuse(ctx, rejected, ident, headers, deps.watch?.pseudonym(ident));
+    if (rejected)
+      return refuse(ctx, answers(decisions, rejected.retryAfterS), rejected, ident, deps.watch?.pseudonym(ident));
     if (decisions[0]?.shadowRefused) {
       shadowRefused.inc();
       shadowLog(rule, ident);
       // In the who view beside the enforced refusals, as their own scope (docs/throttling.md "Shadow rules").
       deps.watch?.refused(`${rule.scope}${SHADOW_SUFFIX}`, ident);
     }
+    const headers = rateLimitHeaders(decisions);
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
     // A route that checks another scope of its own (the login's) lists both in the fields.
@@ -101,20 +112,29 @@ function throttle(
  */
 function refuse(
   ctx: Context,
+  answer: RefusalAnswer,
   rejected: Decision,
   ident: string,
-  headers: Record<string, string>,
   pseudonym: string | undefined,
 ): void {
   const seconds = rejected.retryAfterS;
-  ctx.state.refusal = { scope: rejected.scope, client: ident, retryAfterS: seconds, local: rejected.local === true };
-  if (pseudonym !== undefined) ctx.state.refusal.pseudonym = pseudonym;
+  const refusal: Refusal = {
+    scope: rejected.scope,
+    client: ident,
+    retryAfterS: seconds,
+    local: rejected.local === true,
+  };
+  if (pseudonym !== undefined) refusal.pseudonym = pseudonym;
+  answerRefusal(ctx, refusal, answer);
+}
+
+/** Sets a refusal's 429 on `ctx`: its fields (Content-Type among them) and body, and who was refused for the log. */
+export function answerRefusal(ctx: Context, refusal: Refusal, { fields, body }: RefusalAnswer): void {
+  ctx.state.refusal = refusal;
   ctx.status = 429;
-  for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
-  ctx.res.setHeader('Retry-After', String(seconds));
-  // Koa's type for a JSON body, set directly: its setter would look the media type up on every refusal.
-  ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  ctx.body = JSON.stringify({ detail: throttledDetail(seconds) });
+  // Straight to Node, the Content-Type too: Koa's setter would look the media type up on every refusal.
+  for (let i = 0; i < fields.length; i += 2) ctx.res.setHeader(fields[i]!, fields[i + 1]!);
+  ctx.body = body;
 }
 
 /** A scope's metric series, bound once: the per-request path does no label lookups. */
@@ -173,22 +193,29 @@ export function anonymousCheck(
   deps: Deps,
   rules: ReadonlyMap<ScopeName, ScopeRule>,
   scope?: ScopeName,
-): (ctx: Context) => Check | undefined {
+): (req: IncomingMessage) => Check | undefined {
   const named = scope === undefined ? undefined : rules.get(scope);
-  return (ctx) => {
+  return (req) => {
     if (!deps.config.THROTTLE_ENABLED) return undefined;
     const rule = ruleFor(named, rules, false);
-    return { rule, ident: identify(ctx, rule, deps) };
+    return { rule, ident: addressIdent(req, rule, deps) };
   };
 }
 
 /** The identity `rule` counts this request's client by: `user:<id>` or `ip:<address or prefix>`. */
 export function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
   if (rule.keyedBy === 'user' && ctx.state.user) return `user:${ctx.state.user.id}`;
-  const peer = ctx.req.socket.remoteAddress;
+  return addressIdent(ctx.req, rule, deps);
+}
+
+/** The identity `rule` counts a request's address by: `ip:<address or IPv6 prefix>`. */
+function addressIdent(req: IncomingMessage, rule: ScopeRule, { config }: Pick<Deps, 'config'>): string {
+  const peer = req.socket.remoteAddress;
   // X-Forwarded-For counts only from a trusted proxy (TRUSTED_PROXIES): anyone else is their socket address.
-  const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(deps.config, peer));
-  return `ip:${ipKey(ip, ipv6PrefixFor(rule.scope, deps.config))}`;
+  // Node joins a repeated X-Forwarded-For into one value, as Koa's ctx.get returns it.
+  const forwarded = req.headers['x-forwarded-for'] as string | undefined;
+  const ip = clientIp(peer, forwarded || undefined, forwardedHops(config, peer));
+  return `ip:${ipKey(ip, ipv6PrefixFor(rule.scope, config))}`;
 }
 
 type ShadowLog = ReturnType<typeof createShadowLog>;

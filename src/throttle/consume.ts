@@ -31,11 +31,11 @@ export function createThrottler(deps: {
   const refusals = localRefusals ? new Refusals() : undefined;
   // A Redis that comes back may have lost its logs (restarted empty): only it can say again.
   if (refusals) redis.on('ready', () => refusals.clear());
+  const knownRefusal = (check: Check) => refusals?.refuse([check], [throttleKey(keyPrefix, check)], performance.now());
 
   return {
-    isRefused(check) {
-      return refusals?.refuse([check], [throttleKey(keyPrefix, check)], performance.now()) !== undefined;
-    },
+    isRefused: (check) => knownRefusal(check) !== undefined,
+    knownRefusal,
     consume(checks) {
       return new Promise<Decision[]>((resolve, reject) => {
         if (checks.length === 0) return resolve([]);

@@ -25,6 +25,51 @@ export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<str
   return policy === '' ? {} : { 'RateLimit-Policy': policy, RateLimit: state };
 }
 
+/** A 429's own header fields (a flat name, value list) and body, whichever path answers it; shared, never changed. */
+export interface RefusalAnswer {
+  readonly fields: readonly string[];
+  readonly body: Buffer;
+}
+
+/**
+ * What a refusal adds to its 429, waiting `retryAfterS`: the RateLimit fields of `decisions`, `Retry-After`, the
+ * JSON content type, and DRF's body `{"detail":"Request was throttled. Expected available in 37 seconds."}`.
+ */
+export function refusalAnswer(decisions: ReadonlyArray<Decision>, retryAfterS: number): RefusalAnswer {
+  const fields: string[] = [];
+  const limits = rateLimitHeaders(decisions);
+  for (const name in limits) fields.push(name, limits[name] as string);
+  fields.push('Retry-After', String(retryAfterS), 'Content-Type', 'application/json; charset=utf-8');
+  return { fields, body: Buffer.from(JSON.stringify({ detail: throttledDetail(retryAfterS) })) };
+}
+
+/**
+ * `refusalAnswer` with its last answer kept: a flood's refusals of one rule wait the same whole seconds for a second
+ * at a time, so one answer serves them all (docs/throttling.md "Refusals: the cheap answer, logged by sample").
+ */
+export function createRefusalAnswers(): (decisions: ReadonlyArray<Decision>, retryAfterS: number) => RefusalAnswer {
+  let last: { decision: Decision; resetS: number; retryAfterS: number; answer: RefusalAnswer } | undefined;
+  return (decisions, retryAfterS) => {
+    if (decisions.length !== 1) return refusalAnswer(decisions, retryAfterS);
+    const decision = decisions[0] as Decision;
+    const resetS = Math.ceil(decision.resetMs / 1000);
+    if (last && retryAfterS === last.retryAfterS && resetS === last.resetS) {
+      const known = last.decision;
+      // What rateLimitHeaders reads of a decision besides its reset.
+      const same =
+        decision.scope === known.scope &&
+        decision.limit === known.limit &&
+        decision.windowMs === known.windowMs &&
+        decision.remaining === known.remaining &&
+        decision.inShadow === known.inShadow;
+      if (same) return last.answer;
+    }
+    const answer = refusalAnswer(decisions, retryAfterS);
+    last = { decision, resetS, retryAfterS, answer };
+    return answer;
+  };
+}
+
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */
 export function throttledDetail(seconds: number): string {
   return `Request was throttled. Expected available in ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`;

@@ -72,6 +72,12 @@ export interface Throttler {
    */
   isRefused(check: Check): boolean;
   /**
+   * The decisions `consume([check])` would answer now when this process already knows Redis refused
+   * `check` until a moment still ahead (every one `local`), else undefined: synchronous, asks nothing
+   * of Redis and records nothing.
+   */
+  knownRefusal(check: Check): Decision[] | undefined;
+  /**
    * Reads what `consume` would decide for each check now, recording nothing (one script call per
    * hash slot, in peek mode): a client's remaining budget, read without spending it.
    */

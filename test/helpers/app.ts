@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
-import { createApp } from '../../src/http/app.js';
+import { createApiListener, type createApp } from '../../src/http/app.js';
 import { createApiServer } from '../../src/http/server.js';
 import { createTestDatabase } from './database.js';
 import { request } from './http.js';
@@ -65,8 +65,8 @@ export async function startTestApp(
   });
   const { deps, close } = await buildDeps(config, 'test');
   if (options.logger) deps.logger = options.logger;
-  // The production server with its limits (timeouts, connection cap), on a free port.
-  const server = createApiServer(config, createApp(deps, options.routes).callback());
+  // The production server with its limits (timeouts, connection cap) and listener, on a free port.
+  const server = createApiServer(config, createApiListener(deps, options.routes));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let closed = false;

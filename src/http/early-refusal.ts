@@ -1,0 +1,57 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { BASE_FIELDS, hasOneHost } from './base-headers.js';
+import type { RequestRecorder } from './request-context.middleware.js';
+import type { GatedRoute } from './route-table.js';
+
+/** What the early refusal reads of the app: its routes, their `Allow` values, and its request records. */
+export interface EarlyRefusalParts {
+  /** The route a request's method selects at its path, when the first thing it runs is a guard. */
+  gatedRoute(path: string, method: string): GatedRoute | undefined;
+  allow: ReadonlyMap<string, string>;
+  recorder: RequestRecorder;
+}
+
+/**
+ * Answers, before Koa, a request whose route's guard would refuse it from this process's memory
+ * (docs/throttling.md "Refusals: the cheap answer, logged by sample"), with the bytes the app would
+ * send: the request id, BASE_FIELDS, the refusal's own fields, Content-Length, the path's `Allow`,
+ * in the app's order, and the body in the same write. Counted and logged as the app does
+ * (`recorder`: the same metric series and sampled access log). Any request the app might answer
+ * otherwise (a URL Koa parses the slow way, a missing or repeated Host, credentials, a route whose
+ * chain does not start with a guard, a client not known to be refused) is left to the app: false.
+ */
+export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const { gatedRoute, allow, recorder } = parts;
+  return (req, res) => {
+    const started = performance.now();
+    const path = plainPath(req.url);
+    if (path === undefined || req.method === undefined || !hasOneHost(req)) return false;
+    const route = gatedRoute(path, req.method);
+    const known = route?.refuseKnown(req);
+    if (!route || !known) return false;
+    const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
+    const { fields: own, body } = known.answer;
+    const fields = ['X-Request-Id', requestId, ...BASE_FIELDS, ...own, 'Content-Length', String(body.length)];
+    const methods = allow.get(route.template);
+    if (methods !== undefined) fields.push('Allow', methods);
+    const seconds = (performance.now() - started) / 1000;
+    const { method } = req;
+    recorder.record({ requestId, method, route: route.template, status: 429, seconds, refusal: known.refusal });
+    res.writeHead(429, fields);
+    res.end(body);
+    return true;
+  };
+}
+
+/**
+ * A request target's path as Koa reads it (`ctx.path`, by parseurl), for the targets parseurl reads
+ * without Node's URL parser: origin form, with none of the characters that send it there.
+ */
+function plainPath(url: string | undefined): string | undefined {
+  if (url === undefined || url.charCodeAt(0) !== 0x2f || SLOW_URL.test(url)) return undefined;
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+/** The characters that make parseurl hand a URL to Node's full parser. */
+const SLOW_URL = /[\t\n\f\r #\u00a0\ufeff]/;
