@@ -31,13 +31,19 @@ const sink = new Writable({
   },
 });
 
-/** Commands Redis has run by name (those inside scripts included), INFO itself left out. */
+/**
+ * The distinct count's own commands (docs/throttling.md "How many"): a script sent with EVAL at most once a second,
+ * whatever the requests do, left out of what requests cost. The throttle's script is sent by SHA.
+ */
+const DISTINCT_COUNT = new Set(['eval', 'pfadd', 'pexpire', 'pfcount']);
+
+/** Commands Redis has run for requests (those inside scripts included), INFO itself left out. */
 async function commandsRun(): Promise<{ total: number; scripts: number }> {
   let total = 0;
   let scripts = 0;
   for (const [, name, calls] of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    if (name !== 'info') total += Number(calls);
-    if (name === 'evalsha' || name === 'eval') scripts += Number(calls);
+    if (name !== 'info' && !DISTINCT_COUNT.has(name!)) total += Number(calls);
+    if (name === 'evalsha') scripts += Number(calls);
   }
   return { total, scripts };
 }
