@@ -52,7 +52,7 @@ async function serveTraffic(round: number, count: number): Promise<void> {
 }
 
 async function trickleRound(label: string): Promise<void> {
-  // One in four never reads what the server sends: the server must close those connections itself.
+  // One in four ignores the server's end of the stream and keeps sending: the server must close those itself.
   const trickling = Array.from({ length: TRICKLERS }, (_, i) => trickle(cluster.port, i % 4 === 0));
   const probes = await Promise.all(Array.from({ length: 10 }, () => request(cluster.base, 'GET', '/healthz')));
   assert.ok(
