@@ -3,7 +3,8 @@ import type { Duplex } from 'node:stream';
 
 /**
  * Requests Node's HTTP parser refuses before Koa sees them (an unknown method, bytes that are not
- * HTTP, a request line or headers over the size limit) still get a JSON error, as every other error does. A
+ * HTTP, a request line or headers over the size limit, headers or a request past their timeout) still
+ * get a JSON error, as every other error does, and their connection is closed once it is written. A
  * request without the Host header HTTP/1.1 requires is let through for the app to refuse.
  */
 export function answerClientErrors(server: Server): void {
@@ -16,9 +17,13 @@ export function answerClientErrors(server: Server): void {
     }
     const status = statusOf(error as ParserError);
     const body = JSON.stringify({ detail: DETAILS[status] });
+    // Destroyed once the answer is out, not just ended: the server's sockets stay open for reading
+    // after end(), and Node reports a timed-out connection only once, so a client that ignored the
+    // answer and kept sending would hold it for good (docs/security.md "Slow clients").
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ` +
         `${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
     );
   });
 }
