@@ -134,16 +134,20 @@ async function main(): Promise<void> {
   let cluster: RunningCluster | undefined;
   try {
     const { seed, total } = await seedDatabase(postgres.url);
-    cluster = await startCluster({
-      DATABASE_URL: postgres.url,
-      REDIS_URL: redis.url,
-      REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
-      CURSOR_SECRET: 'report-bench-secret-0123456789',
-      WEB_CONCURRENCY: '1',
-      JOB_CONCURRENCY: '1',
-      THROTTLE_USER: '100000/min',
-      LOG_LEVEL: 'warn',
-    });
+    cluster = await startCluster(
+      {
+        DATABASE_URL: postgres.url,
+        REDIS_URL: redis.url,
+        REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
+        CURSOR_SECRET: 'report-bench-secret-0123456789',
+        WEB_CONCURRENCY: '1',
+        JOB_CONCURRENCY: '1',
+        THROTTLE_USER: '100000/min',
+        LOG_LEVEL: 'warn',
+      },
+      60_000,
+      'tsx',
+    );
     const login = await fetch(`${cluster.base}/api/auth/token/`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },

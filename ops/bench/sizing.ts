@@ -176,6 +176,7 @@ try {
       ACCESS_LOG: 'off',
     },
     120_000,
+    'tsx',
   );
   const auth = { Authorization: `Bearer ${token}` };
   const json = { ...auth, 'Content-Type': 'application/json' };

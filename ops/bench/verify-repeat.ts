@@ -49,7 +49,7 @@ async function main(): Promise<void> {
     WEB_CONCURRENCY: '2',
     ACCESS_LOG: 'off',
   };
-  const host = await startCluster(env, 180_000);
+  const host = await startCluster(env, 180_000, 'tsx');
   const tally: Record<string, { runs: number; expected: number; requests: number[] }> = {};
   const count = (name: string, ok: boolean, run: Awaited<ReturnType<typeof runVerify>>) => {
     const row = (tally[name] ??= { runs: 0, expected: 0, requests: [] });

@@ -121,6 +121,7 @@ async function main(): Promise<void> {
         ACCESS_LOG: 'off',
       },
       120_000,
+      'tsx', // npm run soak runs from the sources, with no build
     );
     console.log(`cluster ready in ${((Date.now() - began) / 1000).toFixed(1)} s; soaking for ${seconds} s`);
     const report = await soak(cluster, tokens, seconds, () => stores.admin.dbsize().catch(() => -1));

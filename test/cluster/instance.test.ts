@@ -7,6 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
 import { testStoresEnv } from '../helpers/cluster.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 // The checks the primary makes before it starts anything: the ports it needs, and no other
 // Paceline running on its DATA_DIR (recorded in DATA_DIR/paceline.pid).
@@ -15,7 +16,7 @@ const Refusal = suite('a start that cannot succeed names the setting or the runn
 
 /** Runs the entry point with `env` until it exits; its whole output. */
 async function startExpectingRefusal(env: Record<string, string>): Promise<{ code: number; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [ENTRY.main], {
     env: {
       ...process.env,
       LOG_LEVEL: 'warn',

@@ -8,7 +8,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
-import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { ENTRY, childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { redisSay } from '../helpers/redis-say.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
@@ -153,7 +153,7 @@ test('Redis refuses a client without the password, runs as an account of its own
 });
 
 test('the service connects to PostgreSQL as a role that is no superuser and owns every table, the old ones too', async () => {
-  const web = children().find(({ argv }) => argv.some((arg) => arg.endsWith('src/main.ts')))!;
+  const web = children().find(({ argv }) => argv.some((arg) => arg.endsWith(ENTRY.main)))!;
   const serviceUrl = envOf(web.pid, 'DATABASE_URL')!;
   assert.is(new URL(serviceUrl).username, 'paceline');
   const [role] = await query<{ rolsuper: boolean; rolcreatedb: boolean; rolcreaterole: boolean }>(
@@ -221,7 +221,7 @@ test('a restart reuses every password, and no password appears in the output or 
   });
   assert.is(signIn.status, 200, 'the service works on the kept passwords');
 
-  const status = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'status'], {
+  const status = execFileSync(process.execPath, [ENTRY.cli, 'status'], {
     encoding: 'utf8',
     env: { ...process.env, ...env },
   });

@@ -9,7 +9,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../src/auth/users.repository.js';
 import { connectDatabase } from '../../db/connect.js';
-import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { ENTRY, childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
@@ -339,7 +339,7 @@ Refusal(
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
     const port = (holder.address() as AddressInfo).port;
     try {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      const child = spawn(process.execPath, [ENTRY.main], {
         env: {
           ...process.env,
           ...testStoresEnv('lifecycle-port', database.url),

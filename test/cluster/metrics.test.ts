@@ -3,7 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { ENTRY, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { childPids, parseMetrics, requestOnNewConnection, scrape, sumOf } from '../helpers/metrics.js';
@@ -41,7 +41,7 @@ const reported = (
 function workerPids(): number[] {
   const runsMain = (pid: number) => {
     try {
-      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('src/main.ts');
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(ENTRY.main);
     } catch {
       return false; // exited meanwhile
     }

@@ -7,6 +7,7 @@ import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startRedis } from '../../src/stores/redis.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 // A real start (the primary, one web and one jobs child) against a store it cannot use: a Redis
 // on a closed port, a Redis that wants another password, a database name that does not exist
@@ -24,7 +25,7 @@ interface Started {
 }
 
 function start(env: Record<string, string>, port: number): Started {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [ENTRY.main], {
     env: {
       ...process.env,
       LOG_LEVEL: 'info',

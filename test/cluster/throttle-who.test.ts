@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { ENTRY, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { pseudonymOf } from '../../src/throttle/pseudonym.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
@@ -134,9 +134,7 @@ test("npm run cli -- throttled prints the running primary's top clients with the
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
-      'src/cli.ts',
+      ENTRY.cli,
       'throttled',
       '--scope',
       'anon',

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
+import { ENTRY, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request, type TestResponse } from '../helpers/http.js';
@@ -22,7 +22,7 @@ const REFUSED_LOGIN = { non_field_errors: ['Unable to log in with provided crede
 
 /** Runs `npm run cli -- …` as an operator would, against the hosts' stores. */
 async function cli(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  const child = spawn(process.execPath, [ENTRY.cli, ...args], {
     env: {
       ...process.env,
       ...stores,

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { ENTRY } from '../fixtures/cluster.js';
 
 /** What a run of the command-line tool printed and how it exited. */
 export interface CliRun {
@@ -8,9 +9,9 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs `src/cli.ts` with `args` in a process of its own, the test's environment plus `env`, and waits for it. */
+/** Runs the compiled command-line tool (`ENTRY.cli`) with `args` in a process of its own, the test's environment plus `env`, and waits for it. */
 export async function runCli(env: Record<string, string>, args: string[]): Promise<CliRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  const child = spawn(process.execPath, [ENTRY.cli, ...args], {
     env: { ...process.env, LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
 import type { RunningService } from '../../src/stores/service.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 const TMP = process.env.TEST_TMP_DIR;
 if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');
@@ -36,7 +37,7 @@ async function runCli(env: Record<string, string>, ...args: string[]) {
 
 /** Runs the CLI with `input` piped on its stdin (none: stdin is /dev/null). */
 async function runCliWithInput(input: string | undefined, env: Record<string, string>, ...args: string[]) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  const child = spawn(process.execPath, [ENTRY.cli, ...args], {
     env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'silent', ...env },
     stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });

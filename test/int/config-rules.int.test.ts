@@ -5,6 +5,7 @@ import * as assert from 'uvu/assert';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { startTestApp } from '../helpers/app.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 // docs/configuration.md "Rules between settings": settings that cannot all hold stop a start (and
 // a reload, test/cluster/reload-settings.test.ts) with one line naming the setting and the rule.
@@ -55,7 +56,7 @@ Rules('settings that agree are accepted, edges included', () => {
 });
 
 Rules('npm start with PAGE_SIZE=500 MAX_PAGE_SIZE=50 stops before starting anything, with one line', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [ENTRY.main], {
     env: {
       ...process.env,
       DATA_DIR: join(process.env.TEST_TMP_DIR ?? '.', 'config-rules-never-used'),

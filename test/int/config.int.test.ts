@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig, proxyTrustWarning } from '../../src/config.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 interface Run {
   code: number | null;
@@ -12,7 +13,7 @@ interface Run {
 
 /** Runs the real entry point with `env` added; a bad setting must stop it before it starts anything. */
 function runMain(env: Record<string, string>): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [ENTRY.main], {
     env: {
       ...process.env,
       DATA_DIR: join(process.env.TEST_TMP_DIR ?? '.', 'config-never-used'),

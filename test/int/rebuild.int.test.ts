@@ -9,6 +9,7 @@ import type { Actor, CommandOutcome } from '../../src/events/domain/task.events.
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { random } from '../helpers/random.js';
 import { catchUpReadModel } from '../helpers/read-model.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 let app: TestApp;
 
@@ -133,7 +134,7 @@ Rebuild('writers that arrive during a rebuild wait for it, then append on top of
 });
 
 Rebuild('the CLI rebuilds and prints a summary', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'rebuild'], {
+  const child = spawn(process.execPath, [ENTRY.cli, 'rebuild'], {
     env: { ...process.env, DATABASE_URL: app.databaseUrl, LOG_LEVEL: 'silent' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -6,6 +6,7 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { ENTRY } from '../fixtures/cluster.js';
 
 // docs/security.md "Login CPU budget": one account per case-folded name (trimmed, NFKC,
 // lower-cased, as the login budget counts names). Creation refuses a variant, concurrent
@@ -20,7 +21,7 @@ Names.after(async ({ drop }) => drop?.());
 
 /** Runs the CLI against `url` (stdin is /dev/null). */
 async function runCli(url: string, env: Record<string, string>, ...args: string[]) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  const child = spawn(process.execPath, [ENTRY.cli, ...args], {
     env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
