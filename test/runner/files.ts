@@ -12,14 +12,14 @@ export interface TestFile {
   /** unit: pure, no store; int: the shared stores in this process; cluster: real processes. */
   kind: Kind;
   needs: Tool[];
-  /** Slots the file takes when files run side by side (`// Slots: N` in its header), if it says. */
+  /** Slots the file takes when files run side by side (`// Slots: N` or `all` in its header), if it says. */
   slots?: number;
 }
 
 /** `// Needs: prometheus, haproxy` among a file's first lines names the tools it runs. */
 const NEEDS_LINE = /^\/\/ Needs: (.+)$/m;
-/** `// Slots: N` gives a file whose assertions count seconds more room (N = TEST_JOBS: alone). */
-const SLOTS_LINE = /^\/\/ Slots: (\d+)\b/m;
+/** `// Slots: N` gives a file whose assertions count seconds more room; `// Slots: all` runs it alone. */
+const SLOTS_LINE = /^\/\/ Slots: (\d+|all)\b/m;
 const HEADER_CHARS = 2_000;
 
 export function kindOf(path: string): Kind {
@@ -42,7 +42,7 @@ async function readTestFile(path: string): Promise<TestFile> {
   const header = (await readFile(path, 'utf8')).slice(0, HEADER_CHARS);
   const slots = SLOTS_LINE.exec(header);
   const file: TestFile = { path, kind: kindOf(path), needs: readNeeds(path, header) };
-  if (slots !== null) file.slots = Math.max(1, Number(slots[1]));
+  if (slots !== null) file.slots = slots[1] === 'all' ? Infinity : Math.max(1, Number(slots[1]));
   return file;
 }
 
