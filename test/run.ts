@@ -10,9 +10,9 @@
  *
  * Order and concurrency: the unit files run two at a time while the tools install and the
  * stores start; then the other files run side by side, longest first (by the last run's times
- * in .data/test-times.json, else test/runner/times.json), within TEST_JOBS slots (default 5): an
+ * in .data/test-times.json, else test/runner/times.json), within TEST_JOBS slots (default 4): an
  * int file takes one slot, a cluster file (test/cluster/: real processes, timing-sensitive) takes
- * TEST_CLUSTER_SLOTS (default 2): at most two cluster files and an int file, or one and three, at once. A file whose
+ * TEST_CLUSTER_SLOTS (default 2): at most two cluster files, or one and two int files, at once. A file whose
  * assertions count seconds of wall time says `// Slots: all` among its first lines to run alone.
  * TEST_JOBS=1 runs one file at a time with its output live.
  *
@@ -43,7 +43,7 @@ import { makeScratch, startStores, type TestStores } from './runner/stores.js';
 import { ensureTools } from './runner/tools.js';
 
 const fileTimeoutMs = readCount('TEST_FILE_TIMEOUT_MS', 300_000);
-const jobs = readCount('TEST_JOBS', 5);
+const jobs = readCount('TEST_JOBS', 4);
 const clusterSlots = readCount('TEST_CLUSTER_SLOTS', 2);
 const totals = { passed: 0, failed: 0 };
 const durations: Record<string, number> = {};
