@@ -54,6 +54,8 @@ const schema = z.object({
   // Used when REDIS_URL or REDIS_CLUSTER_NODES carries no password of its own.
   REDIS_PASSWORD: z.string().optional(),
   REDIS_PREFIX: z.string().default('paceline:'),
+  // ioredis's auto-pipelining on the requests' connection (docs/benchmarks.md "Redis auto-pipelining").
+  REDIS_AUTO_PIPELINING: z.enum(['on', 'off']).default('off'),
   DATA_DIR: z.string().default('.data'),
   EMBEDDED_PG_PORT: integer(1, 65535).default(54329),
   EMBEDDED_REDIS_PORT: integer(1, 65535).default(63799),

@@ -25,7 +25,15 @@ import type { RunningCluster } from '../../test/fixtures/cluster.js';
 import { depthCursor } from './read-path/depth-cursor.js';
 import { childPids, rssMiB, startBare, startService, startStores, type Stores } from './read-path/processes.js';
 import { markdownTable, summarise, type Slice } from './read-path/report.js';
-import { buildRows, POST_SCRIPT, ROW_COUNT, SHADOWED_ROW, UNWATCHED_ROW, type Row } from './read-path/rows.js';
+import {
+  buildRows,
+  PIPELINED_ROW,
+  POST_SCRIPT,
+  ROW_COUNT,
+  SHADOWED_ROW,
+  UNWATCHED_ROW,
+  type Row,
+} from './read-path/rows.js';
 import { seedTasks } from './read-path/seed.js';
 import { CONNECTIONS, runWrk, THREADS } from './read-path/wrk.js';
 import { describeCommit, wrkVersion } from './machine.js';
@@ -160,6 +168,12 @@ async function main(): Promise<void> {
   running.services.push(shadowed);
   const unwatched = await startService({ ...generous, REDIS_PREFIX: 'bench:unwatched:', THROTTLE_WATCH: 'off' });
   running.services.push(unwatched);
+  const pipelined = await startService({
+    ...generous,
+    REDIS_PREFIX: 'bench:pipelined:',
+    REDIS_AUTO_PIPELINING: 'on',
+  });
+  running.services.push(pipelined);
 
   const page1 = await fetch(`${service.base}/api/tasks/`);
   const bodyFile = join(running.root, 'page-1.json');
@@ -181,6 +195,7 @@ async function main(): Promise<void> {
     flood: flood.base,
     shadowed: shadowed.base,
     unwatched: unwatched.base,
+    pipelined: pipelined.base,
     readerToken: seeded.reader.token,
     writerToken: seeded.writer.token,
     tasks,
@@ -207,6 +222,7 @@ async function main(): Promise<void> {
   const flooded = summaries.find((s) => s.row.flood)!;
   const rate = (name: string) => summaries.find((s) => s.row.name === name)!.reqPerS;
   const watchRatio = rate(SHADOWED_ROW) / rate(UNWATCHED_ROW);
+  const pipelineRatio = rate(PIPELINED_ROW) / rate('page 1, anonymous');
   const mib = (values: number[]) => values.map((v) => `${v.toFixed(0)} MiB`).join(', ');
   const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
   const report = [
@@ -227,7 +243,8 @@ async function main(): Promise<void> {
       `(never reached), with the default logging (LOG_LEVEL=info, ACCESS_LOG=all: a line per request, read and dropped); the ` +
       `ACCESS_LOG=off row runs against a second instance like it, the flood row against a third whose anonymous limit is 1/hour, ` +
       `the "shadow rules too" row against a fourth with THROTTLE_SHADOW_RATES=${SHADOW_RATES} (met: most requests are ` +
-      `shadow refusals, never refused), the THROTTLE_WATCH=off row against a fifth without the who view, distinct count and near-limit counter. ` +
+      `shadow refusals, never refused), the THROTTLE_WATCH=off row against a fifth without the who view, distinct count and near-limit counter, ` +
+      `the REDIS_AUTO_PIPELINING=on row against a sixth. ` +
       `The bare Koa app: one middleware answering the same bytes on the same cluster. The bare server: a node:http ` +
       `cluster of 2 workers answering page 1's bytes (${(await stat(bodyFile)).size.toLocaleString('en-US')} bytes) from memory. ` +
       `Cursor at depth N: ${depth.how}.`,
@@ -236,6 +253,9 @@ async function main(): Promise<void> {
     '',
     `Watching the throttle: page 1 with the who view, the near-limit counter and shadow rules on runs at ` +
       `${watchRatio.toFixed(2)}× the same with THROTTLE_WATCH=off and no shadow rules (goal ≥ 0.95×).`,
+    '',
+    `Redis auto-pipelining: page 1 with REDIS_AUTO_PIPELINING=on runs at ${pipelineRatio.toFixed(2)}× page 1 with it off ` +
+      `(the default), on a sixth instance like the service.`,
     '',
     `The flood: ${flooded.non2xx.toLocaleString('en-US')} refused of ${flooded.requests.toLocaleString('en-US')} requests, ` +
       `${flooded.redisPerRequest.toFixed(2)} Redis commands per refused request (INFO stats total_commands_processed). ` +

@@ -14,7 +14,8 @@ export type RedisClient = Redis | Cluster;
  */
 export type RedisUse = 'requests' | 'jobs' | 'enqueue';
 
-type RedisSettings = Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_PASSWORD' | 'THROTTLE_TIMEOUT_MS'>;
+type RedisSettings = Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_PASSWORD' | 'THROTTLE_TIMEOUT_MS'> &
+  Partial<Pick<Config, 'REDIS_AUTO_PIPELINING'>>;
 
 /**
  * A new connection for `use`: a `Cluster` when REDIS_CLUSTER_NODES is set, otherwise a `Redis`
@@ -33,6 +34,7 @@ export function createRedisClient(config: RedisSettings, use: RedisUse): RedisCl
       {
         // Before the first slot map, and whenever every node is gone, commands queue or fail as for one Redis.
         enableOfflineQueue: options.enableOfflineQueue ?? true,
+        enableAutoPipelining: options.enableAutoPipelining ?? false,
         clusterRetryStrategy: retryStrategy,
         redisOptions: {
           ...options,
@@ -65,6 +67,7 @@ function optionsFor(
         enableOfflineQueue: false,
         maxRetriesPerRequest: 1,
         commandTimeout: Math.max(config.THROTTLE_TIMEOUT_MS * 10, 1000),
+        enableAutoPipelining: config.REDIS_AUTO_PIPELINING === 'on',
         retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
       };
     case 'jobs':

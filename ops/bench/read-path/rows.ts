@@ -21,6 +21,8 @@ export interface RowTargets {
   /** Instances like the service, with shadow rules for anon and user (never refusing), and with THROTTLE_WATCH=off. */
   shadowed: string;
   unwatched: string;
+  /** An instance like the service with REDIS_AUTO_PIPELINING=on. */
+  pipelined: string;
   readerToken: string;
   writerToken: string;
   tasks: number;
@@ -32,9 +34,10 @@ export interface RowTargets {
 /** Page 1 with every view of who is throttled on plus shadow rules, and with the watch off (docs/benchmarks.md). */
 export const SHADOWED_ROW = 'page 1, anonymous, shadow rules too';
 export const UNWATCHED_ROW = 'page 1, anonymous, THROTTLE_WATCH=off';
+export const PIPELINED_ROW = 'page 1, anonymous, REDIS_AUTO_PIPELINING=on';
 
 /** How many rows `buildRows` makes (for the time estimate printed before anything starts). */
-export const ROW_COUNT = 17;
+export const ROW_COUNT = 18;
 
 /** Every row of the table, in the order it is printed; the rounds run them rotated. */
 export function buildRows(t: RowTargets): Row[] {
@@ -62,6 +65,11 @@ export function buildRows(t: RowTargets): Row[] {
       name: UNWATCHED_ROW,
       request: 'GET /api/tasks/',
       load: { url: `${t.unwatched}/api/tasks/` },
+    },
+    {
+      name: PIPELINED_ROW,
+      request: 'GET /api/tasks/',
+      load: { url: `${t.pipelined}/api/tasks/` },
     },
     get(
       'page 1, authenticated',
