@@ -12,8 +12,9 @@
  * stores start; then the other files run side by side, longest first (by the last run's times
  * in .data/test-times.json, else test/runner/times.json), within TEST_JOBS slots (default 4): an
  * int file takes one slot, a cluster file (test/cluster/: real processes, timing-sensitive) takes
- * TEST_CLUSTER_SLOTS (default 2): at most two cluster files, or one and two int files, at once. A file whose
- * assertions count seconds of wall time says `// Slots: all` among its first lines to run alone.
+ * TEST_CLUSTER_SLOTS (default 2): at most two cluster files, or one and two int files, at once. A
+ * file whose assertions count seconds of wall time says `// Slots: all` among its first lines to
+ * run alone.
  * TEST_JOBS=1 runs one file at a time with its output live.
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and

@@ -27,6 +27,7 @@ import { childPids, rssMiB, startBare, startService, startStores, type Stores } 
 import { markdownTable, summarise, type Slice } from './read-path/report.js';
 import {
   buildRows,
+  PAGE_1_ROW,
   PIPELINED_ROW,
   POST_SCRIPT,
   ROW_COUNT,
@@ -222,7 +223,7 @@ async function main(): Promise<void> {
   const flooded = summaries.find((s) => s.row.flood)!;
   const rate = (name: string) => summaries.find((s) => s.row.name === name)!.reqPerS;
   const watchRatio = rate(SHADOWED_ROW) / rate(UNWATCHED_ROW);
-  const pipelineRatio = rate(PIPELINED_ROW) / rate('page 1, anonymous');
+  const pipelineRatio = rate(PIPELINED_ROW) / rate(PAGE_1_ROW);
   const mib = (values: number[]) => values.map((v) => `${v.toFixed(0)} MiB`).join(', ');
   const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
   const report = [

@@ -9,7 +9,10 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs the compiled command-line tool (`ENTRY.cli`) with `args` in a process of its own, the test's environment plus `env`, and waits for it. */
+/**
+ * Runs the compiled command-line tool (`ENTRY.cli`) with `args` in a process of its own, the test's
+ * environment plus `env`, and waits for it.
+ */
 export async function runCli(env: Record<string, string>, args: string[]): Promise<CliRun> {
   const child = spawn(process.execPath, [ENTRY.cli, ...args], {
     env: { ...process.env, LOG_LEVEL: 'silent', ...env },
