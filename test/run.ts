@@ -1,7 +1,9 @@
 /**
  * `npm test [-- filter...]` and `npm run test:unit`: runs every `*.test.ts` under `test/` whose
- * path contains one of the filters (all when none), each as its own `node --import tsx <file>`
- * process (uvu suites), and ends with the ten slowest files and one line: `N passed, M failed`.
+ * path contains one of the filters (all when none), each as its own node process (uvu suites),
+ * and ends with the ten slowest files and one line: `N passed, M failed`. The files and what they
+ * import are first transpiled into the run's scratch folder (test/runner/compile.ts), so each
+ * process runs plain JavaScript rather than paying tsx's loader.
  * `--unit` keeps only the pure `*.unit.test.ts` files: no store is started, no tool installed.
  *
  * Tools: redis-server is installed (ops/ensure-tools.sh) whenever a chosen file needs the stores;
@@ -9,12 +11,13 @@
  * (known: prometheus, haproxy, chromium). Nothing else is installed.
  *
  * Order and concurrency: the unit files run two at a time while the tools install and the
- * stores start; then the other files run side by side, longest first (by the last run's times
- * in .data/test-times.json, else test/runner/times.json), within TEST_JOBS slots (default 4): an
- * int file takes one slot, a cluster file (test/cluster/: real processes, timing-sensitive) takes
- * TEST_CLUSTER_SLOTS (default 2): at most two cluster files, or one and two int files, at once. A
- * file whose assertions count seconds of wall time says `// Slots: all` among its first lines to
- * run alone.
+ * stores start; then the other files run side by side, longest first, packed by the CPU they use:
+ * a file's load is its CPU seconds over its wall seconds (by .data/test-times.json, which each
+ * run updates, else the committed test/runner/times.json; a file in neither is guessed by its
+ * kind), and files start while their loads add up to at most TEST_CPUS (default: the machine's
+ * cores), at most TEST_JOBS (default 6) at once. A file whose assertions count fractions of a
+ * second of wall time says how much CPU to keep for it, `// Load: 1.5` among its first lines, or
+ * `// Load: all` to run alone.
  * TEST_JOBS=1 runs one file at a time with its output live.
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and
@@ -31,23 +34,28 @@
  *   let redis = await startRedis(opts);                                 // src/stores/redis.ts
  *   process.kill(redis.pid, 'SIGKILL');  ...  redis = await startRedis(opts);  ...  await redis.stop();
  * (Should a file kill the shared one anyway, the runner restarts it once that file ends.)
+ * A script a test starts runs compiled too: `spawn(process.execPath, scriptArgs('x.ts'))`
+ * (test/helpers/node-script.ts); TEST_COMPILED_DIR is where the compiled copy lives.
  *
  * A file fails as a whole (counted as at least one failed test) when it exits non-zero, prints
  * no uvu summary, runs longer than TEST_FILE_TIMEOUT_MS (default 5 minutes) or is still running
  * 10 s after its summary (something left open). Its whole process group is then killed, as are
  * processes it leaves behind.
  */
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { compiledPath, compileTests } from './runner/compile.js';
 import { runFile, running, killGroup, type FileResult } from './runner/execute.js';
 import { findTestFiles, type TestFile, type Tool } from './runner/files.js';
-import { longestFirst, readTimes, runPool, writeTimes } from './runner/schedule.js';
+import { foldTimes, loadOf, longestFirst, readTimes, runPool, writeTimes, type Times } from './runner/schedule.js';
 import { makeScratch, startStores, type TestStores } from './runner/stores.js';
 import { ensureTools } from './runner/tools.js';
 
 const fileTimeoutMs = readCount('TEST_FILE_TIMEOUT_MS', 300_000);
-const jobs = readCount('TEST_JOBS', 4);
-const clusterSlots = readCount('TEST_CLUSTER_SLOTS', 2);
+const jobs = readCount('TEST_JOBS', 6);
+const cpus = readCount('TEST_CPUS', availableParallelism());
 const totals = { passed: 0, failed: 0 };
-const durations: Record<string, number> = {};
+const durations: Times = {};
 let interruptedBy: NodeJS.Signals | undefined;
 let stores: TestStores | undefined;
 
@@ -63,16 +71,20 @@ function readCount(name: string, fallback: number): number {
 }
 
 async function runOne(file: TestFile, env: Record<string, string>, live: boolean): Promise<FileResult> {
-  const result = await runFile(file.path, env, live, fileTimeoutMs);
+  const result = await runFile(file.path, compiledPath(env.TEST_COMPILED_DIR!, file.path), env, live, fileTimeoutMs);
   totals.passed += result.passed;
   totals.failed += result.failed;
-  durations[file.path] = result.seconds;
+  durations[file.path] =
+    result.cpu === undefined ? { seconds: result.seconds } : { seconds: result.seconds, cpu: result.cpu };
   return result;
 }
 
 async function runAll(files: TestFile[], scratch: { root: string; scratch: string }): Promise<void> {
+  const compiled = join(scratch.root, 'js');
+  await compileTests(compiled);
   const base: Record<string, string | undefined> = { ...process.env, NODE_ENV: 'test', FORCE_COLOR: '0' };
   base.TEST_TMP_DIR = scratch.scratch;
+  base.TEST_COMPILED_DIR = compiled;
   delete base.DATABASE_URL;
   delete base.REDIS_URL;
   const times = await readTimes();
@@ -93,25 +105,29 @@ async function runAll(files: TestFile[], scratch: { root: string; scratch: strin
   const liveUnits = units.length === 1 || jobs === 1;
   await runPool(
     units,
-    Math.min(2, jobs),
-    () => 1,
+    { jobs: Math.min(2, jobs), capacity: Infinity },
+    () => 0,
     (file) => runOne(file, unitEnv, liveUnits),
     stop,
   );
   const started = await ready;
-  if (started !== undefined && !stop()) await runOthers(others, started, stop);
-  if (!stop()) await writeTimes({ ...times, ...durations });
+  if (started !== undefined && !stop()) await runOthers(others, started, { times, compiled }, stop);
+  if (!stop()) await writeTimes(foldTimes(times, durations));
 }
 
-async function runOthers(others: TestFile[], started: TestStores, stop: () => boolean): Promise<void> {
+async function runOthers(
+  others: TestFile[],
+  started: TestStores,
+  { times, compiled }: { times: Times; compiled: string },
+  stop: () => boolean,
+): Promise<void> {
   const live = others.length === 1 || jobs === 1;
-  const cost = (file: TestFile) => file.slots ?? (file.kind === 'cluster' ? clusterSlots : 1);
   await runPool(
     others,
-    jobs,
-    cost,
+    { jobs, capacity: cpus },
+    (file) => loadOf(file, times),
     async (file) => {
-      await runOne(file, { ...started.env, NODE_ENV: 'test', FORCE_COLOR: '0' }, live);
+      await runOne(file, { ...started.env, NODE_ENV: 'test', FORCE_COLOR: '0', TEST_COMPILED_DIR: compiled }, live);
       if (!stop()) await started.reviveRedis();
     },
     stop,
@@ -120,11 +136,15 @@ async function runOthers(others: TestFile[], started: TestStores, stop: () => bo
 
 function printSlowest(): void {
   const slowest = Object.entries(durations)
-    .sort(([, a], [, b]) => b - a)
+    .sort(([, a], [, b]) => b.seconds - a.seconds)
     .slice(0, 10);
   if (slowest.length < 2) return;
-  console.log('\n# slowest files:');
-  for (const [file, seconds] of slowest) console.log(`#   ${seconds.toFixed(1).padStart(6)} s  ${file}`);
+  console.log('\n# slowest files (wall, CPU):');
+  for (const [file, { seconds, cpu }] of slowest) {
+    console.log(
+      `#   ${seconds.toFixed(1).padStart(6)} s ${cpu === undefined ? '' : `${cpu.toFixed(1).padStart(6)} s`}  ${file}`,
+    );
+  }
 }
 
 function finish(code: number, began: number): never {

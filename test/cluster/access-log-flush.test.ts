@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { scriptArgs } from '../helpers/node-script.js';
 
 // docs/architecture.md "Observability": access logs are buffered, and the buffer reaches stdout when the process
 // ends, whether it is stopped (SIGTERM) or crashes (an uncaught exception).
@@ -10,7 +11,7 @@ const COUNT = 300;
 
 /** Runs the helper in `mode`, returning its exit code and the request ids of its stdout's lines. */
 async function run(mode: 'sigterm' | 'crash'): Promise<{ code: number | null; ids: string[] }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/log-then-stop.ts', mode, String(COUNT)], {
+  const child = spawn(process.execPath, [...scriptArgs('test/helpers/log-then-stop.ts'), mode, String(COUNT)], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   let out = '';

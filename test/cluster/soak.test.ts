@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { scriptArgs } from '../helpers/node-script.js';
 
 // `npm run soak` for a minute (docs/security.md "Soak"): the real entry point with its own throwaway stores
 // under a steady mixed load with throttled clients. Over the run no request fails (no 5xx, none
@@ -12,7 +13,7 @@ const test = suite('soak');
 const seconds = Number(process.env.SOAK_SECONDS || 60);
 
 test(`a ${seconds}-second soak: no 5xx, throttled clients throttled, keys and RSS bounded`, async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'ops/soak/soak.ts', '--seconds', String(seconds)], {
+  const child = spawn(process.execPath, [...scriptArgs('ops/soak/soak.ts'), '--seconds', String(seconds)], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

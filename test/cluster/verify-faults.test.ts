@@ -6,6 +6,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
 import { checkOf, runVerify } from '../helpers/verify.js';
+import { scriptArgs } from '../helpers/node-script.js';
 
 // docs/verify.md "It catches real faults": each small service under test/verify/ carries one seeded fault;
 // verify must report the check that the fault breaks as violated, with the evidence, and exit 1.
@@ -20,7 +21,7 @@ async function startFaulty(fault: string): Promise<{ base: string; stop: () => P
   const port = await findFreePort();
   const child: ChildProcess = spawn(
     process.execPath,
-    ['--import', 'tsx', 'test/verify/faulty-service.ts', fault, String(port)],
+    [...scriptArgs('test/verify/faulty-service.ts'), fault, String(port)],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },

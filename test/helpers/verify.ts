@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { scriptArgs } from './node-script.js';
 
 export interface VerifyRun {
   code: number | null;
@@ -22,7 +23,7 @@ export async function runVerify(
 ): Promise<VerifyRun> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'clients/verify/main.ts', base, ...args, '--report', reportDir],
+    [...scriptArgs('clients/verify/main.ts'), base, ...args, '--report', reportDir],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { request } from './http.js';
+import { scriptArgs } from './node-script.js';
 
 /** A task a writer process created: its id and when (Date.now()) the 201 had been read. */
 export interface Created {
@@ -16,8 +16,6 @@ export interface WriterOptions {
   maxPosts: number;
 }
 
-const WRITER_SCRIPT = fileURLToPath(new URL('./writer-process.ts', import.meta.url));
-
 /**
  * Starts one writer process per token (see writer-process.ts), each POSTing to `base` for a
  * bounded time. `firstCreated` resolves at the first 201 of any of them; `finished` with every
@@ -28,7 +26,7 @@ export function spawnWriters(base: string, tokens: string[], options: WriterOpti
   let markFirst: () => void = () => {};
   const firstCreated = new Promise<void>((resolve) => (markFirst = resolve));
   const runs = tokens.map((token, index) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WRITER_SCRIPT], {
+    const child = spawn(process.execPath, scriptArgs('test/helpers/writer-process.ts'), {
       env: {
         ...process.env,
         WRITER_BASE: base,

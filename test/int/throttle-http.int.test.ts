@@ -1,3 +1,4 @@
+// Load: 1.5 (four scopes with 2-second windows: each scope's requests must land within a second of its first)
 import { randomBytes } from 'node:crypto';
 import Router from '@koa/router';
 import { setTimeout as sleep } from 'node:timers/promises';

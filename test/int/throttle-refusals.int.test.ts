@@ -1,4 +1,4 @@
-// Slots: all (2,000 requests must finish within the 10 s its Retry-After assertion allows)
+// Load: all (2,000 requests must finish within the 10 s its Retry-After assertion allows)
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';

@@ -6,6 +6,8 @@ export interface FileResult {
   passed: number;
   failed: number;
   seconds: number;
+  /** CPU seconds (user + system) of the file's process and the processes it started and reaped. */
+  cpu?: number;
 }
 
 interface FileRun {
@@ -13,7 +15,22 @@ interface FileRun {
   code: number | null;
   signal: NodeJS.Signals | null;
   problem?: string;
+  cpu?: number;
 }
+
+/**
+ * bash runs the file (`$0` node, `$1` its compiled copy, test/runner/compile.ts), then reports the CPU its process tree used: the
+ * kernel adds a reaped child's CPU, with its own reaped descendants', to the parent's cutime and
+ * cstime (fields 16 and 17 of /proc/PID/stat, in clock ticks). The line goes to descriptor 3,
+ * apart from the file's output; the file's exit code is kept.
+ */
+const MEASURED = [
+  '"$0" --enable-source-maps "$1" 3>&-',
+  'code=$?',
+  'read -ra stat < /proc/$$/stat',
+  'echo "$((stat[15] + stat[16])) $(getconf CLK_TCK)" >&3',
+  'exit $code',
+].join('; ');
 
 const EXIT_GRACE_MS = 10_000;
 /** Process groups of the files running now, for Ctrl-C and teardown. */
@@ -29,45 +46,49 @@ export function killGroup(pid: number): boolean {
 }
 
 /**
- * Runs one file and prints its output, then `# ok|FAILED: N passed, M failed in X s`. `live`
- * streams the output as it comes; otherwise it is printed in one piece when the file ends, so
- * files running side by side do not interleave.
+ * Runs one file (`script`, the compiled copy of `file`) and prints its output, then `# ok|FAILED:
+ * N passed, M failed in X s (Y s of CPU)`. `live` streams the output as it comes; otherwise it is
+ * printed in one piece when the file ends, so files running side by side do not interleave.
  */
 export async function runFile(
   file: string,
+  script: string,
   env: Record<string, string>,
   live: boolean,
   timeoutMs: number,
 ): Promise<FileResult> {
   const started = Date.now();
   if (live) console.log(`\n# ${file}`);
-  const run = await execute(file, env, timeoutMs, live ? (text) => process.stdout.write(text) : () => {});
+  const run = await execute(script, env, timeoutMs, live ? (text) => process.stdout.write(text) : () => {});
   const tail = run.output !== '' && !run.output.endsWith('\n') ? '\n' : '';
   const summary = parseSummary(run.output);
   const failure =
     run.problem ??
     (run.code !== 0 ? `exit ${run.signal ?? `code ${run.code}`}` : summary ? undefined : 'no uvu summary');
   const seconds = (Date.now() - started) / 1000;
-  const result = { passed: summary?.passed ?? 0, failed: summary?.failed ?? 0, seconds };
+  const result: FileResult = { passed: summary?.passed ?? 0, failed: summary?.failed ?? 0, seconds, cpu: run.cpu };
   if (failure !== undefined) result.failed = Math.max(result.failed, 1);
   const verdict = result.failed === 0 ? 'ok' : `FAILED${failure === undefined ? '' : ` (${failure})`}`;
-  const line = `# ${verdict}: ${result.passed} passed, ${result.failed} failed in ${seconds.toFixed(1)} s\n`;
+  const cpu = run.cpu === undefined ? '' : ` (${run.cpu.toFixed(1)} s of CPU)`;
+  const line = `# ${verdict}: ${result.passed} passed, ${result.failed} failed in ${seconds.toFixed(1)} s${cpu}\n`;
   process.stdout.write(live ? `${tail}${line}` : `\n# ${file}\n${run.output}${tail}${line}`);
   return result;
 }
 
 /** Runs one file in its own process group, enforcing the timeouts; `show` receives its output. */
 async function execute(
-  file: string,
+  script: string,
   env: Record<string, string>,
   timeoutMs: number,
   show: (text: string) => void,
 ): Promise<FileRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+  const child = spawn('bash', ['-c', MEASURED, process.execPath, script], {
     env,
     detached: true, // its own process group, so a timeout or Ctrl-C can kill everything it started
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
   });
+  let cpuLine = '';
+  child.stdio[3]!.on('data', (chunk: Buffer) => (cpuLine += chunk.toString('utf8')));
   const pid = child.pid ?? 0;
   running.add(pid);
   const run: FileRun = { output: '', code: null, signal: null };
@@ -87,12 +108,14 @@ async function execute(
       grace = setTimeout(() => fail(`still running ${EXIT_GRACE_MS / 1000} s after its summary`), EXIT_GRACE_MS);
     }
   };
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
   [run.code, run.signal] = await new Promise((resolve) => child.once('exit', (...exit) => resolve(exit)));
   clearTimeout(timeout);
   clearTimeout(grace);
   await Promise.race([new Promise((resolve) => child.once('close', resolve)), sleep(1_000)]);
+  const [ticks, perSecond] = cpuLine.trim().split(' ').map(Number);
+  if (Number.isFinite(ticks) && perSecond! > 0) run.cpu = ticks! / perSecond!;
   if (await sweepGroup(pid)) {
     const line = `${run.output.endsWith('\n') ? '' : '\n'}# it left processes running (a server not stopped?): killed them\n`;
     run.output += line;

@@ -12,14 +12,14 @@ export interface TestFile {
   /** unit: pure, no store; int: the shared stores in this process; cluster: real processes. */
   kind: Kind;
   needs: Tool[];
-  /** Slots the file takes when files run side by side (`// Slots: N` or `all` in its header), if it says. */
-  slots?: number;
+  /** The cores to keep for the file when files run side by side (`// Load: N` or `all` in its header), if it says. */
+  load?: number;
 }
 
 /** `// Needs: prometheus, haproxy` among a file's first lines names the tools it runs. */
 const NEEDS_LINE = /^\/\/ Needs: (.+)$/m;
-/** `// Slots: N` gives a file whose assertions count seconds more room; `// Slots: all` runs it alone. */
-const SLOTS_LINE = /^\/\/ Slots: (\d+|all)\b/m;
+/** `// Load: 1.5` keeps that much CPU for a file whose assertions count time; `// Load: all` runs it alone. */
+const LOAD_LINE = /^\/\/ Load: (\d+(?:\.\d+)?|all)\b/m;
 const HEADER_CHARS = 2_000;
 
 export function kindOf(path: string): Kind {
@@ -40,9 +40,9 @@ export async function findTestFiles(filters: string[]): Promise<TestFile[]> {
 
 async function readTestFile(path: string): Promise<TestFile> {
   const header = (await readFile(path, 'utf8')).slice(0, HEADER_CHARS);
-  const slots = SLOTS_LINE.exec(header);
+  const load = LOAD_LINE.exec(header);
   const file: TestFile = { path, kind: kindOf(path), needs: readNeeds(path, header) };
-  if (slots !== null) file.slots = slots[1] === 'all' ? Infinity : Math.max(1, Number(slots[1]));
+  if (load !== null) file.load = load[1] === 'all' ? Infinity : Number(load[1]);
   return file;
 }
 

@@ -11,13 +11,41 @@ export const TIMES_FILE = '.data/test-times.json';
  */
 export const SEED_TIMES_FILE = 'test/runner/times.json';
 
-export async function readTimes(): Promise<Record<string, number>> {
-  const read = async (file: string) => JSON.parse(await readFile(file, 'utf8')) as Record<string, number>;
+/** A file's last wall time and, when it was measured, the CPU its process tree used, in seconds. */
+export interface FileTime {
+  seconds: number;
+  cpu?: number;
+}
+
+export type Times = Record<string, FileTime>;
+
+export async function readTimes(): Promise<Times> {
+  const read = async (file: string): Promise<Times> => {
+    const entries = Object.entries(JSON.parse(await readFile(file, 'utf8')) as Record<string, number | FileTime>);
+    // Runs before the CPU was measured kept seconds alone.
+    return Object.fromEntries(
+      entries.map(([path, time]) => [path, typeof time === 'number' ? { seconds: time } : time]),
+    );
+  };
   const seed = await read(SEED_TIMES_FILE).catch(() => ({}));
   return { ...seed, ...(await read(TIMES_FILE).catch(() => ({}))) };
 }
 
-export async function writeTimes(times: Record<string, number>): Promise<void> {
+/**
+ * This run's times folded into the earlier ones: the CPU as measured now, the seconds the
+ * shortest seen. A file slowed by its neighbours then does not look lighter than it is (its load
+ * is its CPU over its seconds), which would crowd the next run further.
+ */
+export function foldTimes(earlier: Times, run: Times): Times {
+  const folded = { ...earlier };
+  for (const [path, time] of Object.entries(run)) {
+    const shortest = Math.min(time.seconds, earlier[path]?.seconds ?? Infinity);
+    folded[path] = { seconds: shortest, ...(time.cpu === undefined ? {} : { cpu: time.cpu }) };
+  }
+  return folded;
+}
+
+export async function writeTimes(times: Times): Promise<void> {
   await mkdir(dirname(TIMES_FILE), { recursive: true });
   await writeFile(TIMES_FILE, `${JSON.stringify(times, null, 2)}\n`);
 }
@@ -26,36 +54,56 @@ export async function writeTimes(times: Record<string, number>): Promise<void> {
  * Longest first (by the last run's times, else the seed's), so the long files overlap the many
  * short ones; a file with no time yet is guessed by its kind (cluster files are the longest).
  */
-export function longestFirst(files: TestFile[], times: Record<string, number>): TestFile[] {
-  const guess = (file: TestFile) => times[file.path] ?? (file.kind === 'cluster' ? 60 : 10);
+export function longestFirst(files: TestFile[], times: Times): TestFile[] {
+  const guess = (file: TestFile) => times[file.path]?.seconds ?? (file.kind === 'cluster' ? 60 : 10);
   return [...files].sort((a, b) => guess(b) - guess(a) || a.path.localeCompare(b.path));
 }
 
+/** The least and most cores a file is expected to keep busy (the shared stores' work is not counted in it). */
+const LOAD_RANGE = [0.25, 2] as const;
+/** A file never measured: a cluster file starts several processes; an int file is one. */
+const GUESSED_LOAD = { unit: 0.5, int: 0.5, cluster: 1 } as const;
+
 /**
- * Runs `files` side by side within `capacity` slots: each file takes `cost(file)` slots, and the
- * next file started is the first in order that fits. Stops starting files once `stopped()`.
+ * The cores a file is expected to keep busy while it runs: its CPU seconds over its wall seconds
+ * by the recorded times, else a guess by its kind; at least what its `// Load:` header keeps
+ * (`all`: every core).
+ */
+export function loadOf(file: TestFile, times: Times): number {
+  const time = times[file.path];
+  const measured = time?.cpu !== undefined && time.seconds > 0 ? time.cpu / time.seconds : undefined;
+  const expected = Math.min(LOAD_RANGE[1], Math.max(LOAD_RANGE[0], measured ?? GUESSED_LOAD[file.kind]));
+  return Math.max(expected, file.load ?? 0);
+}
+
+/**
+ * Runs `files` side by side: at most `jobs` at once, whose `cost`s add up to at most `capacity`.
+ * The next file started is the first in order that fits; a file costing more than `capacity`
+ * runs alone. Stops starting files once `stopped()`.
  */
 export async function runPool<T>(
   files: TestFile[],
-  capacity: number,
+  limits: { jobs: number; capacity: number },
   cost: (file: TestFile) => number,
   run: (file: TestFile) => Promise<T>,
   stopped: () => boolean,
 ): Promise<void> {
   const queue = [...files];
   const active = new Set<Promise<void>>();
-  let free = capacity;
+  let used = 0;
+  const fits = (file: TestFile) =>
+    active.size === 0 || (active.size < limits.jobs && used + cost(file) <= limits.capacity);
   while (queue.length > 0 && !stopped()) {
-    const index = queue.findIndex((file) => Math.min(cost(file), capacity) <= free);
+    const index = queue.findIndex(fits);
     if (index === -1) {
       await Promise.race(active);
       continue;
     }
     const [file] = queue.splice(index, 1);
-    const slots = Math.min(cost(file!), capacity);
-    free -= slots;
+    const taken = Math.min(cost(file!), limits.capacity);
+    used += taken;
     const task: Promise<void> = run(file!).then(() => {
-      free += slots;
+      used -= taken;
       active.delete(task);
     });
     active.add(task);
