@@ -38,9 +38,10 @@ export async function readTimes(): Promise<Times> {
  */
 export function foldTimes(earlier: Times, run: Times): Times {
   const folded = { ...earlier };
+  const tenths = (seconds: number) => Math.round(seconds * 10) / 10;
   for (const [path, time] of Object.entries(run)) {
-    const shortest = Math.min(time.seconds, earlier[path]?.seconds ?? Infinity);
-    folded[path] = { seconds: shortest, ...(time.cpu === undefined ? {} : { cpu: time.cpu }) };
+    const shortest = tenths(Math.min(time.seconds, earlier[path]?.seconds ?? Infinity));
+    folded[path] = { seconds: shortest, ...(time.cpu === undefined ? {} : { cpu: tenths(time.cpu) }) };
   }
   return folded;
 }
