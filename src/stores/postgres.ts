@@ -17,7 +17,7 @@ export interface EmbeddedPostgresOptions {
   dataDir: string;
   /** TCP port on 127.0.0.1. */
   port: number;
-  /** false: a throwaway test server (no fsync) whose data directory `stop()` deletes. */
+  /** false: a throwaway test server (no fsync, no autovacuum) whose data directory `stop()` deletes. */
   persistent: boolean;
   /** Database to create when missing and to name in the URL. Default `paceline`. */
   database?: string;
@@ -107,7 +107,9 @@ async function configureServer(
 
 function serverFlags(persistent: boolean): string[] {
   const settings = ['listen_addresses=127.0.0.1', 'unix_socket_directories=', 'max_connections=300'];
-  if (!persistent) settings.push('fsync=off', 'synchronous_commit=off', 'full_page_writes=off');
+  // A throwaway server's data lives minutes: no fsync, and no autovacuum visiting its databases
+  // (each visit is transactions of its own, counted with the ones a test measures).
+  if (!persistent) settings.push('fsync=off', 'synchronous_commit=off', 'full_page_writes=off', 'autovacuum=off');
   return settings.flatMap((setting) => ['-c', setting]);
 }
 
