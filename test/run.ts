@@ -17,7 +17,7 @@
  * kind), and files start while their loads add up to at most TEST_CPUS (default: the machine's
  * cores), at most TEST_JOBS (default 6) at once. A file whose assertions count fractions of a
  * second of wall time says how much CPU to keep for it, `// Load: 1.5` among its first lines, or
- * `// Load: all` to run alone.
+ * `// Load: all` to run alone (such files start first, while nothing else runs).
  * TEST_JOBS=1 runs one file at a time with its output live.
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and
