@@ -74,8 +74,7 @@ async function runOne(file: TestFile, env: Record<string, string>, live: boolean
   const result = await runFile(file.path, compiledPath(env.TEST_COMPILED_DIR!, file.path), env, live, fileTimeoutMs);
   totals.passed += result.passed;
   totals.failed += result.failed;
-  durations[file.path] =
-    result.cpu === undefined ? { seconds: result.seconds } : { seconds: result.seconds, cpu: result.cpu };
+  durations[file.path] = { seconds: result.seconds, cpu: result.cpu };
   return result;
 }
 

@@ -19,10 +19,10 @@ interface FileRun {
 }
 
 /**
- * bash runs the file (`$0` node, `$1` its compiled copy, test/runner/compile.ts), then reports the CPU its process tree used: the
- * kernel adds a reaped child's CPU, with its own reaped descendants', to the parent's cutime and
- * cstime (fields 16 and 17 of /proc/PID/stat, in clock ticks). The line goes to descriptor 3,
- * apart from the file's output; the file's exit code is kept.
+ * bash runs the file (`$0` node, `$1` its compiled copy, test/runner/compile.ts), then reports
+ * the CPU its process tree used: the kernel adds a reaped child's CPU, with its own reaped
+ * descendants', to the parent's cutime and cstime (fields 16 and 17 of /proc/PID/stat, in clock
+ * ticks). The line goes to descriptor 3, apart from the file's output; the exit code is kept.
  */
 const MEASURED = [
   '"$0" --enable-source-maps "$1" 3>&-',

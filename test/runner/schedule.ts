@@ -11,7 +11,7 @@ export const TIMES_FILE = '.data/test-times.json';
  */
 export const SEED_TIMES_FILE = 'test/runner/times.json';
 
-/** A file's last wall time and, when it was measured, the CPU its process tree used, in seconds. */
+/** A file's wall time (the shortest seen) and, when measured, the CPU its process tree used, in seconds. */
 export interface FileTime {
   seconds: number;
   cpu?: number;
