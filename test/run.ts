@@ -44,7 +44,8 @@
  */
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { compiledPath, compileTests } from './runner/compile.js';
+import { compiledScript } from './helpers/node-script.js';
+import { compileTests } from './runner/compile.js';
 import { runFile, running, killGroup, type FileResult } from './runner/execute.js';
 import { findTestFiles, type TestFile, type Tool } from './runner/files.js';
 import { foldTimes, loadOf, longestFirst, readTimes, runPool, writeTimes, type Times } from './runner/schedule.js';
@@ -71,7 +72,7 @@ function readCount(name: string, fallback: number): number {
 }
 
 async function runOne(file: TestFile, env: Record<string, string>, live: boolean): Promise<FileResult> {
-  const result = await runFile(file.path, compiledPath(env.TEST_COMPILED_DIR!, file.path), env, live, fileTimeoutMs);
+  const result = await runFile(file.path, compiledScript(env.TEST_COMPILED_DIR!, file.path), env, live, fileTimeoutMs);
   totals.passed += result.passed;
   totals.failed += result.failed;
   durations[file.path] = { seconds: result.seconds, cpu: result.cpu };
@@ -81,9 +82,8 @@ async function runOne(file: TestFile, env: Record<string, string>, live: boolean
 async function runAll(files: TestFile[], scratch: { root: string; scratch: string }): Promise<void> {
   const compiled = join(scratch.root, 'js');
   await compileTests(compiled);
-  const base: Record<string, string | undefined> = { ...process.env, NODE_ENV: 'test', FORCE_COLOR: '0' };
-  base.TEST_TMP_DIR = scratch.scratch;
-  base.TEST_COMPILED_DIR = compiled;
+  const extras = { NODE_ENV: 'test', FORCE_COLOR: '0', TEST_COMPILED_DIR: compiled };
+  const base: Record<string, string | undefined> = { ...process.env, ...extras, TEST_TMP_DIR: scratch.scratch };
   delete base.DATABASE_URL;
   delete base.REDIS_URL;
   const times = await readTimes();
@@ -110,14 +110,15 @@ async function runAll(files: TestFile[], scratch: { root: string; scratch: strin
     stop,
   );
   const started = await ready;
-  if (started !== undefined && !stop()) await runOthers(others, started, { times, compiled }, stop);
+  if (started !== undefined && !stop())
+    await runOthers(others, started, { env: { ...started.env, ...extras }, times }, stop);
   if (!stop()) await writeTimes(foldTimes(times, durations));
 }
 
 async function runOthers(
   others: TestFile[],
   started: TestStores,
-  { times, compiled }: { times: Times; compiled: string },
+  { env, times }: { env: Record<string, string>; times: Times },
   stop: () => boolean,
 ): Promise<void> {
   const live = others.length === 1 || jobs === 1;
@@ -126,7 +127,7 @@ async function runOthers(
     { jobs, capacity: cpus },
     (file) => loadOf(file, times),
     async (file) => {
-      await runOne(file, { ...started.env, NODE_ENV: 'test', FORCE_COLOR: '0', TEST_COMPILED_DIR: compiled }, live);
+      await runOne(file, env, live);
       if (!stop()) await started.reviveRedis();
     },
     stop,

@@ -9,5 +9,10 @@ import { join } from 'node:path';
 export function scriptArgs(script: string): string[] {
   const compiled = process.env.TEST_COMPILED_DIR;
   if (!compiled) return ['--import', 'tsx', script];
-  return ['--enable-source-maps', join(compiled, script.replace(/\.ts$/, '.js'))];
+  return ['--enable-source-maps', compiledScript(compiled, script)];
+}
+
+/** The file that runs in place of `script` (a path from the repository's root) once compiled into `compiled`. */
+export function compiledScript(compiled: string, script: string): string {
+  return join(compiled, script.replace(/\.ts$/, '.js'));
 }

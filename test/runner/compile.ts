@@ -43,11 +43,6 @@ export async function compileTests(into: string): Promise<void> {
   await symlink(resolve('node_modules'), join(into, 'node_modules'), 'dir');
 }
 
-/** The file that runs in place of `source` (a path from the repository's root) once compiled into `into`. */
-export function compiledPath(into: string, source: string): string {
-  return join(into, source.replace(/\.ts$/, '.js'));
-}
-
 async function filesBelow(folder: string): Promise<string[]> {
   const entries = await readdir(folder, { recursive: true, withFileTypes: true });
   return entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));

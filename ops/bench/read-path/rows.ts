@@ -31,9 +31,9 @@ export interface RowTargets {
   postScript: string;
 }
 
-/** Page 1 with every view of who is throttled on plus shadow rules, and with the watch off (docs/benchmarks.md). */
 /** Page 1 on the service itself, the row the others are compared with. */
 export const PAGE_1_ROW = 'page 1, anonymous';
+/** Page 1 with every view of who is throttled on plus shadow rules, and with the watch off (docs/benchmarks.md). */
 export const SHADOWED_ROW = 'page 1, anonymous, shadow rules too';
 export const UNWATCHED_ROW = 'page 1, anonymous, THROTTLE_WATCH=off';
 export const PIPELINED_ROW = 'page 1, anonymous, REDIS_AUTO_PIPELINING=on';
