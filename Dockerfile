@@ -4,8 +4,9 @@
 # the repository root:  docker build -t paceline .   (docs/scaling.md "Deployment files").
 ARG NODE_VERSION=20
 
-# Build: every dependency, then tsc to dist/ plus the runtime files that are not TypeScript
-# (src/throttle/ring.lua, ...), as `npm run build` does.
+# Build: every dependency, then esbuild to dist/ plus the runtime files that are not TypeScript
+# (src/throttle/ring.lua, ...), as `npm run build` does. Without install scripts esbuild still
+# runs: it finds its binary in its platform's optional package (@esbuild/linux-x64, -arm64).
 FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -26,6 +27,8 @@ RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && n
 
 # Runtime: package.json (it makes dist/ ES modules), node_modules and dist/, owned by root and run
 # by the image's unprivileged `node` user (uid 1000), so the root filesystem can be read-only.
+# HOST=0.0.0.0: the API on every interface of the container (the default, 127.0.0.1, is the
+# container's own loopback, which no published port reaches).
 FROM node:${NODE_VERSION}-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \

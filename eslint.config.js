@@ -149,6 +149,25 @@ export default tseslint.config(
     },
   },
   {
+    // Tests and benchmarks run the stores as shipped (docs/testing.md "Stores as shipped"): a Redis
+    // is started only by startRedis, whose options must carry a password (the service's ACL user)
+    // or a withoutPassword reason; a redis-server spawned by hand would escape that check.
+    files: ['src/**/*.ts', 'test/**/*.ts', 'ops/**/*.ts', 'clients/**/*.ts', 'workers/**/*.ts'],
+    ignores: ['src/stores/redis.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            'CallExpression[callee.name=/^(spawn|spawnSync|execFile|execFileSync|exec|execSync|fork)$/] > Literal[value=/redis-server/]',
+          message:
+            'Start Redis with startRedis (src/stores/redis.ts): it runs as npm start runs it (a password, the ' +
+            "service's ACL user); a test about their absence passes withoutPassword with its reason.",
+        },
+      ],
+    },
+  },
+  {
     // Tests read JSON bodies loosely; migrations take Kysely<any>, as kysely's own examples do.
     files: ['test/**/*.ts', 'db/migrations/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -17,7 +17,9 @@ import {
 
 const schema = z.object({
   ROLE: z.enum(['all', 'web', 'jobs']).default('all'),
-  HOST: z.string().default('0.0.0.0'),
+  // Loopback by default, as development servers bind: nothing else on the network reaches a laptop's
+  // `npm start`. Hosts that others reach set 0.0.0.0 (the image, ops/deploy, docs/configuration.md "Configuration").
+  HOST: z.string().default('127.0.0.1'),
   PORT: integer(0, 65535).default(8000),
   METRICS_PORT: integer(0, 65535).default(9464),
   // Loopback by default: the metrics are the host's alone (docs/configuration.md "Metrics");

@@ -22,7 +22,9 @@
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and
  * REDIS_URL (unit files get only the last three):
- *   TEST_DATABASE_URL  superuser URL of the `postgres` database; create your own database from it
+ *   TEST_DATABASE_URL  superuser URL of the `postgres` database: createTestDatabase (test/helpers/database.ts)
+ *                      makes a file's own database from it, owned by the service role, and returns that role's URL
+ *   TEST_SERVICE_DATABASE_URL  the service role's URL (the role `npm start` connects as)
  *   TEST_REDIS_URL     the shared Redis, with its password (as `npm start`'s): use your own key prefix
  *   TEST_REDIS_PORT, TEST_REDIS_DIR  its port and data directory
  *   TEST_TMP_DIR       scratch space, deleted after the run
@@ -30,7 +32,7 @@
  * Files run side by side, so a file never flushes, reconfigures or stops the shared stores. To
  * make Redis fail and come back, start a private one rather than killing the shared one:
  *   const port = await findFreePort();                                  // src/stores/ports.ts
- *   const opts = { dataDir: join(TEST_TMP_DIR, 'redis-x'), port, persistent: true };
+ *   const opts = { dataDir: join(TEST_TMP_DIR, 'redis-x'), port, persistent: true, password };
  *   let redis = await startRedis(opts);                                 // src/stores/redis.ts
  *   process.kill(redis.pid, 'SIGKILL');  ...  redis = await startRedis(opts);  ...  await redis.stop();
  * (Should a file kill the shared one anyway, the runner restarts it once that file ends.)

@@ -22,7 +22,7 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import { startCluster, type RunningCluster } from '../../test/fixtures/cluster.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/fixtures/seed-events.js';
 
@@ -130,7 +130,12 @@ async function main(): Promise<void> {
     port: await findFreePort(),
     persistent: false,
   });
-  const redis = await startRedis({ dataDir: join(scratch, 'redis'), port: await findFreePort(), persistent: false });
+  const redis = await startRedis({
+    dataDir: join(scratch, 'redis'),
+    port: await findFreePort(),
+    persistent: false,
+    password: newRedisPassword(),
+  });
   let cluster: RunningCluster | undefined;
   try {
     const { seed, total } = await seedDatabase(postgres.url);

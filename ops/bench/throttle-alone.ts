@@ -26,12 +26,12 @@
  * (autocannon). Then MEMORY USAGE of one client key holding 100 admissions. Starts and stops its
  * own redis-server on a free port.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
-import { loadavg } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
@@ -46,13 +46,14 @@ import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
 type Check = (ident: string) => Promise<Decision>;
 interface Setup {
   variant: Variant;
-  redisPort: number;
+  redisUrl: string;
   httpPort: number;
 }
 
@@ -109,9 +110,9 @@ function createCheck(variant: 'zset' | 'fixed', redis: Redis): Check {
 }
 
 /** The service's throttle middleware, with the dependencies it uses and nothing else. */
-function serviceThrottle(redisPort: number): Koa.Middleware {
+function serviceThrottle(redisUrl: string): Koa.Middleware {
   const config = loadConfig({ TRUST_PROXY_HOPS: '1', THROTTLE_ANON: RULE.rate.text, LOG_LEVEL: 'silent' });
-  const redis = new Redis(redisPort, '127.0.0.1');
+  const redis = new Redis(redisUrl);
   const throttler = createThrottler({ redis, keyPrefix: 'bench:', timeoutMs: config.THROTTLE_TIMEOUT_MS });
   const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler } as Pick<
     Deps,
@@ -121,8 +122,8 @@ function serviceThrottle(redisPort: number): Koa.Middleware {
 }
 
 /** The fields after a shared Redis round trip (PING) per turn of requests, no script: the floor of a batched check. */
-function roundTripOnly(redisPort: number): Koa.Middleware {
-  const redis = new Redis(redisPort, '127.0.0.1');
+function roundTripOnly(redisUrl: string): Koa.Middleware {
+  const redis = new Redis(redisUrl);
   let waiting: Array<() => void> = [];
   let inFlight = 0;
   const flush = () => {
@@ -151,10 +152,10 @@ function roundTripOnly(redisPort: number): Koa.Middleware {
 }
 
 /** rate-limiter-flexible's Redis limiter (a fixed window: one INCR script per request), answering with the same fields. */
-function flexibleThrottle(redisPort: number): Koa.Middleware {
+function flexibleThrottle(redisUrl: string): Koa.Middleware {
   const { limit, windowMs } = RULE.rate;
   const limiter = new RateLimiterRedis({
-    storeClient: new Redis(redisPort, '127.0.0.1'),
+    storeClient: new Redis(redisUrl),
     points: limit,
     duration: windowMs / 1000,
     keyPrefix: 'bench:flexible',
@@ -186,9 +187,9 @@ function flexibleThrottle(redisPort: number): Koa.Middleware {
   };
 }
 
-function serve({ variant, redisPort, httpPort }: Setup): void {
+function serve({ variant, redisUrl, httpPort }: Setup): void {
   const app = new Koa();
-  if (variant === 'ring') app.use(serviceThrottle(redisPort));
+  if (variant === 'ring') app.use(serviceThrottle(redisUrl));
   if (variant === 'fields') {
     let turn = 0;
     app.use(async (ctx, next) => {
@@ -210,7 +211,7 @@ function serve({ variant, redisPort, httpPort }: Setup): void {
     });
   }
   if (variant === 'zset' || variant === 'fixed') {
-    const check = createCheck(variant, new Redis(redisPort, '127.0.0.1'));
+    const check = createCheck(variant, new Redis(redisUrl));
     app.use(async (ctx, next) => {
       const decision = await check(`ip:${ctx.get('X-Forwarded-For')}`);
       ctx.set(rateLimitHeaders([decision]));
@@ -220,14 +221,14 @@ function serve({ variant, redisPort, httpPort }: Setup): void {
       ctx.body = { detail: throttledDetail(decision.retryAfterS) };
     });
   }
-  if (variant === 'roundtrip') app.use(roundTripOnly(redisPort));
-  if (variant === 'flexible') app.use(flexibleThrottle(redisPort));
+  if (variant === 'roundtrip') app.use(roundTripOnly(redisUrl));
+  if (variant === 'flexible') app.use(flexibleThrottle(redisUrl));
   if (variant === 'koa-ratelimit') {
     const { limit, windowMs } = RULE.rate;
     app.use(
       koaRatelimit({
         driver: 'redis',
-        db: new Redis(redisPort, '127.0.0.1'),
+        db: new Redis(redisUrl),
         duration: windowMs,
         max: limit,
         id: (ctx) => ctx.get('X-Forwarded-For'),
@@ -251,22 +252,26 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function startRedis(port: number): Promise<{ process: ChildProcess; admin: Redis }> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
+/** The bench's Redis as `npm start` runs one (its password, the service's ACL user), with an admin connection. */
+async function startBenchRedis(): Promise<{ url: string; admin: Redis; stop(): Promise<void> }> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'paceline-throttle-alone-'));
+  const server = await startRedis({
+    dataDir,
+    port: await freePort(),
+    persistent: false,
+    password: newRedisPassword(),
+    log: () => {},
+  });
+  const admin = new Redis(server.url);
+  return {
+    url: server.url,
+    admin,
+    async stop() {
+      admin.disconnect();
+      await server.stop();
+      await rm(dataDir, { recursive: true, force: true });
     },
-  );
-  const admin = new Redis(port, '127.0.0.1', { lazyConnect: true });
-  for (let attempt = 0; admin.status !== 'ready'; attempt++) {
-    await sleep(50);
-    await admin.connect().catch((error: Error) => {
-      if (attempt > 100) throw error;
-    });
-  }
-  return { process: child, admin };
+  };
 }
 
 interface Server {
@@ -275,13 +280,13 @@ interface Server {
   workers: Worker[];
 }
 
-async function startServer(variant: Variant, redisPort: number): Promise<Server> {
+async function startServer(variant: Variant, redisUrl: string): Promise<Server> {
   const httpPort = await freePort();
   const workers = Array.from({ length: WORKERS }, () => cluster.fork());
   await Promise.all(
     workers.map(async (worker) => {
       await once(worker, 'message');
-      worker.send({ variant, redisPort, httpPort } satisfies Setup);
+      worker.send({ variant, redisUrl, httpPort } satisfies Setup);
       await once(worker, 'message');
     }),
   );
@@ -396,11 +401,11 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
 }
 
 async function runPrimary(secondsPerVariant: number, rounds: number, variants: Variant[]): Promise<void> {
-  const redisPort = await freePort();
-  const redis = await startRedis(redisPort);
+  const redis = await startBenchRedis();
+  const redisUrl = redis.url;
   const servers: Server[] = [];
   try {
-    for (const variant of variants) servers.push(await startServer(variant, redisPort));
+    for (const variant of variants) servers.push(await startServer(variant, redisUrl));
     const slices = new Map<Variant, Slice[]>(variants.map((variant) => [variant, []]));
     for (let round = 0; round < rounds; round++) {
       const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
@@ -418,10 +423,7 @@ async function runPrimary(secondsPerVariant: number, rounds: number, variants: V
     console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(redis.admin));
   } finally {
     await Promise.all(servers.map(stopServer));
-    redis.admin.disconnect();
-    const exited = once(redis.process, 'exit');
-    redis.process.kill('SIGTERM');
-    await Promise.race([exited, sleep(5000)]);
+    await redis.stop();
   }
 }
 

@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];
@@ -70,7 +70,13 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
 
 const turns = Number(process.argv[2] ?? 20_000);
 const scratch = await mkdtemp(join(tmpdir(), 'paceline-script-bench-'));
-const redis = await startRedis({ dataDir: scratch, port: await findFreePort(), persistent: false, log: () => {} });
+const redis = await startRedis({
+  dataDir: scratch,
+  port: await findFreePort(),
+  persistent: false,
+  password: newRedisPassword(),
+  log: () => {},
+});
 const admin = new Redis(redis.url);
 try {
   const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];

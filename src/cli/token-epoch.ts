@@ -6,6 +6,7 @@ import { readCacheKeys } from '../read-cache/create-read-cache.js';
 import { newEpoch } from '../read-cache/head.js';
 import { REDIS_PASSWORD_FILE } from '../stores/backends.js';
 import { createRedisClient } from '../stores/redis-client.js';
+import { embeddedRedisUrl } from '../stores/redis.js';
 
 /** How long the CLI waits for Redis to take the new epoch before it says the servers were not told. */
 const TELL_TIMEOUT_MS = 5_000;
@@ -24,7 +25,7 @@ export async function tellServersTokensRevoked(config: Config): Promise<string> 
     const port = runningInstance(config)?.ports.EMBEDDED_REDIS_PORT;
     if (port === undefined) return 'no service runs on DATA_DIR, so no server remembers a token';
     const password = (await readFile(join(resolve(config.DATA_DIR), REDIS_PASSWORD_FILE), 'utf8')).trim();
-    settings = { ...config, REDIS_URL: `redis://:${encodeURIComponent(password)}@127.0.0.1:${port}` };
+    settings = { ...config, REDIS_URL: embeddedRedisUrl(port, password) };
   }
   const redis = createRedisClient(settings, 'jobs');
   let timer: NodeJS.Timeout | undefined;

@@ -24,6 +24,18 @@ const REFRESH_MS = 5_000;
 const EXIT_REPORT_WAIT_MS = 2_000; // how long an exited child's last report may sit in its channel
 const COMPACT_AFTER = 8; // retired snapshots are merged into one once there are this many
 const CUMULATIVE = new Set(['counter', 'histogram']);
+/**
+ * The event-loop lag gauges prom-client averages over a cluster's processes: the host reports its worst child's
+ * instead, since an average hides one stuck worker behind idle ones (docs/operations.md "Metrics").
+ */
+const WORST_CHILD = new Set([
+  'nodejs_eventloop_lag_seconds',
+  'nodejs_eventloop_lag_mean_seconds',
+  'nodejs_eventloop_lag_stddev_seconds',
+  'nodejs_eventloop_lag_p50_seconds',
+  'nodejs_eventloop_lag_p90_seconds',
+  'nodejs_eventloop_lag_p99_seconds',
+]);
 
 /**
  * The host's `/metrics`: the sum over every child, each asked over IPC at scrape time (and every
@@ -59,6 +71,11 @@ export class MetricsHub {
       "The host's THROTTLE_TOP_K most refused clients per scope: requests refused over THROTTLE_TOP_WINDOW, by " +
       "pseudonym (user:<id> for users); within 1/(10·K) of the scope's refusals.",
   });
+  readonly #topWindow = new Gauge({
+    name: 'paceline_throttle_top_window_seconds',
+    registers: [this.#own],
+    help: 'THROTTLE_TOP_WINDOW, in seconds: the window paceline_throttle_top_client_refused counts refusals over.',
+  });
   /** The last report of who every live web child refused. */
   readonly #throttled = new Map<number, WatchedScope[]>();
   /** The collection under way, and the one every scrape that arrived meanwhile waits for. */
@@ -77,7 +94,9 @@ export class MetricsHub {
   constructor(
     private readonly logger: Logger,
     private readonly topK = 10,
+    topWindowMs = 300_000,
   ) {
+    this.#topWindow.set(topWindowMs / 1000);
     for (const role of ['web', 'jobs'] satisfies ChildRole[]) this.#restarts.inc({ role }, 0);
     for (const outcome of ['applied', 'refused']) this.#reloads.inc({ outcome }, 0);
     cluster.on('message', (worker: Worker, message: MetricsReply) => this.#receive(worker, message));
@@ -173,7 +192,7 @@ export class MetricsHub {
 
   #receive(worker: Worker, message: MetricsReply): void {
     if (message?.type !== METRICS_REPLY || !Array.isArray(message.metrics)) return;
-    if (!this.#gone.has(worker.id)) this.#latest.set(worker.id, message.metrics as Snapshot);
+    if (!this.#gone.has(worker.id)) this.#latest.set(worker.id, worstChildOfLag(message.metrics as Snapshot));
     if (!this.#gone.has(worker.id) && Array.isArray(message.throttled))
       this.#throttled.set(worker.id, message.throttled);
     if (message.id !== null) this.#pending.get(message.id)?.();
@@ -223,7 +242,7 @@ export class MetricsHub {
 
 /** Starts the hub on METRICS_HOST:METRICS_PORT with the METRICS_* limits; refreshes the children's reports every 5 s. */
 export async function startMetricsHub(config: Config, logger: Logger) {
-  const hub = new MetricsHub(logger, config.THROTTLE_TOP_K);
+  const hub = new MetricsHub(logger, config.THROTTLE_TOP_K, config.THROTTLE_TOP_WINDOW);
   const server = await hub.listen(config.METRICS_PORT, config.METRICS_HOST, config);
   const timer = setInterval(() => void hub.refresh(), REFRESH_MS);
   timer.unref();
@@ -234,4 +253,9 @@ export async function startMetricsHub(config: Config, logger: Logger) {
       return new Promise<void>((resolve) => server.close(() => resolve()));
     },
   });
+}
+
+/** A child's report with the lag gauges aggregated by `max` (prom-client's documented `aggregator` field). */
+function worstChildOfLag(snapshot: Snapshot): Snapshot {
+  return snapshot.map((metric) => (WORST_CHILD.has(metric.name) ? { ...metric, aggregator: 'max' } : metric));
 }

@@ -46,10 +46,14 @@ const PAGE = `<!doctype html>
 
 /**
  * The page's script. The document is read from this server; no online validator badge (it would
- * call another host). Two plugins make the page read as the API is used (docs/api.md "For
- * integrators"): no OPTIONS rows (every path answers OPTIONS, and the document keeps saying so),
- * and a lock only where credentials are required: an operation anonymous clients may call lists
- * the empty requirement `{}` among its own, and keeps it, so "Try it out" still sends a token.
+ * call another host). Three plugins make the page read as the API is used (docs/api.md "For
+ * integrators"): no OPTIONS rows (every path answers OPTIONS, and the document keeps saying so);
+ * a lock only where credentials are required: an operation anonymous clients may call lists
+ * the empty requirement `{}` among its own, and keeps it, so "Try it out" still sends a token;
+ * and a list's first cursor page one "Execute" away: an empty `cursor` asks for it (the document
+ * says `allowEmptyValue`), but Swagger UI sends an empty field only with its "Send empty value"
+ * box ticked, unticked by default. Here that box starts ticked while `page`, `limit` and `offset`
+ * (which `cursor` refuses to mix with) are empty; a reader's own tick or untick stands.
  */
 const INIT = `const hideOptions = () => ({
   statePlugins: { spec: { wrapSelectors: { taggedOperations: (original) => (...args) =>
@@ -64,8 +68,16 @@ const lockOnlyWhereRequired = (system) => ({
     return system.React.createElement(Original, shown);
   } },
 });
+const firstCursorPage = (system) => ({
+  statePlugins: { spec: { wrapSelectors: { parameterInclusionSettingFor: (original) => (state, op, name, at) => {
+    const chosen = state.getIn(['meta', 'paths', ...op, 'parameter_inclusions', at + '.' + name]);
+    if (name !== 'cursor' || at !== 'query' || chosen !== undefined) return original(state, op, name, at);
+    const values = system.specSelectors.parameterValues(op);
+    return ['page', 'limit', 'offset'].every((other) => !values.get('query.' + other));
+  } } } },
+});
 window.ui = SwaggerUIBundle({ url: '../schema/', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null,
-  displayRequestDuration: true, plugins: [hideOptions, lockOnlyWhereRequired] });
+  displayRequestDuration: true, plugins: [hideOptions, lockOnlyWhereRequired, firstCursorPage] });
 `;
 
 interface Asset {

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmod, mkdir } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { resolve } from 'node:path';
@@ -6,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { findServerAccount, giveTree, prepareParents, REDIS_ACCOUNT } from './server-account.js';
 import type { RunningService } from './service.js';
 
-export interface RedisOptions {
+interface RedisServerOptions {
   /** Working directory for the append-only file; created when missing. */
   dataDir: string;
   /** TCP port on 127.0.0.1. */
@@ -20,11 +21,28 @@ export interface RedisOptions {
   /** Called, instead of logging a line, when the server exits without `stop()` (killed, crashed). */
   onUnexpectedExit?: (how: string) => void;
   /**
-   * Clients must AUTH as {@link SERVICE_USER} with it (handed over on stdin, so `ps` never shows
-   * it); none: no password, and no ACL (a throwaway server of a test).
+   * With a password: also an operator's user, {@link OPERATOR_USER}, with every command, for a test
+   * or a benchmark that plays the operator (SAVE, CLIENT PAUSE, KEYS); never given to the service.
    */
-  password?: string;
+  operatorPassword?: string;
 }
+
+/**
+ * A server as `npm start` runs it: clients must AUTH as {@link SERVICE_USER} with `password`
+ * (handed over on stdin, so `ps` never shows it), the `default` user is off. A server without
+ * a password and ACL exists only for a test about their absence, and must say why in
+ * `withoutPassword`: the type checker refuses a server that has neither.
+ */
+export type RedisOptions = RedisServerOptions &
+  ({ password: string; withoutPassword?: never } | { withoutPassword: string; password?: never });
+
+/** A fresh password for a throwaway server (a test's, a benchmark's): 24 random characters. */
+export function newRedisPassword(): string {
+  return randomBytes(18).toString('base64url');
+}
+
+/** The operator's user of a throwaway server started with `operatorPassword`. */
+export const OPERATOR_USER = 'operator';
 
 /** The one Redis user of a server with a password: what Paceline's processes connect as. */
 export const SERVICE_USER = 'paceline';
@@ -50,7 +68,9 @@ const STOP_GRACE_MS = 3_000;
  * the same port and data directory brings it back; a persistent one keeps its data.
  * Throws one line saying how to get Redis when `redis-server` is not installed.
  */
-export async function startRedis(opts: RedisOptions): Promise<RunningService & { pid: number }> {
+export async function startRedis(
+  opts: RedisOptions,
+): Promise<RunningService & { pid: number; /** With `operatorPassword`: the operator's URL. */ operatorUrl?: string }> {
   const dataDir = resolve(opts.dataDir);
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const serverLog = opts.log ?? (() => {});
@@ -71,7 +91,10 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
   const config =
     opts.password === undefined
       ? undefined
-      : `user default off\nuser ${SERVICE_USER} on ${quoted(`>${opts.password}`)} ${SERVICE_ACL}\n`;
+      : `user default off\nuser ${SERVICE_USER} on ${quoted(`>${opts.password}`)} ${SERVICE_ACL}\n` +
+        (opts.operatorPassword === undefined
+          ? ''
+          : `user ${OPERATOR_USER} on ${quoted(`>${opts.operatorPassword}`)} ~* &* +@all\n`);
   const child = spawn(
     'redis-server',
     [...(config ? ['-'] : []), ...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])],
@@ -118,8 +141,26 @@ export async function startRedis(opts: RedisOptions): Promise<RunningService & {
       stopping = true;
       await terminate(child, exited);
     })());
-  const auth = opts.password === undefined ? '' : `${SERVICE_USER}:${encodeURIComponent(opts.password)}@`;
-  return { url: `redis://${auth}127.0.0.1:${opts.port}`, pid: child.pid ?? 0, stop };
+  const operatorUrl =
+    opts.operatorPassword === undefined
+      ? undefined
+      : `redis://${OPERATOR_USER}:${encodeURIComponent(opts.operatorPassword)}@127.0.0.1:${opts.port}`;
+  return {
+    url: embeddedRedisUrl(opts.port, opts.password),
+    pid: child.pid ?? 0,
+    stop,
+    ...(operatorUrl ? { operatorUrl } : {}),
+  };
+}
+
+/**
+ * The URL a client of a server {@link startRedis} started connects with: as {@link SERVICE_USER}
+ * when it has a password (its `default` user is off), bare without one. Every Paceline process
+ * that reaches the embedded Redis (the service, CLI commands, jobs, benches) builds it here.
+ */
+export function embeddedRedisUrl(port: number, password: string | undefined): string {
+  const auth = password === undefined ? '' : `${SERVICE_USER}:${encodeURIComponent(password)}@`;
+  return `redis://${auth}127.0.0.1:${port}`;
 }
 
 /** A value in redis.conf's double quotes (its escapes are C's). */

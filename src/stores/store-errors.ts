@@ -1,3 +1,5 @@
+import { SERVICE_USER } from './redis.js';
+
 /** The setting that points at a store: what a line about its failure names. */
 export type StoreSetting = 'DATABASE_URL' | 'REDIS_URL' | 'REDIS_CLUSTER_NODES';
 
@@ -29,12 +31,7 @@ export function describeStoreError(error: unknown, setting: StoreSetting): Store
   if (code === 'ETIMEDOUT' || /timed? ?out/i.test(message))
     return { cause: 'no answer in time', advice: `check that ${name} runs and a firewall lets this host reach it` };
   if (/^(NOAUTH|WRONGPASS)|password authentication failed|^28P01$|^28000$/.test(redis ? message : `${code}`))
-    return {
-      cause: `the password was refused (${firstWords(message)})`,
-      advice: redis
-        ? `put the right password in ${setting} (redis://:PASSWORD@host:port) or in REDIS_PASSWORD`
-        : `put the right user and password in ${setting}`,
-    };
+    return { cause: `the password was refused (${firstWords(message)})`, advice: CREDENTIALS_IN[setting] };
   if (redis && /AUTH.*without any password configured/.test(message))
     return { cause: 'a password was sent but the server has none', advice: `remove the password from ${setting}` };
   if (code === '3D000')
@@ -52,6 +49,21 @@ export function describeStoreError(error: unknown, setting: StoreSetting): Store
   return { cause: firstWords(message) || 'unknown error', advice: `check that ${name} runs and ${setting} is right` };
 }
 
+/**
+ * Where a refused password goes. Without a user, Redis checks the password of its `default` user,
+ * which the embedded Redis has switched off: its one user is {@link SERVICE_USER}
+ * (docs/security.md "Least privilege").
+ */
+const CREDENTIALS_IN: Readonly<Record<StoreSetting, string>> = {
+  DATABASE_URL: 'put the right user and password in DATABASE_URL',
+  REDIS_URL:
+    'put the right user and password in REDIS_URL (redis://USER:PASSWORD@host:port; for the embedded Redis, ' +
+    `redis://${SERVICE_USER}:PASSWORD@host:port) or the password in REDIS_PASSWORD`,
+  REDIS_CLUSTER_NODES:
+    'put the right user and password in REDIS_CLUSTER_NODES (redis-cluster://USER:PASSWORD@host:port,...) ' +
+    'or the password in REDIS_PASSWORD',
+};
+
 /** One line: the setting (its address, password hidden), the cause and what to do. */
 export function storeFailureLine(setting: StoreSetting, address: string | undefined, failure: StoreFailure): string {
   const where = address ? ` ${redactAddress(address)}` : '';
@@ -66,11 +78,16 @@ export function isStoreUnavailable(error: unknown): boolean {
   const { code, message } = factsOf(error);
   return (
     /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EPIPE|3D000|28P01|28000|57P01|57P03)$/.test(code) ||
-    /^(NOAUTH|WRONGPASS)|Stream isn't writeable|Connection is closed|max retries per request|Connection terminated|did not answer within/i.test(
-      message,
-    )
+    UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))
   );
 }
+
+/** What ioredis and pg say of a connection that is down or refused, and of a cluster none of whose nodes answers. */
+const UNAVAILABLE_MESSAGES: readonly RegExp[] = [
+  /^(NOAUTH|WRONGPASS)/,
+  /Stream isn't writeable|Connection is closed|max retries per request|Connection terminated|did not answer within/i,
+  /Failed to refresh slots cache|None of startup nodes is available|Cluster isn't ready/,
+];
 
 /** `url` without its password (a Redis Cluster's node list is shown as given). */
 export function redactAddress(url: string): string {
@@ -89,7 +106,10 @@ export function firstLineOf(error: unknown): string {
 }
 
 function factsOf(error: unknown): ErrorFacts {
-  const found = error as { code?: unknown; message?: unknown; errors?: unknown[] } | undefined;
+  type Found = { code?: unknown; message?: unknown; errors?: unknown[]; lastNodeError?: unknown } | undefined;
+  const found = error as Found;
+  // ioredis reports a cluster none of whose nodes gave its slots with the last node's error (NOAUTH, say).
+  if (found?.lastNodeError) return factsOf(found.lastNodeError);
   // Node reports a refused connection to every address of a name as an AggregateError.
   const inner = Array.isArray(found?.errors) && found.errors.length > 0 ? factsOf(found.errors[0]) : undefined;
   const code = typeof found?.code === 'string' ? found.code : (inner?.code ?? '');
@@ -98,7 +118,12 @@ function factsOf(error: unknown): ErrorFacts {
 }
 
 function addressIn(message: string): string {
-  return /\d{1,3}(\.\d{1,3}){3}:\d+|\[[\da-f:]+\]:\d+|[\w.-]+:\d+/i.exec(message)?.[0] ?? 'no address given';
+  return (
+    /\d{1,3}(\.\d{1,3}){3}:\d+|\[[\da-f:]+\]:\d+|[\w.-]+:\d+/i.exec(message)?.[0] ??
+    // A name that does not resolve: `getaddrinfo ENOTFOUND cache-1`.
+    /(?:ENOTFOUND|EAI_AGAIN) ([\w.-]+)/.exec(message)?.[1] ??
+    'no address given'
+  );
 }
 
 function firstWords(message: string): string {

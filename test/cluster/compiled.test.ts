@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -110,3 +112,66 @@ Compiled('the CLI runs compiled too', () => {
 });
 
 Compiled.run();
+
+// The build itself, in a copy of what it reads (the real dist/ stays as the files running beside
+// this one use it): esbuild transpiles each module on its own, and a compile error changes nothing.
+const Build = suite('npm run build: a dist/ from clean with esbuild, and a failed build leaves dist/ as it was');
+
+const BUILD_READS = ['src', 'workers', 'db', 'ops/build.mjs', 'package.json', 'tsconfig.json', 'tsconfig.build.json'];
+const ENTRIES = ['src/main.js', 'src/cli.js', 'workers/jobs.js', 'db/migrations/index.js', 'src/throttle/ring.lua'];
+let copy = '';
+
+Build.before(() => {
+  copy = mkdtempSync(join(tmpdir(), 'paceline-build-'));
+  for (const path of BUILD_READS) cpSync(path, join(copy, path), { recursive: true });
+  symlinkSync(resolve('node_modules'), join(copy, 'node_modules'), 'dir');
+});
+
+Build.after(() => rmSync(copy, { recursive: true, force: true }));
+
+const buildCopy = () => spawnSync(process.execPath, ['ops/build.mjs'], { cwd: copy, encoding: 'utf8' });
+
+/** Every entry below the copy's dist/, with each file's bytes. */
+function distContents(): Record<string, string> {
+  const dist = join(copy, 'dist');
+  const entries = readdirSync(dist, { recursive: true, withFileTypes: true });
+  return Object.fromEntries(
+    entries.map((entry) => {
+      const path = join(entry.parentPath, entry.name);
+      return [path.slice(dist.length + 1), entry.isFile() ? readFileSync(path, 'base64') : 'folder'];
+    }),
+  );
+}
+
+Build('from clean it writes dist/src, dist/workers and dist/db as ES modules that run, stamped by esbuild', () => {
+  const build = buildCopy();
+  assert.is(build.status, 0, build.stderr);
+  const built = distContents();
+  for (const path of ENTRIES) assert.ok(path in built, `dist/${path}`);
+  assert.not.ok(
+    Object.keys(built).some((path) => path.includes('.staging-')),
+    'no staging folder is left',
+  );
+  const stamp = join(copy, 'dist/.build-stamp');
+  const [, began] = /^built (\S+): esbuild \d+\.\d+\.\d+, \d+ modules transpiled, \d+ runtime files copied\n$/.exec(
+    readFileSync(stamp, 'utf8'),
+  )!;
+  assert.is(Math.round(statSync(stamp).mtimeMs), Date.parse(began!), 'the stamp is dated when the build began');
+  // The command line loads most of the service's modules (stores, database, cluster files) before it answers.
+  const help = spawnSync(process.execPath, ['dist/src/cli.js', 'help'], { cwd: copy, encoding: 'utf8' });
+  assert.is(help.status, 0, help.stderr);
+  assert.match(help.stdout, /^usage: npm run cli -- <command>/);
+});
+
+Build('a syntax error fails the build, names the file and line, and leaves every file of dist/ as it was', () => {
+  const before = distContents();
+  // A module saved half-edited.
+  writeFileSync(join(copy, 'src/clock.ts'), 'export const systemClock = { now: () => Date.now( };\n');
+  const build = buildCopy();
+  assert.is.not(build.status, 0);
+  assert.match(build.stderr, /src\/clock\.ts:\d+:\d+/);
+  assert.match(build.stderr, /build failed \(the errors above\): dist\/ is unchanged/);
+  assert.equal(distContents(), before);
+});
+
+Build.run();

@@ -10,22 +10,29 @@ import { childPids, startCluster, type RunningCluster } from '../fixtures/cluste
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { request } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // Redis killed (SIGKILL) under a load of reads, writes and reports, and brought back on the same
 // port with its append-only file (docs/security.md "Outages"). While it is down: the throttle admits
-// (THROTTLE_FAILURE_MODE=open, the default); reads are answered from PostgreSQL; writes are
-// refused 503 with nothing written, because their commit cannot be published to the read cache's
-// head (docs/architecture.md "Read cache"); a report is accepted, recorded and left for the jobs
-// child's sweeper. Once Redis is back, in the same processes: limits count again, writes succeed,
-// BullMQ's producers and workers reconnect, and every accepted report is done.
+// (THROTTLE_FAILURE_MODE=open, set here: throttle-local-share.test.ts tests the default, local);
+// reads are answered from PostgreSQL; writes are refused 503 with nothing written, because their
+// commit cannot be published to the read cache's head (docs/architecture.md "Read cache"); a report
+// is accepted, recorded and left for the jobs child's sweeper. Once Redis is back, in the same
+// processes: limits count again, writes succeed, BullMQ's producers and workers reconnect, and
+// every accepted report is done.
 
 const test = suite('Redis killed under load');
 const scratch = process.env.TEST_TMP_DIR ?? '/tmp';
-const redisOpts = { dataDir: join(scratch, 'outage-redis'), port: 0, persistent: true, log: () => {} };
+const redisOpts = {
+  dataDir: join(scratch, 'outage-redis'),
+  port: 0,
+  persistent: true,
+  password: newRedisPassword(),
+  log: () => {},
+};
 const CLIENT_DEADLINE_MS = 15_000;
 /** Generous bound on any answer during the outage: the server's own waits are 1-2 s. */
 const OUTAGE_ANSWER_BOUND_MS = 8_000;
@@ -142,6 +149,7 @@ test.before(async () => {
     JOB_CONCURRENCY: '1',
     THROTTLE_USER: '100000/min',
     THROTTLE_ANON: '5/min',
+    THROTTLE_FAILURE_MODE: 'open',
     TRUST_PROXY_HOPS: '1',
     DATABASE_WAIT_MS: '1000',
     REPORT_SWEEP_INTERVAL_MS: '1000',

@@ -11,7 +11,7 @@ import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // docs/architecture.md "Read cache": a read that starts after a write was acknowledged reflects
@@ -30,6 +30,9 @@ let databaseUrl = '';
 let token = '';
 let redis: Awaited<ReturnType<typeof startRedis>> | undefined;
 let redisPort = 0;
+/** The private Redis's password: the same across its restarts, as the embedded one's. */
+const REDIS_PASSWORD = newRedisPassword();
+const OPERATOR_PASSWORD = newRedisPassword();
 const redisDir = join(scratch, 'ryw-redis');
 let stopHot = false;
 let pauseHot = false;
@@ -168,7 +171,13 @@ test.before(async () => {
   databaseUrl = database.url;
   redisPort = await findFreePort();
   await mkdir(redisDir, { recursive: true });
-  redis = await startRedis({ dataDir: redisDir, port: redisPort, persistent: false });
+  redis = await startRedis({
+    dataDir: redisDir,
+    port: redisPort,
+    persistent: false,
+    password: REDIS_PASSWORD,
+    operatorPassword: OPERATOR_PASSWORD,
+  });
   const env = {
     DATABASE_URL: database.url,
     REDIS_URL: redis.url,
@@ -225,7 +234,13 @@ test('Redis killed: reads fall back to PostgreSQL, writes are refused and not ma
     .execute();
   await db.destroy();
   assert.is(made.length, 0, 'a refused write is not in the event log');
-  redis = await startRedis({ dataDir: redisDir, port: redisPort, persistent: false });
+  redis = await startRedis({
+    dataDir: redisDir,
+    port: redisPort,
+    persistent: false,
+    password: REDIS_PASSWORD,
+    operatorPassword: OPERATOR_PASSWORD,
+  });
   // Long enough for every worker to have reconnected (its retries are at most 1 s apart).
   await sleep(2_500);
   for (let i = 0; i < 4; i += 1) await checkOnB(changed!, 'after empty restart');
@@ -239,7 +254,12 @@ async function headInSnapshot(rdb: string): Promise<number> {
   const dataDir = join(scratch, `ryw-snapshot-${Date.now()}`);
   await mkdir(dataDir, { recursive: true });
   await copyFile(rdb, join(dataDir, 'dump.rdb'));
-  const probe = await startRedis({ dataDir, port: await findFreePort(), persistent: false });
+  const probe = await startRedis({
+    dataDir,
+    port: await findFreePort(),
+    persistent: false,
+    password: newRedisPassword(),
+  });
   const client = new Redis(probe.url, { maxRetriesPerRequest: 1 });
   try {
     return Number(await client.get('ryw:{read}:head'));
@@ -260,7 +280,7 @@ test('Redis restarted from an older snapshot (the head goes back): old answers a
   const tagged = await fetch(`${hostB()}/api/tasks/?ordering=-id`);
   const heldTag = tagged.headers.get('etag')!;
   await tagged.arrayBuffer();
-  const admin = new Redis(redis!.url, { maxRetriesPerRequest: 1 });
+  const admin = new Redis(redis!.operatorUrl!, { maxRetriesPerRequest: 1 }); // SAVE is the operator's
   await admin.save();
   await copyFile(join(redisDir, 'dump.rdb'), join(scratch, 'ryw-old.rdb'));
   const changed = await writeOnA(401);
@@ -274,7 +294,13 @@ test('Redis restarted from an older snapshot (the head goes back): old answers a
   // restarted one at once and may put the head back from PostgreSQL before this test could look.
   const after = await headInSnapshot(join(scratch, 'ryw-old.rdb'));
   assert.ok(after < before, `the snapshot's head (${after}) is older than the last published (${before})`);
-  redis = await startRedis({ dataDir: redisDir, port: redisPort, persistent: false });
+  redis = await startRedis({
+    dataDir: redisDir,
+    port: redisPort,
+    persistent: false,
+    password: REDIS_PASSWORD,
+    operatorPassword: OPERATOR_PASSWORD,
+  });
   // Long enough for every worker to have reconnected (its retries are at most 1 s apart).
   await sleep(2_500);
   for (let i = 0; i < 4; i += 1) await checkOnB(changed!, 'old snapshot');

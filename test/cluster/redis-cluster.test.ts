@@ -154,7 +154,7 @@ async function setUp(): Promise<void> {
   };
   hosts = await Promise.all([startCluster(env, 300_000), startCluster(env, 300_000)]);
   await Promise.all(hosts.map(allWorkersUp));
-  inspector = new Cluster([{ host: '127.0.0.1', port: cluster.ports[0]! }]);
+  inspector = new Cluster([{ host: '127.0.0.1', port: cluster.ports[0]! }], { redisOptions: cluster.adminCredentials });
   inspector.on('error', () => {});
 }
 

@@ -2,37 +2,69 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
+import { SERVICE_ROLE } from '../../src/stores/postgres-role.js';
 
-/** The superuser URL the test runner provides. */
+/** The superuser URL the test runner provides: for creating and dropping databases, never for the service. */
 export function adminUrl(): string {
   const url = process.env.TEST_DATABASE_URL;
   if (!url) throw new Error('TEST_DATABASE_URL is not set: run tests with `npm test`');
   return url;
 }
 
+/** The service role's password on the runner's PostgreSQL (test/runner/stores.ts gives it, as `npm start` does). */
+function servicePassword(): string {
+  const url = process.env.TEST_SERVICE_DATABASE_URL;
+  if (!url) throw new Error('TEST_SERVICE_DATABASE_URL is not set: run tests with `npm test`');
+  return decodeURIComponent(new URL(url).password);
+}
+
 /**
- * Creates a fresh, migrated database for one test file and returns its URL. `drop()` removes it
- * (terminating leftover connections first).
+ * Creates a fresh database for one test file, owned by the service role as `npm start` sets its
+ * database up (docs/testing.md "Stores as shipped"), migrates it as that role, and returns the
+ * role's URL of it: a test talks to PostgreSQL with the privileges the service has, no more.
+ * `drop()` removes it (terminating leftover connections first).
  */
 export async function createTestDatabase(label = 'test'): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `paceline_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
-  await withAdmin((client) => client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`));
-  const url = new URL(adminUrl());
-  url.pathname = `/${name}`;
+  const password = servicePassword();
+  await withAdmin(adminUrl(), async (client) => {
+    await ensureServiceRole(client, password);
+    await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)} OWNER ${SERVICE_ROLE}`);
+  });
+  const admin = new URL(adminUrl());
+  admin.pathname = `/${name}`;
+  // PostgreSQL 15+ gives `public` to the database owner; an older server's needs handing over.
+  await withAdmin(admin.href, (client) => client.query(`ALTER SCHEMA public OWNER TO ${SERVICE_ROLE}`));
+  const url = new URL(admin.href);
+  url.username = SERVICE_ROLE;
+  url.password = encodeURIComponent(password);
   const db = connectDatabase(url.href, 1);
   await migrateToLatest(db);
   await db.destroy();
   return {
     url: url.href,
     drop: () =>
-      withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)).then(
-        () => {},
-      ),
+      withAdmin(adminUrl(), (client) =>
+        client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`),
+      ).then(() => {}),
   };
 }
 
-async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl() });
+/**
+ * The service role on a server the runner did not set up (a test's own primary): created as
+ * src/stores/postgres-role.ts creates it, with the runner's password. On the runner's server it exists.
+ */
+async function ensureServiceRole(client: pg.Client, password: string): Promise<void> {
+  const found = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [SERVICE_ROLE]);
+  if (found.rowCount !== 0) return;
+  await client.query(
+    `CREATE ROLE ${SERVICE_ROLE} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS ` +
+      `PASSWORD ${client.escapeLiteral(password)}`,
+  );
+}
+
+async function withAdmin<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     return await work(client);

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { findFreePorts } from '../../src/stores/ports.js';
 import { isAlive } from '../../src/stores/processes.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, SERVICE_USER, startRedis } from '../../src/stores/redis.js';
 
 /** One node of a cluster as `CLUSTER NODES` describes it. */
 export interface ClusterNode {
@@ -23,8 +23,15 @@ export interface ClusterNode {
 export interface TestRedisCluster {
   /** Every node's port, in start order (the first `masters` were created as masters). */
   ports: number[];
-  /** `127.0.0.1:<port>,…` of the masters at creation: a REDIS_CLUSTER_NODES value. */
+  /**
+   * `redis-cluster://paceline:<password>@127.0.0.1:<port>,…` of the masters at creation: a
+   * REDIS_CLUSTER_NODES value with the service user's credentials.
+   */
   seeds: string;
+  /** What a direct client needs to AUTH as the service user (`redisOptions` of an ioredis Cluster). */
+  credentials: { username: string; password: string };
+  /** The operator's admin user, for a test's inspection (KEYS, CLUSTER commands), never for the service. */
+  adminCredentials: { username: string; password: string };
   /** The nodes as a live node sees them. */
   topology(): Promise<ClusterNode[]>;
   /** The port of the master serving `slot` now, as a live node sees it. */
@@ -47,7 +54,9 @@ const READY_TIMEOUT_MS = 60_000;
 
 /**
  * Starts a Redis Cluster of `redis-server` processes on 127.0.0.1 (free ports, data under
- * `dataDir`), created with `redis-cli --cluster create`, and waits until every slot is served and
+ * `dataDir`), each as `npm start` runs its Redis (a password, the service's ACL user, `default`
+ * off), plus the operator's own admin user, which creates the cluster, inspects it and carries
+ * replication (the service user may run no cluster or replication command), created with `redis-cli --cluster create`, and waits until every slot is served and
  * every replica is in sync. `stop()` ends every node it started, whatever `kill` did.
  */
 export async function startRedisCluster(dataDir: string, options: RedisClusterOptions = {}): Promise<TestRedisCluster> {
@@ -57,12 +66,15 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
   const chosen = await findFreePorts(nodes * 2);
   const ports = chosen.slice(0, nodes);
   const busPorts = chosen.slice(nodes);
+  const credentials = { username: SERVICE_USER, password: newRedisPassword() };
+  const admin = { username: 'cluster-admin', password: newRedisPassword() };
   const started = await Promise.allSettled(
     ports.map((port, i) =>
       startRedis({
         dataDir: join(dataDir, `node-${port}`),
         port,
         persistent: false,
+        password: credentials.password,
         log: () => {},
         onUnexpectedExit: () => {},
         extraArgs: [
@@ -74,6 +86,17 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
           `nodes-${port}.conf`,
           '--cluster-node-timeout',
           String(nodeTimeoutMs),
+          '--user',
+          admin.username,
+          'on',
+          `>${admin.password}`,
+          '~*',
+          '&*',
+          '+@all',
+          '--masteruser',
+          admin.username,
+          '--masterauth',
+          admin.password,
         ],
       }),
     ),
@@ -95,13 +118,25 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
     const addresses = ports.map((port) => `127.0.0.1:${port}`);
     await promisify(execFile)(
       'redis-cli',
-      ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicasPerMaster), '--cluster-yes'],
+      [
+        '--user',
+        admin.username,
+        '--cluster',
+        'create',
+        ...addresses,
+        '--cluster-replicas',
+        String(replicasPerMaster),
+        '--cluster-yes',
+      ],
+      // The password goes in the environment redis-cli reads, not in arguments `ps` shows.
       {
         timeout: READY_TIMEOUT_MS,
+        env: { ...process.env, REDISCLI_AUTH: admin.password },
       },
     );
     const live = () => ports.filter((port) => isAlive(pids.get(port)!));
-    const topology = () => readTopology(live());
+    const ask = <T>(port: number, work: (redis: Redis) => Promise<T>) => askNode(port, admin, work);
+    const topology = () => readTopology(live(), ask);
     const waitUntil = async (ready: (nodes: ClusterNode[]) => boolean, timeoutMs: number) => {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
@@ -117,10 +152,13 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
       }
     };
     await waitUntil((nodes) => nodes.filter((node) => node.role === 'master').length === masters, READY_TIMEOUT_MS);
-    await waitForReplicas(ports.slice(masters));
+    await waitForReplicas(ports.slice(masters), ask);
+    const userinfo = `${credentials.username}:${encodeURIComponent(credentials.password)}`;
     return {
       ports,
-      seeds: addresses.slice(0, masters).join(','),
+      seeds: `redis-cluster://${userinfo}@${addresses.slice(0, masters).join(',')}`,
+      credentials,
+      adminCredentials: admin,
       topology,
       async masterOf(slot) {
         const owner = (await topology()).find(
@@ -139,9 +177,16 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
   }
 }
 
-/** Runs `work` on a short-lived connection to one node. */
-async function ask<T>(port: number, work: (redis: Redis) => Promise<T>): Promise<T> {
+type Ask = <T>(port: number, work: (redis: Redis) => Promise<T>) => Promise<T>;
+
+/** Runs `work` on a short-lived connection to one node, as `credentials`' user. */
+async function askNode<T>(
+  port: number,
+  credentials: { username: string; password: string },
+  work: (redis: Redis) => Promise<T>,
+): Promise<T> {
   const redis = new Redis(port, '127.0.0.1', {
+    ...credentials,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
     connectTimeout: 2_000,
@@ -156,7 +201,7 @@ async function ask<T>(port: number, work: (redis: Redis) => Promise<T>): Promise
   }
 }
 
-async function readTopology(livePorts: number[]): Promise<ClusterNode[]> {
+async function readTopology(livePorts: number[], ask: Ask): Promise<ClusterNode[]> {
   for (const port of livePorts) {
     const text = await ask(port, (redis) => redis.cluster('NODES')).catch(() => undefined);
     if (text !== undefined) return parseClusterNodes(String(text));
@@ -188,7 +233,7 @@ function parseClusterNodes(text: string): ClusterNode[] {
     });
 }
 
-async function waitForReplicas(replicaPorts: number[]): Promise<void> {
+async function waitForReplicas(replicaPorts: number[], ask: Ask): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (const port of replicaPorts) {
     for (;;) {

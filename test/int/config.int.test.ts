@@ -81,6 +81,12 @@ Startup('a bad TRUSTED_PROXIES entry: exit ≠ 0 and one stderr line naming the 
 
 const Load = suite('loadConfig: defaults, parsing, refusals');
 
+Load('the API binds loopback unless HOST says otherwise (docs/configuration.md "Configuration")', () => {
+  assert.is(loadConfig({}).HOST, '127.0.0.1', 'a development start is reached from this machine only');
+  assert.is(loadConfig({ HOST: '0.0.0.0' }).HOST, '0.0.0.0');
+  assert.is(loadConfig({ HOST: '::' }).HOST, '::');
+});
+
 Load('TRUSTED_PROXIES reads addresses and CIDRs; without it, trusted hops are warned about', () => {
   assert.is(loadConfig({}).TRUSTED_PROXIES, undefined);
   assert.is(loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, 127.0.0.1,::1,fd00::/8' }).TRUSTED_PROXIES?.length, 4);

@@ -199,6 +199,7 @@ test('the pods run with settings loadConfig accepts, as the image user, read-onl
     const env = { ...config, ...secret, ...Object.fromEntries(container.env.map((e: any) => [e.name, e.value])) };
     const settings = loadConfig(env);
     assert.is(settings.ROLE, expected.role, name);
+    if (expected.role === 'web') assert.is(settings.HOST, '0.0.0.0', `${name}: the API on the pod's address`);
     assert.is(settings.PORT, DEFAULTS.PORT, 'the API port is the default one');
     assert.is(settings.METRICS_PORT, DEFAULTS.METRICS_PORT, 'the metrics port is the default one');
     const ports = Object.fromEntries(container.ports.map((p: any) => [p.name, p.containerPort]));
@@ -257,6 +258,13 @@ test('the Dockerfile: multi-stage, production dependencies and dist/ only, non-r
   const user = runtime.findLast((i) => i.op === 'USER')?.args;
   assert.ok(user && !/^(root|0)(:|$)/.test(user), `USER is not root: ${user}`);
   assert.equal(JSON.parse(runtime.find((i) => i.op === 'CMD')!.args), ['node', 'dist/src/main.js']);
+  const env = Object.fromEntries(
+    runtime
+      .filter((i) => i.op === 'ENV')
+      .flatMap((i) => i.args.split(/\s+/))
+      .map((pair) => pair.split('=')),
+  );
+  assert.is(loadConfig(env).HOST, '0.0.0.0', "the API on the container's interfaces, where published ports arrive");
   assert.ok(existsSync('src/main.ts'), 'dist/src/main.js is built from src/main.ts');
   const exposed = runtime
     .find((i) => i.op === 'EXPOSE')!
@@ -327,6 +335,7 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
     );
     const settings = loadConfig(service.environment);
     assert.is(settings.ROLE, role);
+    if (role === 'web') assert.is(settings.HOST, '0.0.0.0', "web: the API on the container's interfaces");
     assert.is(new URL(settings.DATABASE_URL!).hostname, 'postgres');
     assert.is(new URL(settings.REDIS_URL!).hostname, 'redis');
     assert.ok(service.depends_on.postgres && service.depends_on.redis, `${name}: waits for the stores`);
@@ -383,6 +392,20 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
     dashboard.templating.list.some((v: any) => v.type === 'datasource' && v.query === datasource.type),
     "the dashboard's datasource variable picks the provisioned one",
   );
+});
+
+test('the systemd unit runs the compiled service on every interface, unless /etc/paceline.env says otherwise', () => {
+  const lines = readFileSync('ops/deploy/paceline.service', 'utf8')
+    .split('\n')
+    .filter((line) => /^\w+=/.test(line));
+  const at = (key: string) => lines.findIndex((line) => line.startsWith(`${key}=`));
+  const value = (key: string) => lines[at(key)]!.slice(key.length + 1);
+  assert.ok(value('ExecStart').endsWith(' dist/src/main.js'), 'runs the build');
+  assert.is(value('Environment'), 'HOST=0.0.0.0', 'the balancer connects from another machine');
+  // systemd.exec(5): settings from EnvironmentFile= override those made with Environment=.
+  assert.is(value('EnvironmentFile'), '/etc/paceline.env', 'HOST is a default the settings file can change');
+  const [name, setting] = value('Environment').split('=') as [string, string];
+  assert.is(loadConfig({ [name]: setting }).HOST, '0.0.0.0');
 });
 
 test('promtool accepts the alert rules and the compose Prometheus configuration', () => {

@@ -7,8 +7,11 @@ import { pino } from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { embeddedRedisUrl, newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import { keepRunning, type KeptService } from '../../src/stores/backends.js';
+
+/** The kept servers' password, as `npm start` gives its Redis one: the same across restarts. */
+const PASSWORD = newRedisPassword();
 
 // `npm start` without REDIS_URL runs redis-server as its child: one that dies (killed, OOM) must
 // come back by itself, or throttling stays off (fail-open) until someone restarts the service.
@@ -34,7 +37,7 @@ function capturingLogger() {
 
 /** The pid of the redis-server answering on `port`, or undefined when none answers. */
 async function serverPid(port: number): Promise<number | undefined> {
-  const client = new Redis(port, '127.0.0.1', {
+  const client = new Redis(embeddedRedisUrl(port, PASSWORD), {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
@@ -68,7 +71,7 @@ async function withKeptRedis(
   const port = await findFreePort();
   const { logger, lines } = capturingLogger();
   const redis = await keepRunning('Redis', logger, (onUnexpectedExit) =>
-    startRedis({ dataDir: dir, port, persistent: false, onUnexpectedExit }),
+    startRedis({ dataDir: dir, port, persistent: false, password: PASSWORD, onUnexpectedExit }),
   );
   try {
     await work({ redis, port, lines });

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
@@ -22,9 +22,16 @@ let proxy: TcpRelay;
 let server: Awaited<ReturnType<typeof startRedis>>;
 let redis: Redis;
 
+/** The Redis URL, credentials included, with the delaying proxy's port. */
+const throughProxy = () => Object.assign(new URL(server.url), { port: String(proxy.port) }).href;
+
 Deadline.before(async () => {
   // a private server: the second test pauses it
-  server = await startRedis(await privateRedisOptions('throttle-deadline'));
+  // The test pauses it as an operator would (CLIENT PAUSE), which the service's user may not.
+  server = await startRedis({
+    ...(await privateRedisOptions('throttle-deadline')),
+    operatorPassword: newRedisPassword(),
+  });
   proxy = await startTcpRelay(server.url, { delayMs: ONE_WAY_MS });
   redis = new Redis(server.url);
 });
@@ -57,7 +64,7 @@ function busy(ms: number): void {
 }
 
 Deadline("a call sent late by this process's own lag is still decided, with the round trip it needs", async () => {
-  const link = new Redis(proxy.port, '127.0.0.1');
+  const link = new Redis(throughProxy());
   const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
   try {
     await warmUp(throttler, 'ip:10.1.0.1');
@@ -74,12 +81,16 @@ Deadline("a call sent late by this process's own lag is still decided, with the 
 });
 
 Deadline('a call Redis can start only after the worker has given up records nothing', async () => {
-  const link = new Redis(proxy.port, '127.0.0.1');
+  const link = new Redis(throughProxy());
   const throttler = createThrottler({ redis: link, keyPrefix: PREFIX, timeoutMs: 250 });
   try {
     await warmUp(throttler, 'ip:10.2.0.1');
-    const admin = new Redis(server.url);
-    await admin.client('PAUSE', 600, 'ALL'); // the call waits in Redis past 250 ms
+    const admin = new Redis(server.operatorUrl!);
+    try {
+      await admin.client('PAUSE', 600, 'ALL'); // the call waits in Redis past 250 ms
+    } finally {
+      admin.disconnect();
+    }
     const ident = 'ip:10.2.1.1';
     const outcome = await throttler.consume([{ rule: RULE, ident }]).then(
       () => 'decided',
@@ -87,7 +98,6 @@ Deadline('a call Redis can start only after the worker has given up records noth
     );
     assert.is(outcome, 'throttle store did not answer within 250 ms');
     await sleep(800); // Redis has run it by now
-    admin.disconnect();
     assert.is(
       await redis.exists(throttleKey(PREFIX, { rule: RULE, ident })),
       0,

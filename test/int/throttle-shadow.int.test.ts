@@ -8,7 +8,7 @@ import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
 import { findFreePort } from '../../src/stores/ports.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
@@ -74,6 +74,7 @@ test.before(async () => {
     dataDir: join(TMP, 'redis-throttle-shadow'),
     port: await findFreePort(),
     persistent: false,
+    password: newRedisPassword(),
     log: () => {},
   });
   admin = new Redis(redis.url);

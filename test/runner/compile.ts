@@ -16,7 +16,7 @@ const ROOT_FILES = ['package.json', '.prettierrc.json'];
  * (`test/int/x.test.ts` becomes `<into>/test/int/x.test.js`), so each test file's process runs
  * plain JavaScript: tsx's loader costs about a second of CPU in each process that loads the app
  * (docs/testing.md "How the tests run"). esbuild transpiles file by file, as tsx does, with no
- * type check (`npm run lint` and the build do that); inline source maps point stack traces at
+ * type check (`npm run lint` does that); inline source maps point stack traces at
  * the sources under `--enable-source-maps`. `into` also gets the repository's root settings and
  * a link to its node_modules, so imports and lookups resolve as they do from the sources. Takes
  * about a second.

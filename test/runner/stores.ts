@@ -1,11 +1,11 @@
-import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findFreePort } from '../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import { provideServiceRole } from '../../src/stores/postgres-role.js';
 import { isAlive } from '../../src/stores/processes.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
 import type { RunningService } from '../../src/stores/service.js';
 
 export interface TestStores {
@@ -33,7 +33,7 @@ export async function startStores(root: string, scratch: string): Promise<TestSt
     dataDir: join(root, 'redis'),
     port: await findFreePort(),
     persistent: false,
-    password: randomBytes(18).toString('base64url'),
+    password: newRedisPassword(),
   };
   const pgOpts = { dataDir: join(root, 'pg'), port: await findFreePort(), persistent: false };
   const [postgres, redis] = await Promise.allSettled([
@@ -44,6 +44,11 @@ export async function startStores(root: string, scratch: string): Promise<TestSt
     await Promise.allSettled([postgres, redis].map((s) => (s.status === 'fulfilled' ? s.value.stop() : undefined)));
     throw postgres.status === 'rejected' ? postgres.reason : (redis as PromiseRejectedResult).reason;
   }
+  // The service role, as `npm start` sets it up: the files' databases belong to it (test/helpers/database.ts).
+  const serviceUrl = await provideServiceRole(postgres.value.url, pgOpts.dataDir).catch(async (error) => {
+    await Promise.allSettled([postgres.value.stop(), redis.value.stop()]);
+    throw error;
+  });
   console.log(`# throwaway PostgreSQL and Redis ready in ${((Date.now() - began) / 1000).toFixed(1)} s`);
 
   let currentRedis: RunningService & { pid: number } = redis.value;
@@ -55,6 +60,7 @@ export async function startStores(root: string, scratch: string): Promise<TestSt
     env: {
       ...(env as Record<string, string>),
       TEST_DATABASE_URL: postgres.value.url,
+      TEST_SERVICE_DATABASE_URL: serviceUrl,
       TEST_REDIS_URL: redis.value.url,
       TEST_REDIS_PORT: String(redisOpts.port),
       TEST_REDIS_DIR: redisOpts.dataDir,

@@ -8,7 +8,7 @@ import { connectDatabase } from '../../../db/connect.js';
 import { migrateToLatest } from '../../../db/migrate.js';
 import { findFreePort } from '../../../src/stores/ports.js';
 import { startEmbeddedPostgres } from '../../../src/stores/postgres.js';
-import { startRedis } from '../../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../../src/stores/redis.js';
 import { childPids, startCluster, type RunningCluster } from '../../../test/fixtures/cluster.js';
 export { childPids };
 
@@ -34,6 +34,7 @@ export async function startStores(root: string): Promise<Stores> {
     dataDir: join(root, 'redis'),
     port: await findFreePort(),
     persistent: false,
+    password: newRedisPassword(),
     log: () => {},
   }).catch(async (error) => {
     await postgres.stop();
