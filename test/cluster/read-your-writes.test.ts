@@ -34,6 +34,14 @@ let redisPort = 0;
 const REDIS_PASSWORD = newRedisPassword();
 const OPERATOR_PASSWORD = newRedisPassword();
 const redisDir = join(scratch, 'ryw-redis');
+/** The private Redis, each time it is (re)started: its port, data and passwords stay. */
+const redisOptions = () => ({
+  dataDir: redisDir,
+  port: redisPort,
+  persistent: false,
+  password: REDIS_PASSWORD,
+  operatorPassword: OPERATOR_PASSWORD,
+});
 let stopHot = false;
 let pauseHot = false;
 let hot: Promise<void> = Promise.resolve();
@@ -171,13 +179,7 @@ test.before(async () => {
   databaseUrl = database.url;
   redisPort = await findFreePort();
   await mkdir(redisDir, { recursive: true });
-  redis = await startRedis({
-    dataDir: redisDir,
-    port: redisPort,
-    persistent: false,
-    password: REDIS_PASSWORD,
-    operatorPassword: OPERATOR_PASSWORD,
-  });
+  redis = await startRedis(redisOptions());
   const env = {
     DATABASE_URL: database.url,
     REDIS_URL: redis.url,
@@ -234,13 +236,7 @@ test('Redis killed: reads fall back to PostgreSQL, writes are refused and not ma
     .execute();
   await db.destroy();
   assert.is(made.length, 0, 'a refused write is not in the event log');
-  redis = await startRedis({
-    dataDir: redisDir,
-    port: redisPort,
-    persistent: false,
-    password: REDIS_PASSWORD,
-    operatorPassword: OPERATOR_PASSWORD,
-  });
+  redis = await startRedis(redisOptions());
   // Long enough for every worker to have reconnected (its retries are at most 1 s apart).
   await sleep(2_500);
   for (let i = 0; i < 4; i += 1) await checkOnB(changed!, 'after empty restart');
@@ -294,13 +290,7 @@ test('Redis restarted from an older snapshot (the head goes back): old answers a
   // restarted one at once and may put the head back from PostgreSQL before this test could look.
   const after = await headInSnapshot(join(scratch, 'ryw-old.rdb'));
   assert.ok(after < before, `the snapshot's head (${after}) is older than the last published (${before})`);
-  redis = await startRedis({
-    dataDir: redisDir,
-    port: redisPort,
-    persistent: false,
-    password: REDIS_PASSWORD,
-    operatorPassword: OPERATOR_PASSWORD,
-  });
+  redis = await startRedis(redisOptions());
   // Long enough for every worker to have reconnected (its retries are at most 1 s apart).
   await sleep(2_500);
   for (let i = 0; i < 4; i += 1) await checkOnB(changed!, 'old snapshot');
