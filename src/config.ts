@@ -82,7 +82,9 @@ const schema = z.object({
   THROTTLE_SHADOW_RATES: shadowRates.default({}),
   THROTTLE_SHADOW_SCOPES: scopeNames.default([]),
   THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
-  THROTTLE_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
+  // Redis unreachable: each web worker enforces its share of every limit (local), admits (open) or
+  // answers 503 (closed): docs/throttling.md "When Redis is unreachable".
+  THROTTLE_FAILURE_MODE: z.enum(['local', 'open', 'closed']).default('local'),
   // Who is throttled (docs/throttling.md "Who is throttled"): the heaviest refused clients per
   // scope exported, over what window, and the share of its budget at or under which an admission
   // counts as near the limit. THROTTLE_WATCH=off keeps none of it: no top clients, no distinct

@@ -15,6 +15,7 @@ import { ReplicaSet } from './stores/read-replicas.js';
 import { createRedisClient, type RedisClient } from './stores/redis-client.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 import { ThrottleWatch } from './throttle/throttle-watch.js';
+import { WorkerCensus } from './throttle/worker-census.js';
 
 /** What every request handler may use, built once per process by its entry point. */
 export interface Deps {
@@ -27,6 +28,11 @@ export interface Deps {
   metrics: Metrics;
   commands: CommandBus;
   throttler: Throttler;
+  /**
+   * The web workers alive across the deployment, counted through Redis: present with
+   * THROTTLE_FAILURE_MODE=local in a process that serves the API (docs/throttling.md "When Redis is unreachable").
+   */
+  census?: WorkerCensus;
   /** Who the throttle refused: the heaviest clients and distinct counts (docs/throttling.md "Who is throttled"). */
   watch?: ThrottleWatch;
   /** Answers of reads kept while provably current; absent when READ_CACHE_BYTES is 0. */
@@ -98,11 +104,15 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
     reportQueue: new ReportQueue(config, logger),
   };
   if (config.THROTTLE_WATCH === 'on') deps.watch = createWatch(deps);
+  // Every role but the jobs child serves the API, and so counts towards the shares of the limits.
+  if (config.THROTTLE_FAILURE_MODE === 'local' && role !== 'jobs') deps.census = startCensus(deps);
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       await commands.close();
       deps.watch?.close();
+      // Before the connection closes: the other workers' shares grow as this one leaves.
+      await deps.census?.close();
       // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
       await Promise.allSettled([
         db.destroy(),
@@ -133,6 +143,14 @@ function createWatch({ config, redis, metrics, logger, cursorSecret }: Deps): Th
       failures.logged = true;
     },
   });
+}
+
+function startCensus({ config, redis, metrics }: Deps): WorkerCensus {
+  const census = new WorkerCensus(redis, `${config.REDIS_PREFIX}throttle:workers`, config.WEB_CONCURRENCY, (workers) =>
+    metrics.throttleWorkers.set(workers),
+  );
+  census.start();
+  return census;
 }
 
 function requireSetting(value: string | undefined, name: string): string {

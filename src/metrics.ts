@@ -54,6 +54,30 @@ export function createMetrics(registry = new Registry()) {
       aggregator: 'max',
       registers,
     }),
+    throttleDegraded: new Gauge({
+      name: 'paceline_throttle_degraded',
+      help:
+        '1 while this web worker decides throttle checks alone, by its share of each limit, because Redis does ' +
+        "not answer (THROTTLE_FAILURE_MODE=local); else 0. A host's value is how many of its workers do.",
+      registers,
+    }),
+    throttleLocalDecisions: new Counter({
+      name: 'paceline_throttle_local_decisions_total',
+      help:
+        'Throttle checks Redis did not answer that this worker decided alone by its share of the limit ' +
+        '(THROTTLE_FAILURE_MODE=local), by scope and outcome: allowed or throttled (answered 429).',
+      labelNames: ['scope', 'decision'] as const,
+      registers,
+    }),
+    throttleWorkers: new Gauge({
+      name: 'paceline_throttle_workers',
+      help:
+        'Web workers alive across the deployment as last counted through Redis (THROTTLE_FAILURE_MODE=local): ' +
+        'while Redis is unreachable each worker enforces a limit divided by it. 0 until counted.',
+      // Every worker reads the same count: the host reports it once.
+      aggregator: 'max',
+      registers,
+    }),
     throttleDistinctClients: new Gauge({
       name: 'paceline_throttle_distinct_clients',
       help:
@@ -161,6 +185,9 @@ export function primeRetentionSeries(metrics: Metrics): void {
 /** The outcomes `paceline_throttle_decisions_total` counts. */
 export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error', 'shadow_refused'] as const;
 
+/** The outcomes `paceline_throttle_local_decisions_total` counts. */
+export const LOCAL_DECISIONS = ['allowed', 'throttled'] as const;
+
 /**
  * Creates every decision series of `scopes` at zero, so a scope's ratio and its store errors
  * read 0 rather than "no data" before the first such event.
@@ -169,6 +196,7 @@ export function primeThrottleSeries(metrics: Metrics, scopes: Iterable<string>):
   for (const scope of scopes) {
     for (const decision of THROTTLE_DECISIONS) metrics.throttleDecisions.inc({ scope, decision }, 0);
     metrics.throttleNearLimit.inc({ scope }, 0);
+    for (const decision of LOCAL_DECISIONS) metrics.throttleLocalDecisions.inc({ scope, decision }, 0);
     metrics.throttleDistinctClients.set({ scope }, 0);
   }
 }

@@ -718,7 +718,7 @@ export interface components {
     Allow: string;
     /** @description One member per throttle scope that applied: `"<scope>";q=<limit>;w=<window seconds>` (IETF RateLimit fields). Absent while throttling is off. */
     'RateLimit-Policy': string;
-    /** @description One member per scope: `"<scope>";r=<remaining>;t=<seconds until r grows>`. On a 429, `t` equals `Retry-After`. */
+    /** @description One member per scope: `"<scope>";r=<remaining>;t=<seconds until r grows>`. On a 429, `t` equals `Retry-After`. While Redis is unreachable (THROTTLE_FAILURE_MODE=local, the default) the answer also carries `Paceline-Throttle: local`: `r` and `t` are then of the answering worker's share of the limit. */
     RateLimit: string;
   };
   pathItems: never;

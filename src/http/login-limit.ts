@@ -7,13 +7,8 @@ import { Errors } from '../errors.js';
 import type { Decision, ScopeRule } from '../throttle/index.js';
 import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
 import { forwardedHops } from './client-address.js';
-import {
-  createBurstLogger,
-  createShadowLog,
-  seriesFor,
-  STORE_DOWN_RETRY_S,
-  watchDecisions,
-} from './throttle.middleware.js';
+import { createShadowLog, seriesFor, watchDecisions } from './throttle.middleware.js';
+import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
 
 /** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
 export type LoginLimit = (ctx: Context, username: string) => Promise<void>;

@@ -11,7 +11,7 @@ export interface Refusal {
   retryAfterS: number;
   /** The client's name in metrics (docs/throttling.md "Who is throttled"): the same on every host. */
   pseudonym?: string;
-  /** Answered from this process's memory of an earlier refusal, without Redis. */
+  /** Answered without Redis: from this process's memory of an earlier refusal, or by its share of the limit. */
   local: boolean;
 }
 

@@ -1,9 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import type { Deps } from '../deps.js';
-import { Errors } from '../errors.js';
 import { primeThrottleSeries, setThrottleLimits } from '../metrics.js';
 import type { Check, Decision, RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
+import { LocalShare } from '../throttle/local-share.js';
 import {
   clientIp,
   createRefusalAnswers,
@@ -12,13 +12,10 @@ import {
   longestWait,
   rateLimitHeaders,
 } from '../throttle/index.js';
-import { firstLineOf } from '../stores/store-errors.js';
 import { forwardedHops } from './client-address.js';
 import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';
 import type { Refusal } from './request-state.js';
-
-/** Seconds a client is told to wait when the throttle store is down and the mode is `closed`. */
-export const STORE_DOWN_RETRY_S = 5;
+import { createBurstLogger, withoutRedis, type BurstLogger } from './throttle-store-down.js';
 
 /**
  * The throttle of one process: `throttleFor(scope)` counts a request against its scope before any
@@ -26,15 +23,18 @@ export const STORE_DOWN_RETRY_S = 5;
  * authenticated client, `anon` otherwise. A named scope (e.g. `token-obtain`) replaces the
  * general rate on its route; one keyed by user (e.g. `reports`) counts only authenticated
  * clients, and anonymous ones (or bad credentials) against `anon`. Store failures are logged once per burst for all
- * routes together.
+ * routes together; what a check Redis did not answer gets is THROTTLE_FAILURE_MODE's (see `withoutRedis`).
  * @throws Error from `throttleFor` when the named scope has no rule (at start, where the route is declared).
  */
 export function createThrottle(
   deps: Deps,
   rules: ReadonlyMap<ScopeName, ScopeRule>,
 ): (scope?: ScopeName) => Middleware {
-  const storeErrors = createBurstLogger(deps, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE');
-  const shadowLog = createShadowLog(deps);
+  const shared: Shared = {
+    storeErrors: createBurstLogger(deps, 'throttle store unavailable; applying THROTTLE_FAILURE_MODE'),
+    shadowLog: createShadowLog(deps),
+    localShare: deps.census && new LocalShare({ census: deps.census, logger: deps.logger, metrics: deps.metrics }),
+  };
   primeThrottleSeries(deps.metrics, rules.keys());
   setThrottleLimits(deps.metrics, rules.values());
   return (scope) => {
@@ -43,17 +43,19 @@ export function createThrottle(
       throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
     if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
     if (scope !== undefined) setThrottleLimits(deps.metrics, [rules.get(scope) as ScopeRule]);
-    return throttle(deps, rules, storeErrors, shadowLog, scope);
+    return throttle(deps, rules, shared, scope);
   };
 }
 
-function throttle(
-  deps: Deps,
-  rules: ReadonlyMap<ScopeName, ScopeRule>,
-  storeErrors: BurstLogger,
-  shadowLog: ShadowLog,
-  scope?: ScopeName,
-): Middleware {
+/** What every route's throttle of one app shares: the burst logger, the shadow log, the local share. */
+interface Shared {
+  storeErrors: BurstLogger;
+  shadowLog: ShadowLog;
+  localShare: LocalShare | undefined;
+}
+
+function throttle(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, shared: Shared, scope?: ScopeName): Middleware {
+  const { storeErrors, shadowLog, localShare } = shared;
   const { config } = deps;
   const series = seriesFor(deps);
   // Looked up once: createThrottle has checked that a named scope has its rule.
@@ -63,7 +65,8 @@ function throttle(
     if (!config.THROTTLE_ENABLED) return next();
     const rule = ruleFor(named, rules, ctx.state.user !== null);
     const ident = identify(ctx, rule, deps);
-    const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
+    const bound = series(rule.scope);
+    const { duration, storeError, shadowRefused } = bound;
     const started = performance.now();
     let decisions: Decision[];
     try {
@@ -73,19 +76,20 @@ function throttle(
       duration.observe((performance.now() - started) / 1000);
       storeError.inc();
       storeErrors.report(error);
-      if (config.THROTTLE_FAILURE_MODE === 'closed' && !rule.inShadow) {
-        throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
-      }
-      return next();
+      const decided = withoutRedis(config, localShare, { rule, ident });
+      if (!decided) return next();
+      decisions = decided;
     } finally {
       ctx.state.afterThrottle?.();
     }
-    duration.observe((performance.now() - started) / 1000);
+    const rejected = longestWait(decisions);
+    countDecisions(bound, decisions[0]?.degraded === true, rejected !== undefined, started);
     // A refusal answered in process (an earlier refusal by Redis still holds) did not reach Redis:
     // it says nothing of whether Redis is back.
-    if (!decisions[0]?.local) storeErrors.recovered();
-    const rejected = longestWait(decisions);
-    (rejected ? throttled : allowed).inc();
+    if (!decisions[0]?.local) {
+      storeErrors.recovered();
+      localShare?.answered();
+    }
     watchDecisions(deps, series, decisions, ident);
     if (rejected)
       return refuse(ctx, answers(decisions, rejected.retryAfterS), rejected, ident, deps.watch?.pseudonym(ident));
@@ -98,10 +102,21 @@ function throttle(
     const headers = rateLimitHeaders(decisions);
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
-    // A route that checks another scope of its own (the login's) lists both in the fields.
-    ctx.state.rateLimit = decisions;
+    // A route that checks another scope of its own (the login's) lists both in the fields; a
+    // decision this worker took alone says nothing of the budget in Redis (own-budget.ts).
+    if (!decisions[0]?.degraded) ctx.state.rateLimit = decisions;
     await next();
   };
+}
+
+/**
+ * Counts one request's outcome in its scope's series: with its check time when Redis (or the memory of a refusal by
+ * Redis) decided it; as a local decision when this worker decided alone (its time was counted when Redis failed).
+ */
+function countDecisions(bound: Series, degraded: boolean, rejected: boolean, started: number): void {
+  if (degraded) return void (rejected ? bound.local.throttled : bound.local.allowed).inc();
+  bound.duration.observe((performance.now() - started) / 1000);
+  (rejected ? bound.throttled : bound.allowed).inc();
 }
 
 /**
@@ -137,6 +152,8 @@ export function answerRefusal(ctx: Context, refusal: Refusal, { fields, body }: 
   ctx.body = body;
 }
 
+type Series = ReturnType<ReturnType<typeof seriesFor>>;
+
 /** A scope's metric series, bound once: the per-request path does no label lookups. */
 export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
   const bound = new Map<ScopeName, ReturnType<typeof bind>>();
@@ -146,6 +163,10 @@ export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
     throttled: metrics.throttleDecisions.labels({ scope, decision: 'throttled' }),
     storeError: metrics.throttleDecisions.labels({ scope, decision: 'store_error' }),
     shadowRefused: metrics.throttleDecisions.labels({ scope, decision: 'shadow_refused' }),
+    local: {
+      allowed: metrics.throttleLocalDecisions.labels({ scope, decision: 'allowed' }),
+      throttled: metrics.throttleLocalDecisions.labels({ scope, decision: 'throttled' }),
+    },
     nearLimit: metrics.throttleNearLimit.labels({ scope }),
   });
   return (scope: ScopeName) => {
@@ -173,8 +194,9 @@ export function watchDecisions(
   if (!watch) return;
   const rejected = longestWait(decisions);
   if (rejected) return watch.refused(rejected.scope, ident);
-  for (const { scope, remaining, limit } of decisions)
-    if (remaining <= limit * config.THROTTLE_NEAR_LIMIT_RATIO) series(scope).nearLimit.inc();
+  // A worker's share of a limit (Redis unreachable) is near it by the share, not by the limit.
+  for (const { scope, remaining, limit, degraded } of decisions)
+    if (!degraded && remaining <= limit * config.THROTTLE_NEAR_LIMIT_RATIO) series(scope).nearLimit.inc();
 }
 
 /** The rule a request is counted by: a scope keyed by user cannot key a client without one, anon counts it. */
@@ -235,22 +257,5 @@ export function createShadowLog({ logger }: Pick<Deps, 'logger'>) {
     const shadowRate = (rule.inShadow ? rule.rate : rule.shadow)?.text;
     if (log.note({ scope: rule.scope, client, retryAfterS: 0, local: false }))
       logger.info({ scope: rule.scope, client, shadowRate }, 'shadow rule would refuse');
-  };
-}
-
-type BurstLogger = ReturnType<typeof createBurstLogger>;
-
-/** Logs the first store error of a burst (with `message`) and the recovery, not every failed request. */
-export function createBurstLogger({ logger }: Pick<Deps, 'logger'>, message: string) {
-  let failing = 0;
-  return {
-    report(error: unknown) {
-      // One line per burst, with the cause and no stack (docs/operations.md "When a store is down").
-      if (failing++ === 0) logger.error({ cause: firstLineOf(error) }, message);
-    },
-    recovered() {
-      if (failing > 0) logger.warn({ failedChecks: failing }, 'throttle store recovered');
-      failing = 0;
-    },
   };
 }

@@ -1,5 +1,8 @@
 import type { Decision } from './throttler.js';
 
+/** The field that marks an answer decided by one worker's share of the limit, without Redis. */
+const DEGRADED_FIELD = 'Paceline-Throttle';
+
 /**
  * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, structured-field lists) for
  * a request's decisions, one list member per scope, e.g.
@@ -7,7 +10,9 @@ import type { Decision } from './throttler.js';
  *
  * `q` is the limit, `w` the window in seconds, `r` the remaining requests and `t` the seconds
  * until `r` next grows (`ceil(resetMs / 1000)`; on a 429 the same as `Retry-After`, as the draft
- * asks). No decisions (or only scopes wholly in shadow), no fields.
+ * asks). No decisions (or only scopes wholly in shadow), no fields. Decisions this worker took
+ * alone while Redis was unreachable (`degraded`) add `Paceline-Throttle: local`; their `r` and
+ * `t` are of the worker's share (docs/throttling.md "When Redis is unreachable").
  */
 export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<string, string> {
   if (decisions.length === 0) return {};
@@ -22,7 +27,10 @@ export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<str
     policy += `${separator}${name};q=${limit};w=${Math.ceil(windowMs / 1000)}`;
     state += `${separator}${name};r=${remaining};t=${Math.ceil(resetMs / 1000)}`;
   }
-  return policy === '' ? {} : { 'RateLimit-Policy': policy, RateLimit: state };
+  if (policy === '') return {};
+  const fields: Record<string, string> = { 'RateLimit-Policy': policy, RateLimit: state };
+  if (decisions[0]?.degraded) fields[DEGRADED_FIELD] = 'local';
+  return fields;
 }
 
 /** A 429's own header fields (a flat name, value list) and body, whichever path answers it; shared, never changed. */
@@ -61,7 +69,8 @@ export function createRefusalAnswers(): (decisions: ReadonlyArray<Decision>, ret
         decision.limit === known.limit &&
         decision.windowMs === known.windowMs &&
         decision.remaining === known.remaining &&
-        decision.inShadow === known.inShadow;
+        decision.inShadow === known.inShadow &&
+        decision.degraded === known.degraded;
       if (same) return last.answer;
     }
     const answer = refusalAnswer(decisions, retryAfterS);

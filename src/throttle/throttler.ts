@@ -30,10 +30,17 @@ export interface Decision {
   /** Whole seconds (≥ 1) until a request is admitted again when not allowed; 0 when allowed. */
   retryAfterS: number;
   /**
-   * Set when this process answered without asking Redis, from an earlier refusal of the same
-   * log under the same rule (see refusals.ts); every decision of such a request has it.
+   * Set when this process answered without Redis: from an earlier refusal of the same log under
+   * the same rule (see refusals.ts), or by its share of the limit (`degraded`); every decision of
+   * such a request has it.
    */
   local?: true;
+  /**
+   * Set (with `local`) when Redis did not answer and this worker decided alone, by its share of
+   * the limit (THROTTLE_FAILURE_MODE=local, see local-share.ts): `remaining` and `resetMs` are
+   * then of that share, and `limit` is still the scope's.
+   */
+  degraded?: true;
   /**
    * Set when the request was admitted but this scope's shadow rule (or, for a scope wholly in
    * shadow, its own rule) would have refused it: counted and logged, the answer unchanged.

@@ -101,7 +101,9 @@ const headers: Record<string, Json> = {
   },
   RateLimit: {
     description:
-      'One member per scope: `"<scope>";r=<remaining>;t=<seconds until r grows>`. On a 429, `t` equals `Retry-After`.',
+      'One member per scope: `"<scope>";r=<remaining>;t=<seconds until r grows>`. On a 429, `t` equals `Retry-After`. ' +
+      'While Redis is unreachable (THROTTLE_FAILURE_MODE=local, the default) the answer also carries ' +
+      "`Paceline-Throttle: local`: `r` and `t` are then of the answering worker's share of the limit.",
     schema: text,
   },
 };
