@@ -1,0 +1,84 @@
+import { Agent } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { newTally, record, summarise, type Outcome, type Summary } from './outcomes.js';
+import { sendRequest } from './send.js';
+
+export interface FloodRun {
+  base: string;
+  /** Clients, each with one keep-alive connection of its own, all started at once. */
+  connections: number;
+  seconds: number;
+  /** A request with no answer this long after it was sent counts as a timeout. */
+  timeoutMs: number;
+}
+
+export interface FloodResult {
+  connections: number;
+  /** Clients that got at least one answer, and the most connections open at once. */
+  clientsAnswered: number;
+  mostOpen: number;
+  page1: Summary;
+}
+
+const PAGE_1 = { method: 'GET', path: '/api/tasks/' } as const;
+
+/** A client whose connection failed waits this long before it tries again, so a refusal cannot spin. */
+const RETRY_PAUSE_MS = 100;
+
+/**
+ * `connections` clients, started at once, each asking page 1 on its own keep-alive connection in a loop (a
+ * closed loop per connection: this run is about how many connections, not how fast) for `seconds`; then every
+ * connection is closed, and requests still in flight then are not counted.
+ */
+export async function runFlood(run: FloodRun): Promise<FloodResult> {
+  const tally = newTally();
+  const agents: Agent[] = [];
+  const started = performance.now();
+  const deadline = started + run.seconds * 1000;
+  let stopped = false;
+  let mostOpen = 0;
+  let clientsAnswered = 0;
+  const client = async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    agents.push(agent);
+    let answered = false;
+    while (!stopped) {
+      const outcome = await new Promise<Outcome>((resolve) => {
+        tally.planned += 1;
+        sendRequest(agent, run.base, PAGE_1, performance.now(), run.timeoutMs, resolve);
+      });
+      if (stopped) {
+        tally.planned -= 1;
+        break;
+      }
+      record(tally, outcome);
+      if (!answered && typeof outcome === 'object') {
+        answered = true;
+        clientsAnswered += 1;
+      }
+      if (outcome === 'error') await sleep(RETRY_PAUSE_MS);
+    }
+  };
+  const counting = setInterval(() => (mostOpen = Math.max(mostOpen, openSockets(agents))), 250);
+  const clients = Array.from({ length: run.connections }, client);
+  await sleep(Math.max(0, deadline - performance.now()));
+  stopped = true;
+  clearInterval(counting);
+  for (const agent of agents) agent.destroy();
+  await Promise.all(clients);
+  return {
+    connections: run.connections,
+    clientsAnswered,
+    mostOpen,
+    page1: summarise(tally, run.seconds),
+  };
+}
+
+/** Connections the agents hold, busy or free. */
+function openSockets(agents: readonly Agent[]): number {
+  let open = 0;
+  for (const agent of agents)
+    for (const pool of [agent.sockets, agent.freeSockets])
+      for (const list of Object.values(pool)) open += list?.length ?? 0;
+  return open;
+}

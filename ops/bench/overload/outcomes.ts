@@ -1,0 +1,117 @@
+/**
+ * What became of the requests of one class in one run, and the figures the report shows of them. Pure: the load
+ * processes record outcomes and send the summaries to the benchmark.
+ */
+
+/**
+ * An answer (its status, ms from the planned start to its last byte), or none: no answer in time (`timeout`), no
+ * connection free in time so never sent (`unsent`, also a timeout), or a failure (`error`).
+ */
+export type Outcome = { status: number; ms: number } | 'timeout' | 'unsent' | 'error';
+
+/** The health prober's pace, and how long a probe may wait for its answer before it counts as unanswered. */
+export const PROBE_INTERVAL_MS = 250;
+export const PROBE_TIMEOUT_MS = 10_000;
+
+/** One health probe: the service it went to, when it was sent (epoch ms), what became of it. */
+export interface Probe {
+  target: string;
+  sentAt: number;
+  outcome: Outcome;
+}
+
+export interface Tally {
+  /** Requests planned (issued, sooner or later). */
+  planned: number;
+  /** Latencies of the 2xx answers, ms. */
+  served: number[];
+  /** Answers by status, 2xx included. */
+  statuses: Record<number, number>;
+  /** Requests with no answer in time, and of them those never sent. */
+  timeouts: number;
+  unsent: number;
+  /** Connection failures: refused, reset, closed before an answer. */
+  errors: number;
+}
+
+export function newTally(): Tally {
+  return { planned: 0, served: [], statuses: {}, timeouts: 0, unsent: 0, errors: 0 };
+}
+
+export function record(tally: Tally, outcome: Outcome): void {
+  if (outcome === 'timeout' || outcome === 'unsent') {
+    tally.timeouts += 1;
+    if (outcome === 'unsent') tally.unsent += 1;
+  } else if (outcome === 'error') tally.errors += 1;
+  else {
+    tally.statuses[outcome.status] = (tally.statuses[outcome.status] ?? 0) + 1;
+    if (outcome.status >= 200 && outcome.status < 300) tally.served.push(outcome.ms);
+  }
+}
+
+/** One class's figures over a run of `seconds`. */
+export interface Summary {
+  planned: number;
+  offeredPerS: number;
+  /** 2xx answers per second. */
+  goodputPerS: number;
+  /** Of the 2xx answers, ms from the planned start (NaN: none). */
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** 503 answers: the service shedding load. */
+  shed: number;
+  timeouts: number;
+  unsent: number;
+  errors: number;
+  /** Answers other than 2xx and 503, by status. */
+  other: Record<number, number>;
+  /** Answers of any status. */
+  answered: number;
+}
+
+/** The value at quantile `p` of ascending `sorted` (nearest rank; NaN when empty). */
+export function quantile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
+}
+
+export function summarise(tally: Tally, seconds: number): Summary {
+  const sorted = Float64Array.from(tally.served).sort();
+  const other: Record<number, number> = {};
+  let answered = 0;
+  for (const [status, count] of Object.entries(tally.statuses)) {
+    answered += count;
+    const code = Number(status);
+    if ((code < 200 || code > 299) && code !== 503) other[code] = count;
+  }
+  return {
+    planned: tally.planned,
+    offeredPerS: tally.planned / seconds,
+    goodputPerS: sorted.length / seconds,
+    p50Ms: quantile(sorted, 0.5),
+    p99Ms: quantile(sorted, 0.99),
+    maxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    shed: tally.statuses[503] ?? 0,
+    timeouts: tally.timeouts,
+    unsent: tally.unsent,
+    errors: tally.errors,
+    other,
+    answered,
+  };
+}
+
+/** Several tallies as one (the whole mix). */
+export function mergeTallies(tallies: readonly Tally[]): Tally {
+  const merged = newTally();
+  for (const tally of tallies) {
+    merged.planned += tally.planned;
+    merged.timeouts += tally.timeouts;
+    merged.unsent += tally.unsent;
+    merged.errors += tally.errors;
+    for (const ms of tally.served) merged.served.push(ms);
+    for (const [status, count] of Object.entries(tally.statuses))
+      merged.statuses[Number(status)] = (merged.statuses[Number(status)] ?? 0) + count;
+  }
+  return merged;
+}

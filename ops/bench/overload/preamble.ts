@@ -1,0 +1,112 @@
+import { cpus } from 'node:os';
+import { loadConfig } from '../../../src/config.js';
+import { describeCommit, uptime } from '../machine.js';
+import { P99_BOUND_MS } from './capacity.js';
+import { CLASSES } from './mix.js';
+import { PROBE_INTERVAL_MS, PROBE_TIMEOUT_MS } from './outcomes.js';
+
+/** Whether this build reads ADMISSION_CONTROL: a setting it does not know is dropped by loadConfig. */
+export function readsAdmissionControl(): boolean {
+  try {
+    return Object.hasOwn(loadConfig({ ADMISSION_CONTROL: 'on' }), 'ADMISSION_CONTROL');
+  } catch {
+    return true; // it knows the setting (and refused the value)
+  }
+}
+
+/** The run's date, commit, versions, machine and load averages, one fact a line. */
+export function machineFacts(run: {
+  uptimeBefore: string;
+  /** os.loadavg() when the run began. */
+  loadBefore: number[];
+  minutes: number;
+  versions: string;
+  fileLimit: number;
+}) {
+  const models = [...new Set(cpus().map((cpu) => cpu.model.trim()))].join(', ');
+  // Before the run, the load average is the neighbours' alone; after it, it includes this run's own processes.
+  const before = run.loadBefore[0] ?? 0;
+  const noisy =
+    before > cpus().length
+      ? ` Other work kept the host busy (a 1-minute load average of ${before.toFixed(1)} on ${cpus().length} ` +
+        'CPUs before the run began): the figures are noisy, and lines of one run move against each other.'
+      : '';
+  return [
+    `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}; ` +
+      `node ${process.version}, ${run.versions}; the run took ${run.minutes.toFixed(1)} min.`,
+    '',
+    `Machine: ${cpus().length} CPUs (${models}), shared by everything the benchmark starts (the load process, the ` +
+      'prober, both service instances, PostgreSQL, Redis) and by whatever else ran on the host meanwhile; ' +
+      `open-file limit ${run.fileLimit}.`,
+    `\`uptime\` before: \`${run.uptimeBefore}\`; after: \`${uptime()}\`.${noisy}`,
+    '',
+    readsAdmissionControl()
+      ? 'This build reads `ADMISSION_CONTROL`: the `off` and `on` lines run different code.'
+      : 'This build does not read `ADMISSION_CONTROL` (loadConfig drops it): the `off` and `on` lines run the same ' +
+        'code, and what differs between them is the host’s noise.',
+  ];
+}
+
+export interface RunSettings {
+  seconds: number;
+  floodSeconds: number;
+  connections: number;
+  wantedConnections: number;
+  logLevel: string;
+  tasks: number;
+  timeoutMs: number;
+  sockets: number;
+}
+
+/** The command that reproduces the run, how to read the tables, and how they were measured. */
+export function settingsLine(s: RunSettings): string {
+  const env = [
+    s.seconds !== 10 && `BENCH_SECONDS=${s.seconds}`,
+    s.floodSeconds !== 10 && `BENCH_FLOOD_SECONDS=${s.floodSeconds}`,
+    s.wantedConnections !== 2_000 && `BENCH_FLOOD_CONNECTIONS=${s.wantedConnections}`,
+    s.logLevel !== 'info' && `BENCH_LOG_LEVEL=${s.logLevel}`,
+  ].filter(Boolean);
+  const mix = CLASSES.map((c) => `${c.name} ${Math.round(c.weight * 100)} %`).join(', ');
+  const fewer =
+    s.connections < s.wantedConnections
+      ? ` (${s.wantedConnections.toLocaleString('en-US')} asked; the open-file limit allowed ${s.connections})`
+      : '';
+  return [
+    `Command: \`${[...env, 'npm run bench:overload'].join(' ')}\`. The service: \`node dist/src/main.js\`, 2 web ` +
+      `workers, on 127.0.0.1, twice (\`ADMISSION_CONTROL=off\` and \`=on\`, each with its own database of ` +
+      `${s.tasks.toLocaleString('en-US')} seeded tasks), THROTTLE_ANON and THROTTLE_USER at 100000/s (no client is ` +
+      `refused), LOG_LEVEL=${s.logLevel}, every other setting at its default.`,
+    '',
+    '**How to read.** Compare each line’s goodput with the capacity: a service that copes with overload keeps ' +
+      'serving about its capacity at 2× and 4× and answers what it cannot serve at once with 503 (shed) ' +
+      'rather than letting it wait into a timeout; one that does not shows goodput falling, p99 near the client’s ' +
+      'timeout and timeouts growing. `/healthz` should stay fast and answered on every line and through the flood. ' +
+      '"No client waiting" is work the service finished for clients that had already given up, and its PG ' +
+      'statements what that cost the database. Absolute figures depend on the host (its neighbours, and the load ' +
+      'process on the same cores: see its CPU and "late p99"); compare lines of one run, `off` against `on` first.',
+    '',
+    '**Method.**',
+    '',
+    `- The mix, by share of arrivals: ${mix}. Page 1 is \`GET /api/tasks/\` (anonymous; the read cache answers ` +
+      'it until a create publishes a new head), a random page `GET /api/tasks/?limit=20&offset=<random>` ' +
+      '(anonymous), a create `POST /api/tasks/` with a user’s token.',
+    '- Open-loop: arrivals planned in advance (Poisson, seeded: both settings get the same arrivals at each load), ' +
+      `each sent at its time whether or not earlier ones were answered, over at most ${s.sockets} keep-alive ` +
+      'connections from one load process (more wait for one, in order; one still waiting at its deadline is never ' +
+      `sent). No answer ${s.timeoutMs / 1000} s after its planned start: abandoned (its connection closed if it ` +
+      'was sent), a timeout. Latencies (p50 / p99 of the 2xx answers) count from the planned start, ' +
+      'so a wait for a free connection counts too; "late p99" is how far behind its schedule the load process sent.',
+    `- Capacity: the highest goodput of a ramp step whose whole-mix p99 stayed ≤ ${P99_BOUND_MS} ms with ` +
+      '≥ 97 % served and no timeout or 503. Goodput: 2xx answers per second received in time; shed: 503 ' +
+      'answers per second.',
+    '- "Finished by the service": requests on `/api/tasks/` the service completed (`paceline_http_requests_total`); ' +
+      '"no client waiting": those less the answers received in time. PG statements: pg_stat_statements calls of ' +
+      'the instance’s database (BEGIN and COMMIT included); those for abandoned requests are pro rata, an estimate.',
+    `- \`/healthz\` is probed on a new TCP connection every ${PROBE_INTERVAL_MS} ms by a process of its own, timed ` +
+      `from its send, unanswered after ${PROBE_TIMEOUT_MS / 1000} s; about ` +
+      `${Math.round((s.seconds * 1000) / PROBE_INTERVAL_MS)} probes a run, so a run’s p99 is its worst probe.`,
+    `- The flood: ${s.connections.toLocaleString('en-US')} clients${fewer}, all started at once, each asking page ` +
+      `1 on its own keep-alive connection for ${s.floodSeconds} s, closed-loop per connection (it is about how many ` +
+      'connections, not how fast).',
+  ].join('\n');
+}

@@ -1,0 +1,101 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { FloodResult, FloodRun } from './flood.js';
+import type { MixResult, MixRun } from './mix.js';
+import { PROBE_TIMEOUT_MS, type Probe } from './outcomes.js';
+
+/** Forks one of this folder's scripts under this process's loader (tsx). */
+async function forkHere(file: string): Promise<ChildProcess> {
+  const child = fork(fileURLToPath(new URL(file, import.meta.url)), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  await once(child, 'spawn');
+  return child;
+}
+
+function stopChild(child: ChildProcess): void {
+  if (child.connected) child.disconnect();
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+}
+
+/** CPU time (user + system) a process has used, in seconds (0 once it has exited). */
+export function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // Linux' USER_HZ
+  } catch {
+    return 0;
+  }
+}
+
+export interface LoadProcess {
+  pid: number;
+  mix(run: MixRun): Promise<MixResult>;
+  flood(run: FloodRun): Promise<FloodResult>;
+  stop(): void;
+}
+
+/** Forks load-process.ts: the mix and the flood run there, one at a time. */
+export async function startLoadProcess(): Promise<LoadProcess> {
+  const child = await forkHere('./load-process.ts');
+  let nextId = 0;
+  const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  child.on('message', (message: { id: number; result?: unknown; error?: string }) => {
+    const waiter = waiting.get(message.id);
+    waiting.delete(message.id);
+    if (message.error !== undefined) waiter?.reject(new Error(`load process: ${message.error}`));
+    else waiter?.resolve(message.result);
+  });
+  child.on('exit', (code) => {
+    for (const waiter of waiting.values()) waiter.reject(new Error(`the load process exited (code ${code})`));
+    waiting.clear();
+  });
+  const ask = <T>(message: object) =>
+    new Promise<T>((resolve, reject) => {
+      const id = (nextId += 1);
+      waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      child.send({ id, ...message });
+    });
+  return {
+    pid: child.pid!,
+    mix: (run) => ask<MixResult>({ mix: run }),
+    flood: (run) => ask<FloodResult>({ flood: run }),
+    stop: () => stopChild(child),
+  };
+}
+
+export interface Prober {
+  pid: number;
+  /** Points the probes at `base` (null: none are sent). */
+  target(base: string | null): void;
+  /** The probes sent to `base` between `from` and `to` (epoch ms) whose outcome is known. */
+  probes(base: string, from: number, to: number): Probe[];
+  /** Stops probing; resolves once every probe sent has its outcome. */
+  drain(): Promise<void>;
+  stop(): void;
+}
+
+/** Forks prober.ts: `/healthz` on a new connection every 250 ms. */
+export async function startProber(): Promise<Prober> {
+  const child = await forkHere('./prober.ts');
+  const seen: Probe[] = [];
+  let drained: () => void = () => {};
+  const done = new Promise<void>((resolve) => (drained = resolve));
+  child.on('message', (message: Probe | { drained: true }) => {
+    if ('drained' in message) drained();
+    else seen.push(message);
+  });
+  child.on('exit', () => drained());
+  return {
+    pid: child.pid!,
+    target: (base) => child.connected && child.send({ target: base }),
+    probes: (base, from, to) => seen.filter((p) => p.target === base && p.sentAt >= from && p.sentAt < to),
+    async drain() {
+      if (child.connected) child.send({ stop: true });
+      await Promise.race([done, new Promise((resolve) => setTimeout(resolve, PROBE_TIMEOUT_MS + 5_000))]);
+    },
+    stop: () => stopChild(child),
+  };
+}

@@ -1,0 +1,129 @@
+import type { RampStep } from './capacity.js';
+import { CLASSES } from './mix.js';
+import type { Summary } from './outcomes.js';
+import type { FloodScenario, Health, MixScenario } from './scenarios.js';
+
+const int = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '—');
+const ms = (value: number) =>
+  !Number.isFinite(value) ? '—' : value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
+const pct = (value: number) => `${Math.round(value)} %`;
+
+/** A Markdown table: its header, the alignment line (the first `left` columns left, the rest right), the rows. */
+function table(header: readonly string[], left: number, rows: ReadonlyArray<readonly string[]>): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+  const align = header.map((_, i) => (i < left ? '---' : '---:'));
+  return [line(header), line(align), ...rows.map(line)].join('\n');
+}
+
+function others(summary: Summary): string {
+  const list = Object.entries(summary.other).map(([status, n]) => `${status} × ${n}`);
+  return list.length ? list.join(', ') : '0';
+}
+
+/** The probes' latencies, and how many went unanswered (and answered other than 200, if any). */
+function healthCells(health: Health): string[] {
+  const failed = health.not200 ? ` (${health.not200} not 200)` : '';
+  return [
+    `${ms(health.p50Ms)} / ${ms(health.p99Ms)} / ${ms(health.maxMs)}`,
+    `${health.unanswered} of ${health.sent}${failed}`,
+  ];
+}
+
+/** The capacity search, one line a step. */
+export function rampTable(steps: readonly RampStep[]): string {
+  return table(
+    ['offered /s', '2xx /s', 'p50 ms', 'p99 ms', 'timeouts (never sent)', 'served', 'bounded'],
+    0,
+    steps.map(({ ratePerS, result: { all }, served, bounded }) => [
+      int(ratePerS),
+      int(all.goodputPerS),
+      ms(all.p50Ms),
+      ms(all.p99Ms),
+      `${int(all.timeouts)} (${int(all.unsent)})`,
+      served ? 'yes' : 'no',
+      bounded ? 'yes' : 'no',
+    ]),
+  );
+}
+
+/** Each run's classes: offered, goodput, latency of the served, shed, timeouts, failures. */
+export function classTable(scenarios: readonly MixScenario[]): string {
+  const header = ['load', 'admission', 'class', 'offered /s', 'goodput 2xx /s', 'p50 ms', 'p99 ms'];
+  header.push('shed 503 /s', 'timeouts (2 s; of them never sent)', 'errors', 'other answers');
+  return table(
+    header,
+    3,
+    scenarios.flatMap((s) => {
+      const seconds = (s.to - s.from) / 1000;
+      const classes = s.mix.classes.map((summary, i) => [CLASSES[i]!.name, summary] as const);
+      return [...classes, ['**all**', s.mix.all] as const].map(([name, c]) => [
+        s.label,
+        s.mode,
+        name,
+        int(c.offeredPerS),
+        int(c.goodputPerS),
+        ms(c.p50Ms),
+        ms(c.p99Ms),
+        int(c.shed / seconds),
+        `${int(c.timeouts)} (${int(c.unsent)})`,
+        int(c.errors),
+        others(c),
+      ]);
+    }),
+  );
+}
+
+/** Each run's health probes, the work the service did for clients that had left, and the CPU split. */
+export function scenarioTable(scenarios: readonly MixScenario[], healths: readonly Health[]): string {
+  const header = ['load', 'admission', '`/healthz` p50 / p99 / max ms', '`/healthz` unanswered (of sent)'];
+  header.push('finished by the service', 'of them, no client waiting', 'PG statements', 'of them for those (≈)');
+  header.push('load process late p99 ms', 'load process CPU', 'service CPU');
+  return table(
+    header,
+    2,
+    scenarios.map((s, i) => {
+      const abandoned = Math.max(0, s.delta.completions - s.mix.all.answered);
+      const share = s.delta.completions > 0 ? abandoned / s.delta.completions : 0;
+      return [
+        s.label,
+        s.mode,
+        ...healthCells(healths[i]!),
+        int(s.delta.completions),
+        int(abandoned),
+        int(s.delta.pgStatements),
+        int(share * s.delta.pgStatements),
+        ms(s.mix.lateP99Ms),
+        pct(s.loadCpuPct),
+        pct(s.serviceCpuPct),
+      ];
+    }),
+  );
+}
+
+/** The connection floods, one line an admission setting. */
+export function floodTable(floods: readonly FloodScenario[], healths: readonly Health[]): string {
+  const header = ['admission', 'connections (most open at once)', 'clients answered', 'page 1 2xx /s', 'p50 / p99 ms'];
+  header.push(
+    'timeouts (10 s)',
+    'errors',
+    '`/healthz` p50 / p99 / max ms',
+    '`/healthz` no answer within 10 s (of sent)',
+  );
+  header.push('load process CPU', 'service CPU');
+  return table(
+    header,
+    1,
+    floods.map((f, i) => [
+      f.mode,
+      `${int(f.flood.connections)} (${int(f.flood.mostOpen)})`,
+      int(f.flood.clientsAnswered),
+      int(f.flood.page1.goodputPerS),
+      `${ms(f.flood.page1.p50Ms)} / ${ms(f.flood.page1.p99Ms)}`,
+      int(f.flood.page1.timeouts),
+      int(f.flood.page1.errors),
+      ...healthCells(healths[i]!),
+      pct(f.loadCpuPct),
+      pct(f.serviceCpuPct),
+    ]),
+  );
+}

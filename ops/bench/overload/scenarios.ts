@@ -1,0 +1,127 @@
+import type { FloodResult } from './flood.js';
+import type { MixResult, MixRun } from './mix.js';
+import { PROBE_TIMEOUT_MS, quantile, type Probe } from './outcomes.js';
+import { cpuSeconds, type LoadProcess, type Prober } from './processes.js';
+import { serviceCpuSeconds, settle, type Counters, type Instance } from './service.js';
+
+/** Idle time before each run, once the instance has settled (see `settle`). */
+export const REST_MS = 4_000;
+
+/** What one scenario measured beside the load's own figures. */
+export interface Measured {
+  mode: Instance['mode'];
+  /** The window the load ran in (epoch ms): the health probes sent in it are the scenario's. */
+  from: number;
+  to: number;
+  target: string;
+  /** The instance's counters from settled before to settled after. */
+  delta: Counters;
+  /** CPU of the load process and of the service (primary and workers) over the run, in % of one core. */
+  loadCpuPct: number;
+  serviceCpuPct: number;
+}
+
+export interface MixScenario extends Measured {
+  label: string;
+  ratePerS: number;
+  mix: MixResult;
+}
+
+export interface FloodScenario extends Measured {
+  flood: FloodResult;
+}
+
+/** The health probes' figures in a window: latencies of the answered ones, and how many got none in time. */
+export interface Health {
+  sent: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Probes with no answer within PROBE_TIMEOUT_MS, or whose connection failed. */
+  unanswered: number;
+  /** Answers other than 200. */
+  not200: number;
+}
+
+export interface Bench {
+  load: LoadProcess;
+  prober: Prober;
+  read: (instance: Instance) => Promise<Counters>;
+}
+
+async function measure<T>(bench: Bench, instance: Instance, seconds: number, run: () => Promise<T>) {
+  const target = instance.cluster.base;
+  bench.prober.target(target);
+  const before = await settle(() => bench.read(instance), REST_MS);
+  const cpuBefore = { load: cpuSeconds(bench.load.pid), service: serviceCpuSeconds(instance) };
+  const from = Date.now();
+  const result = await run();
+  const wall = (Date.now() - from) / 1000;
+  const loadCpu = cpuSeconds(bench.load.pid) - cpuBefore.load;
+  const serviceCpu = serviceCpuSeconds(instance) - cpuBefore.service;
+  const after = await settle(() => bench.read(instance));
+  const delta: Counters = {
+    pgStatements: after.pgStatements - before.pgStatements,
+    completions: after.completions - before.completions,
+  };
+  return {
+    result,
+    measured: {
+      mode: instance.mode,
+      from,
+      to: from + seconds * 1000,
+      target,
+      delta,
+      loadCpuPct: (100 * loadCpu) / wall,
+      serviceCpuPct: (100 * serviceCpu) / wall,
+    },
+  };
+}
+
+/** The mix open-loop at `ratePerS` on `instance` for `run.seconds`, the probes at the same instance. */
+export async function runMixScenario(
+  bench: Bench,
+  instance: Instance,
+  label: string,
+  run: Omit<MixRun, 'base'>,
+): Promise<MixScenario> {
+  const { result, measured } = await measure(bench, instance, run.seconds, () =>
+    bench.load.mix({ ...run, base: instance.cluster.base }),
+  );
+  return { ...measured, label, ratePerS: run.ratePerS, mix: result };
+}
+
+/** The connection flood on `instance`, the probes at the same instance. */
+export async function runFloodScenario(
+  bench: Bench,
+  instance: Instance,
+  connections: number,
+  seconds: number,
+): Promise<FloodScenario> {
+  const { result, measured } = await measure(bench, instance, seconds, () =>
+    bench.load.flood({ base: instance.cluster.base, connections, seconds, timeoutMs: PROBE_TIMEOUT_MS }),
+  );
+  return { ...measured, flood: result };
+}
+
+export function healthOf(probes: readonly Probe[]): Health {
+  const answered: number[] = [];
+  let unanswered = 0;
+  let not200 = 0;
+  for (const { outcome } of probes) {
+    if (typeof outcome !== 'object') unanswered += 1;
+    else {
+      answered.push(outcome.ms);
+      if (outcome.status !== 200) not200 += 1;
+    }
+  }
+  const sorted = Float64Array.from(answered).sort();
+  return {
+    sent: probes.length,
+    p50Ms: quantile(sorted, 0.5),
+    p99Ms: quantile(sorted, 0.99),
+    maxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    unanswered,
+    not200,
+  };
+}

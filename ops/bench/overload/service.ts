@@ -1,0 +1,108 @@
+import { sql, type Kysely } from 'kysely';
+import { connectDatabase } from '../../../db/connect.js';
+import type { Database } from '../../../db/database.js';
+import { childPids, type RunningCluster } from '../../../test/fixtures/cluster.js';
+import { BENCH_DATABASE, startCountingStores } from '../abuse/stores.js';
+import { startService, type Stores } from '../read-path/processes.js';
+import { seedTasks, type Seeded } from '../read-path/seed.js';
+import { cpuSeconds } from './processes.js';
+
+/** The two settings of admission control each scenario runs under (the service reads ADMISSION_CONTROL). */
+export const MODES = ['off', 'on'] as const;
+export type Mode = (typeof MODES)[number];
+
+/** One instance of the compiled service: its admission setting, its own database. */
+export interface Instance {
+  mode: Mode;
+  database: string;
+  cluster: RunningCluster;
+}
+
+/** What an instance had done by a moment: its statements, and its answers on the mix's route. */
+export interface Counters {
+  pgStatements: number;
+  /** Requests to `/api/tasks/` the service finished (paceline_http_requests_total), answered or abandoned. */
+  completions: number;
+}
+
+/** CPU seconds the instance's primary and workers have used. */
+export function serviceCpuSeconds(instance: Instance): number {
+  const primary = instance.cluster.child.pid!;
+  return [primary, ...childPids(primary)].reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+}
+
+/**
+ * The stores (PostgreSQL with pg_stat_statements, fsync on, as deployed; Redis) under `root`, `tasks` tasks
+ * seeded as events with their projections, and a copy of that database for each admission setting.
+ */
+export async function startSeededStores(root: string, tasks: number): Promise<{ stores: Stores; seeded: Seeded }> {
+  const stores = await startCountingStores(root);
+  try {
+    const db = connectDatabase(stores.databaseUrl, 2);
+    const seeded = await seedTasks(db, tasks).finally(() => db.destroy());
+    const admin = connectDatabase(stores.databaseUrl.replace(/\/[^/]*$/, '/postgres'), 1);
+    for (const mode of MODES)
+      await sql`create database ${sql.id(databaseOf(mode))} template ${sql.id(BENCH_DATABASE)}`.execute(admin);
+    await admin.destroy();
+    return { stores, seeded };
+  } catch (error) {
+    await stores.stop();
+    throw error;
+  }
+}
+
+const databaseOf = (mode: Mode) => `bench_overload_${mode}`;
+
+/** `node dist/src/main.js` with 2 web workers, limits never reached, ADMISSION_CONTROL=`mode`, on 127.0.0.1. */
+export async function startInstance(stores: Stores, mode: Mode, logLevel: string): Promise<Instance> {
+  const database = databaseOf(mode);
+  const cluster = await startService({
+    DATABASE_URL: stores.databaseUrl.replace(/\/[^/]*$/, `/${database}`),
+    REDIS_URL: stores.redisUrl,
+    REDIS_PREFIX: `bench:overload:${mode}:`,
+    CURSOR_SECRET: 'overload-bench-cursor-secret-0123456789',
+    LOG_LEVEL: logLevel,
+    THROTTLE_ANON: '100000/s',
+    THROTTLE_USER: '100000/s',
+    ADMISSION_CONTROL: mode,
+  });
+  return { mode, database, cluster };
+}
+
+/** A reader of an instance's counters through `monitor` (a connection to any database of the stores). */
+export function counterReader(monitor: Kysely<Database>) {
+  return async (instance: Instance): Promise<Counters> => {
+    const [{ rows }, text] = await Promise.all([
+      sql<{ calls: string }>`
+        select coalesce(sum(s.calls), 0) as calls
+        from pg_stat_statements s join pg_database d on d.oid = s.dbid
+        where d.datname = ${instance.database} and s.query not like '%pg_stat_statements%'`.execute(monitor),
+      fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text()),
+    ]);
+    let completions = 0;
+    for (const match of text.matchAll(/^paceline_http_requests_total\{([^}]*)\} (\S+)$/gm))
+      if (match[1]!.includes('route="/api/tasks/"')) completions += Number(match[2]);
+    return { pgStatements: Number(rows[0]!.calls), completions };
+  };
+}
+
+/**
+ * Waits until the instance has finished what it was given: its count of finished requests still for 600 ms
+ * (at most 15 s), so that a scenario neither starts on a queue left by the one before nor loses its tail; then
+ * `restMs` more, idle, and reads the counters again. The rest is for what outlasts the requests: in trials a run
+ * right after an overloaded one was slow for a few seconds (PostgreSQL's and the host's own catching up), and
+ * as fast as ever 4 s later.
+ */
+export async function settle(read: () => Promise<Counters>, restMs = 0): Promise<Counters> {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  let last = await read();
+  for (let waited = 0; waited < 15_000; waited += 600) {
+    await sleep(600);
+    const now = await read();
+    if (now.completions === last.completions) break;
+    last = now;
+  }
+  if (restMs === 0) return last;
+  await sleep(restMs);
+  return read();
+}
