@@ -116,6 +116,12 @@ const schema = z.object({
   // Per web worker; 0 turns the read cache off (and with it the head published by every write).
   READ_CACHE_BYTES: integer(0, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
   APPEND_BATCH_MAX: integer(1, 10_000).default(256),
+  // Admission control per web worker (docs/throttling.md "Past capacity: admission and shedding").
+  ADMISSION_CONTROL: z.enum(['on', 'off']).default('on'),
+  ADMISSION_QUEUE_MS: integer(1, 60_000).default(250),
+  ADMISSION_QUEUE_SIZE: integer(0, 100_000).default(128),
+  ADMISSION_LIMIT_MIN: integer(1, 100_000).default(4),
+  ADMISSION_LIMIT_MAX: integer(1, 100_000).default(256),
   // Jobs (BullMQ): retries with exponential back-off; a job whose lock is not renewed within
   // JOB_LOCK_DURATION_MS (its worker died) is found by the stalled check and run again.
   JOB_ATTEMPTS: integer(1, 100).default(3),
@@ -221,6 +227,8 @@ function checkRulesBetweenSettings(config: Parsed): void {
   };
   if (config.PAGE_SIZE > config.MAX_PAGE_SIZE)
     refuse('PAGE_SIZE', `must not exceed MAX_PAGE_SIZE (${config.MAX_PAGE_SIZE})`);
+  if (config.ADMISSION_LIMIT_MIN > config.ADMISSION_LIMIT_MAX)
+    refuse('ADMISSION_LIMIT_MIN', `must not exceed ADMISSION_LIMIT_MAX (${config.ADMISSION_LIMIT_MAX})`);
   // Node refuses a server whose headers may take longer than the whole request.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
     refuse('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`);

@@ -96,6 +96,41 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['method', 'route', 'status'] as const,
       registers,
     }),
+    admissionInProgress: new Gauge({
+      name: 'paceline_admission_in_progress',
+      help: 'Requests this web worker has started and not finished (ADMISSION_CONTROL); a host sums its workers.',
+      registers,
+    }),
+    admissionLimit: new Gauge({
+      name: 'paceline_admission_limit',
+      help: "The requests a web worker lets run at once, learnt from their latency (Gradient2); a host's sum.",
+      registers,
+    }),
+    admissionQueued: new Gauge({
+      name: 'paceline_admission_queued',
+      help: 'Requests waiting for a web worker to start them; a host sums its workers.',
+      registers,
+    }),
+    admissionQueueSeconds: new Histogram({
+      name: 'paceline_admission_queue_seconds',
+      help: 'Time a started request waited in its worker queue, by class (docs, anonymous, read, write).',
+      labelNames: ['class'] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    }),
+    admissionShed: new Counter({
+      name: 'paceline_admission_shed_total',
+      help:
+        'Requests answered 503 by admission control, by class and reason: full (no room in the queue), ' +
+        'displaced (a higher class took its place), waited (queued past ADMISSION_QUEUE_MS).',
+      labelNames: ['class', 'reason'] as const,
+      registers,
+    }),
+    admissionAbandoned: new Counter({
+      name: 'paceline_admission_abandoned_total',
+      help: 'Queued requests dropped with no work because their client closed the connection meanwhile.',
+      registers,
+    }),
     httpDuration: new Histogram({
       name: 'paceline_http_request_duration_seconds',
       help: 'Time from receiving a request to sending its response, by method and route template.',

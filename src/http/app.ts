@@ -2,6 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import Koa from 'koa';
 import type Router from '@koa/router';
 import type { Deps } from '../deps.js';
+import { admitBeforeApp, type Classified } from '../edge/admission-listener.js';
 import { buildScopes, OWN_RATE_SETTINGS, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { apiOperations } from './api-operations.js';
 import { authRoutes } from './auth.routes.js';
@@ -9,12 +10,12 @@ import { baseHeaders } from './base-headers.js';
 import { handleErrors } from './errors.middleware.js';
 import { eventRoutes } from './events.routes.js';
 import { docsRoutes } from './docs.routes.js';
-import { answerEarlyRefusals } from './early-refusal.js';
+import { answerEarlyRefusals, plainPath } from './early-refusal.js';
 import { createGuard } from './guard.js';
 import { healthRoutes } from './health.routes.js';
 import { rateLimitRoutes } from './rate-limits.routes.js';
 import { reportRoutes } from './reports.routes.js';
-import { requestContext } from './request-context.middleware.js';
+import { requestContext, type RequestRecorder } from './request-context.middleware.js';
 import { rootRoutes } from './root.routes.js';
 import { allowByPath } from './router.js';
 import { routeRequests } from './route-table.js';
@@ -50,15 +51,19 @@ export function createApp(deps: Deps, extraRoutes: ExtraRoutes = []): Koa {
 }
 
 /**
- * The API's request listener (server.ts): a request from a client this process already knows the throttle refuses
- * is answered before Koa (early-refusal.ts), byte for byte as the app would; every other goes to the app.
+ * The API's request listener (server.ts): `GET /healthz` is answered before Koa, every other request passes
+ * admission control (src/edge/admission-listener.ts); then a request from a client this process already knows
+ * the throttle refuses is answered before Koa (early-refusal.ts), byte for byte as the app would; every other
+ * goes to the app.
  */
-export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): RequestListener {
-  const { app, answerEarly } = createApi(deps, extraRoutes);
+export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): RequestListener & { close(): void } {
+  const { app, answerEarly, classify, recorder } = createApi(deps, extraRoutes);
   const handle = app.callback();
-  return (req, res) => {
+  const { config, metrics } = deps;
+  // Past capacity, the app is reached through admission (src/edge/); a refusal from memory costs no slot.
+  return admitBeforeApp({ classify, recorder, metrics, config }, (req, res) => {
     if (!answerEarly(req, res)) void handle(req, res);
-  };
+  });
 }
 
 /**
@@ -68,7 +73,12 @@ export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): Re
 export function createApi(
   deps: Deps,
   extraRoutes: ExtraRoutes = [],
-): { app: Koa; answerEarly: (req: IncomingMessage, res: ServerResponse) => boolean } {
+): {
+  app: Koa;
+  answerEarly: (req: IncomingMessage, res: ServerResponse) => boolean;
+  classify: (req: IncomingMessage) => Classified;
+  recorder: RequestRecorder;
+} {
   const app = new Koa();
   const rules = scopeRules(deps.config);
   const guard = createGuard(deps, rules);
@@ -111,7 +121,8 @@ export function createApi(
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
   const answerEarly = answerEarlyRefusals({ gatedRoute: routing.gatedRoute, allow, recorder: context.recorder });
-  return { app, answerEarly };
+  const classify = classifyRequests(routing.templateOf, allow);
+  return { app, answerEarly, classify, recorder: context.recorder };
 }
 
 /** Which of the rate settings name any of `scopes`, for the warning above. */
@@ -122,4 +133,33 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
     scopes.some((scope) => config.THROTTLE_SHADOW_SCOPES.includes(scope)) ? 'THROTTLE_SHADOW_SCOPES' : '',
   ];
   return settings.filter((name) => name !== '').join(' and ');
+}
+
+/** Each declared operation's `priority` (openapi/operation.ts), by method and template. */
+const PRIORITIES: ReadonlyMap<string, 'health' | 'docs'> = new Map(
+  apiOperations.flatMap((op) => (op.priority ? [[`${op.method.toUpperCase()} ${op.path}`, op.priority] as const] : [])),
+);
+
+/**
+ * A request's class for admission (src/edge/admission.ts), from its route's declared priority, its
+ * method and whether it carries credentials: a probe is never shed, docs and schema first, then
+ * anonymous requests, then authenticated reads, authenticated writes last.
+ */
+function classifyRequests(
+  templateOf: (path: string, method: string) => string | undefined,
+  allow: ReadonlyMap<string, string>,
+): (req: IncomingMessage) => Classified {
+  return (req) => {
+    const method = req.method ?? 'GET';
+    const path = plainPath(req.url);
+    const template = path === undefined ? undefined : templateOf(path, method === 'HEAD' ? 'GET' : method);
+    if (template === undefined) return { level: 1, route: 'unmatched' };
+    const priority = PRIORITIES.get(`${method === 'HEAD' ? 'GET' : method} ${template}`);
+    const allowed = allow.get(template);
+    if (priority === 'health') return { level: 'health', route: template, allow: allowed };
+    if (priority === 'docs') return { level: 0, route: template, allow: allowed };
+    if (req.headers.authorization === undefined) return { level: 1, route: template, allow: allowed };
+    const read = method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
+    return { level: read ? 2 : 3, route: template, allow: allowed };
+  };
 }

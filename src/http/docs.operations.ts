@@ -12,6 +12,7 @@ export const docsOperations = {
     operationId: 'apiSchema',
     summary: 'This OpenAPI 3.1 document',
     tag: 'meta',
+    priority: 'docs',
     access: 'optional',
     responses: {
       200: {
@@ -29,6 +30,7 @@ export const docsOperations = {
     operationId: 'apiDocs',
     summary: 'The document, rendered (Swagger UI)',
     tag: 'meta',
+    priority: 'docs',
     access: 'optional',
     responses: {
       200: { description: 'An HTML page; its scripts and styles are served below `/api/docs/`.', media: 'text/html' },
@@ -41,6 +43,7 @@ export const docsOperations = {
     operationId: 'apiDocsAsset',
     summary: 'A script, style sheet or icon of the docs page; under `?v=<its tag>` it is cached for a year',
     tag: 'meta',
+    priority: 'docs',
     access: 'optional',
     params: { file: z.string() },
     responses: {

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { BASE_FIELDS, hasOneHost } from './base-headers.js';
+import { writeEdgeAnswer } from '../edge/answer.js';
+import { hasOneHost } from './base-headers.js';
 import type { RequestRecorder } from './request-context.middleware.js';
 import type { GatedRoute } from './route-table.js';
 
@@ -14,8 +15,7 @@ export interface EarlyRefusalParts {
 /**
  * Answers, before Koa, a request whose route's guard would refuse it from this process's memory
  * (docs/throttling.md "Refusals: the cheap answer, logged by sample"), with the bytes the app would
- * send: the request id, BASE_FIELDS, the refusal's own fields, Content-Length, the path's `Allow`,
- * in the app's order, and the body in the same write. Counted and logged as the app does
+ * send (writeEdgeAnswer). Counted and logged as the app does
  * (`recorder`: the same metric series and sampled access log). Any request the app might answer
  * otherwise (a URL Koa parses the slow way, a missing or repeated Host, credentials, a route whose
  * chain does not start with a guard, a client not known to be refused) is left to the app: false.
@@ -30,15 +30,11 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
     const known = route?.refuseKnown(req);
     if (!route || !known) return false;
     const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
-    const { fields: own, body } = known.answer;
-    const fields = ['X-Request-Id', requestId, ...BASE_FIELDS, ...own, 'Content-Length', String(body.length)];
-    const methods = allow.get(route.template);
-    if (methods !== undefined) fields.push('Allow', methods);
+    const { fields, body } = known.answer;
     const seconds = (performance.now() - started) / 1000;
     const { method } = req;
     recorder.record({ requestId, method, route: route.template, status: 429, seconds, refusal: known.refusal });
-    res.writeHead(429, fields);
-    res.end(body);
+    writeEdgeAnswer(res, { status: 429, requestId, fields, body, allow: allow.get(route.template) });
     return true;
   };
 }
@@ -47,7 +43,7 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
  * A request target's path as Koa reads it (`ctx.path`, by parseurl), for the targets parseurl reads
  * without Node's URL parser: origin form, with none of the characters that send it there.
  */
-function plainPath(url: string | undefined): string | undefined {
+export function plainPath(url: string | undefined): string | undefined {
   if (url === undefined || url.charCodeAt(0) !== 0x2f || SLOW_URL.test(url)) return undefined;
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);

@@ -8,7 +8,7 @@ import { shareCheck } from './shared-check.js';
 import { defineOperation, route } from './openapi/operation.js';
 import { healthSchema, readinessSchema } from './openapi/schemas.js';
 
-const healthProbe = { tag: 'health', access: 'public' } as const;
+const healthProbe = { tag: 'health', access: 'public', priority: 'health' } as const;
 export const healthOperations = {
   live: defineOperation({
     ...healthProbe,

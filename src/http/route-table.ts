@@ -21,6 +21,7 @@ interface Match {
   layers: RouteLayer[];
   chains: Map<string, Middleware | null>;
   gates: Map<string, GatedRoute | null>;
+  templates: Map<string, string | null>;
 }
 
 /** A route whose guard may refuse a request before its chain: its template and that guard's early refusal. */
@@ -80,6 +81,17 @@ export class RouteTable {
     return gated ?? undefined;
   }
 
+  /** The template of the route `method` selects at `path` (what the request is labelled by), if any. */
+  templateOf(path: string, method: string): string | undefined {
+    const match = this.#match(path);
+    let template = match.templates.get(method);
+    if (template === undefined) {
+      const first = chosenFor(match.layers, method)?.[0]?.path;
+      match.templates.set(method, (template = typeof first === 'string' ? first : null));
+    }
+    return template ?? undefined;
+  }
+
   #keyOf(path: string): string {
     let key = '';
     for (const { regexp, bit } of this.#templates) if (regexp.test(path)) key += `${bit},`;
@@ -91,7 +103,7 @@ export class RouteTable {
     let match = this.#matches.get(key);
     if (!match) {
       const layers = this.#layers.filter((layer) => layer.regexp.test(path));
-      this.#matches.set(key, (match = { layers, chains: new Map(), gates: new Map() }));
+      this.#matches.set(key, (match = { layers, chains: new Map(), gates: new Map(), templates: new Map() }));
     }
     return match;
   }
@@ -151,7 +163,7 @@ function enterLayer(layer: RouteLayer): Middleware {
 export function routeRequests(
   routers: readonly Router[],
   allow: ReadonlyMap<string, string>,
-): Middleware & { gatedRoute: RouteTable['gatedRoute'] } {
+): Middleware & { gatedRoute: RouteTable['gatedRoute']; templateOf: RouteTable['templateOf'] } {
   const table = new RouteTable(routers);
   const redirected = (path: string) =>
     (path === '/api' || path.startsWith('/api/')) && !path.endsWith('/') && table.has(`${path}/`);
@@ -174,5 +186,6 @@ export function routeRequests(
   };
   const gatedRoute = (path: string, method: string) => (redirected(path) ? undefined : table.gatedRoute(path, method));
   // As @koa/router marks its routes() middleware with its router: what the app serves stays readable from it.
-  return Object.assign(middleware, { router: routers, gatedRoute });
+  const templateOf = (path: string, method: string) => (redirected(path) ? undefined : table.templateOf(path, method));
+  return Object.assign(middleware, { router: routers, gatedRoute, templateOf });
 }

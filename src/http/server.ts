@@ -66,7 +66,7 @@ export async function serve(deps: Deps): Promise<{ close(): Promise<void> }> {
   return {
     close() {
       draining = true;
-      return closeServer(http, childDrainBudgetMs(config) - 500);
+      return closeServer(http, childDrainBudgetMs(config) - 500).finally(() => handle.close());
     },
   };
 }

@@ -42,6 +42,12 @@ export interface Operation {
   description?: string;
   tag: string;
   access: 'public' | 'optional' | 'required';
+  /**
+   * How admission control treats it past capacity (docs/throttling.md "Past capacity: admission and
+   * shedding"): `health` is never queued or shed, `docs` is shed first; unset, its class follows from
+   * the request (a write or a read, with credentials or without).
+   */
+  priority?: 'health' | 'docs';
   /** The path parameters, each a schema (the router takes them as text). */
   params?: Record<string, z.ZodType>;
   /** Query parameters besides the pagination ones. */

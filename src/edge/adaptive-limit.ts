@@ -1,0 +1,80 @@
+/**
+ * How many requests a web worker lets run at once, learnt from their latency alone: Netflix's
+ * Gradient2 (concurrency-limits), chosen over Vegas, which needs the minimum latency of an idle
+ * server (a Node worker rarely is one), and over AIMD, which only backs off once requests already
+ * fail. Two averages of the time requests take: a long one (the baseline) and a short one (now).
+ * While now is no slower than the baseline × TOLERANCE, the limit grows by a few slots; as it gets
+ * slower, the limit shrinks in proportion, down to half at once. docs/throttling.md "Past capacity:
+ * admission and shedding" shows it converging in the overload bench.
+ */
+export interface LimitSettings {
+  min: number;
+  max: number;
+  /** The limit before any sample. */
+  initial?: number;
+}
+
+/** How much slower than the baseline the recent requests may be before the limit shrinks. */
+const TOLERANCE = 1.5;
+/** The baseline's weight per update: it follows about the last 20 updates (up to 1,000 requests). */
+const LONG_WEIGHT = 0.1;
+/** How far each update moves the limit toward its new estimate. */
+const SMOOTHING = 0.2;
+/** Samples per update of the limit (and at least one update every UPDATE_MS with samples). */
+const WINDOW_SAMPLES = 50;
+const UPDATE_MS = 100;
+
+export class AdaptiveLimit {
+  readonly #min: number;
+  readonly #max: number;
+  #limit: number;
+  #longMs = 0;
+  #windowSum = 0;
+  #windowCount = 0;
+  #windowStarted = 0;
+  /** The most requests in progress seen in this window: a limit is not grown past what was used. */
+  #windowPeak = 0;
+
+  constructor(settings: LimitSettings) {
+    this.#min = settings.min;
+    this.#max = settings.max;
+    this.#limit = clamp(settings.initial ?? Math.max(settings.min, Math.min(settings.max, 20)), this.#min, this.#max);
+  }
+
+  /** The current limit, a whole number of requests. */
+  get value(): number {
+    return Math.floor(this.#limit);
+  }
+
+  /** The baseline latency, in ms (0 before any sample). */
+  get baselineMs(): number {
+    return this.#longMs;
+  }
+
+  /** One finished request: how long it ran (ms), and how many were in progress when it started. */
+  sample(durationMs: number, inFlight: number, now: number): void {
+    if (this.#windowCount === 0) this.#windowStarted = now;
+    this.#windowSum += durationMs;
+    this.#windowCount += 1;
+    this.#windowPeak = Math.max(this.#windowPeak, inFlight);
+    if (this.#windowCount >= WINDOW_SAMPLES || now - this.#windowStarted >= UPDATE_MS) this.#update();
+  }
+
+  #update(): void {
+    const shortMs = this.#windowSum / this.#windowCount;
+    const peak = this.#windowPeak;
+    this.#windowSum = this.#windowCount = this.#windowPeak = 0;
+    this.#longMs = this.#longMs === 0 ? shortMs : this.#longMs + (shortMs - this.#longMs) * LONG_WEIGHT;
+    // A baseline far above now (the load has passed): let it come down quickly rather than over 20 updates.
+    if (this.#longMs / shortMs > 2) this.#longMs *= 0.95;
+    const gradient = clamp((TOLERANCE * this.#longMs) / Math.max(shortMs, 0.001), 0.5, 1);
+    // An idle worker learns nothing about its capacity: keep the limit where it is.
+    if (gradient === 1 && peak < this.#limit / 2) return;
+    const estimate = this.#limit * gradient + Math.sqrt(this.#limit);
+    this.#limit = clamp(this.#limit * (1 - SMOOTHING) + estimate * SMOOTHING, this.#min, this.#max);
+  }
+}
+
+function clamp(value: number, low: number, high: number): number {
+  return Math.min(high, Math.max(low, value));
+}

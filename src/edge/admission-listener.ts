@@ -1,0 +1,119 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Config } from '../config.js';
+import type { Metrics } from '../metrics.js';
+import type { RequestRecorder } from '../http/request-context.middleware.js';
+import { AdaptiveLimit } from './adaptive-limit.js';
+import { Admission, LEVEL_NAMES, type Level, type ShedReason } from './admission.js';
+import { JSON_TYPE, writeEdgeAnswer } from './answer.js';
+
+/** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
+export interface Classified {
+  /** `health`: a probe, never queued or shed. */
+  level: Level | 'health';
+  route: string;
+  allow?: string | undefined;
+}
+
+export interface EdgeParts {
+  classify(req: IncomingMessage): Classified;
+  recorder: RequestRecorder;
+  metrics: Metrics;
+  config: Pick<
+    Config,
+    'ADMISSION_CONTROL' | 'ADMISSION_QUEUE_MS' | 'ADMISSION_QUEUE_SIZE' | 'ADMISSION_LIMIT_MIN' | 'ADMISSION_LIMIT_MAX'
+  >;
+}
+
+const SHED_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
+const LIVE_BODY = Buffer.from(JSON.stringify({ status: 'ok' }));
+
+/**
+ * The worker's door (docs/throttling.md "Past capacity: admission and shedding"): `GET /healthz`
+ * is answered here, before the app, whatever the load; every other request goes through
+ * admission (ADMISSION_CONTROL=on), which starts it, queues it or sheds it with a 503 written
+ * as cheaply as a throttle refusal, and drops a queued request whose client left before any work.
+ */
+export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestListener & { close(): void } {
+  const { config, metrics, recorder } = parts;
+  const admission = new Admission(
+    new AdaptiveLimit({ min: config.ADMISSION_LIMIT_MIN, max: config.ADMISSION_LIMIT_MAX }),
+    { queueSize: config.ADMISSION_QUEUE_SIZE, queueMs: config.ADMISSION_QUEUE_MS },
+  );
+  const on = config.ADMISSION_CONTROL === 'on';
+  const gauges = () => {
+    metrics.admissionInProgress.set(admission.inFlight);
+    metrics.admissionQueued.set(admission.queued);
+    metrics.admissionLimit.set(admission.limit.value);
+  };
+  gauges();
+  const listener: RequestListener = (req, res) => {
+    const classified = parts.classify(req);
+    if (classified.level === 'health' && classified.route === '/healthz' && req.method === 'GET')
+      return answerLive(req, res, classified, recorder);
+    if (!on || classified.level === 'health') return void app(req, res);
+    const level = classified.level;
+    const queuedAt = performance.now();
+    admission.admit({
+      level,
+      queuedAt,
+      start() {
+        const startedAt = performance.now();
+        const inFlightAtStart = admission.inFlight;
+        metrics.admissionQueueSeconds.labels({ class: LEVEL_NAMES[level] }).observe((startedAt - queuedAt) / 1000);
+        res.once('close', () => {
+          admission.finish(performance.now() - startedAt, inFlightAtStart);
+          gauges();
+        });
+        gauges();
+        app(req, res);
+      },
+      shed(reason) {
+        shedRequest(req, res, { ...classified, level }, reason, parts);
+        gauges();
+      },
+      gone: () => req.socket.destroyed,
+      left() {
+        if (req.socket.destroyed) metrics.admissionAbandoned.inc();
+      },
+    });
+    gauges();
+  };
+  return Object.assign(listener, { close: () => admission.close() });
+}
+
+function answerLive(req: IncomingMessage, res: ServerResponse, route: Classified, recorder: RequestRecorder): void {
+  const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
+  writeEdgeAnswer(res, { status: 200, requestId, fields: JSON_TYPE, body: LIVE_BODY, allow: route.allow });
+  recorder.record({ requestId, method: 'GET', route: route.route, status: 200, seconds: 0 });
+}
+
+/**
+ * 503 with a `Retry-After` of 1 to 3 s, spread so that the shed do not all come back together, and
+ * DRF's text for a service unavailable; logged by sample (one line per class and reason a minute).
+ */
+function shedRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  route: Classified & { level: Level },
+  reason: ShedReason,
+  parts: EdgeParts,
+): void {
+  if (res.headersSent || req.socket.destroyed) return;
+  const requestId = parts.recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
+  const retryAfterS = 1 + Math.floor(Math.random() * 3);
+  const name = LEVEL_NAMES[route.level];
+  parts.metrics.admissionShed.labels({ class: name, reason }).inc();
+  const refusal = { scope: 'admission', client: `${name} ${reason}`, retryAfterS, local: true };
+  parts.recorder.record({
+    requestId,
+    method: req.method ?? 'GET',
+    route: route.route,
+    status: 503,
+    seconds: 0,
+    refusal,
+  });
+  // A body the worker will not read: the connection closes after the answer rather than parse it.
+  const body = req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+  const fields = [...JSON_TYPE, 'Retry-After', String(retryAfterS), ...(body ? ['Connection', 'close'] : [])];
+  writeEdgeAnswer(res, { status: 503, requestId, fields, body: SHED_BODY, allow: route.allow });
+}

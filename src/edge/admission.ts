@@ -1,0 +1,149 @@
+import type { AdaptiveLimit } from './adaptive-limit.js';
+
+/**
+ * A request's class, from first shed to last: 0 docs and schema, 1 anonymous, 2 authenticated
+ * reads, 3 authenticated writes. Health probes have none: they are never shed.
+ * docs/throttling.md "Past capacity: admission and shedding" argues the order.
+ */
+export type Level = 0 | 1 | 2 | 3;
+export const LEVEL_NAMES = ['docs', 'anonymous', 'read', 'write'] as const;
+
+/**
+ * The share of the limit each class may fill: a lower class stops being started while a higher one
+ * still is, so shedding starts with the lowest class and the last slots go to writes.
+ */
+const SHARE: readonly number[] = [0.5, 0.75, 0.9, 1];
+
+/** Why a request was shed: the queue was full, a higher class took its place, or it waited past ADMISSION_QUEUE_MS. */
+export type ShedReason = 'full' | 'displaced' | 'waited';
+
+/** A request waiting for its turn: started, shed, or dropped when its client left meanwhile. */
+export interface Waiter {
+  level: Level;
+  queuedAt: number;
+  start(): void;
+  shed(reason: ShedReason): void;
+  /** True once the client closed its connection: the request is dropped with no work and no answer. */
+  gone(): boolean;
+  /** Called when a waiter leaves the queue, however it left. */
+  left?(): void;
+}
+
+export interface AdmissionSettings {
+  queueSize: number;
+  queueMs: number;
+}
+
+/**
+ * One web worker's admission: at most `limit` requests in progress (each class its SHARE of it),
+ * the rest in a short queue per class, highest class first when a slot frees. A full queue sheds
+ * the newest of a lower class to make room, else the newcomer; a request that waited longer than
+ * `queueMs` is shed rather than served late (CoDel's idea: the queue absorbs a burst, never a
+ * standing backlog); one whose client left is dropped before any work.
+ */
+export class Admission {
+  #inFlight = 0;
+  readonly #queues: Waiter[][] = [[], [], [], []];
+  #queued = 0;
+  #sweeper: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly limit: AdaptiveLimit,
+    private readonly settings: AdmissionSettings,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  get queued(): number {
+    return this.#queued;
+  }
+
+  /** Starts `waiter` now, queues it, or sheds it (or a lower class's newest waiter in its place). */
+  admit(waiter: Waiter): void {
+    if (this.#fits(waiter.level) && this.#queued === 0) return this.#start(waiter);
+    if (this.#queued >= this.settings.queueSize) {
+      const victim = this.#newestBelow(waiter.level);
+      if (!victim) return waiter.shed('full');
+      victim.left?.();
+      victim.shed('displaced');
+    }
+    this.#queues[waiter.level]!.push(waiter);
+    this.#queued += 1;
+    this.#drain();
+    this.#sweeper ??= setInterval(() => this.#sweep(), Math.max(5, this.settings.queueMs / 4)).unref();
+  }
+
+  /** A started request ended after `durationMs`; `inFlightAtStart` as it began. Its slot goes to the queue. */
+  finish(durationMs: number, inFlightAtStart: number): void {
+    this.#inFlight -= 1;
+    this.limit.sample(durationMs, inFlightAtStart, this.now());
+    this.#drain();
+  }
+
+  /** Stops the sweeper; waiters still queued are shed (the worker is stopping). */
+  close(): void {
+    clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
+    for (const queue of this.#queues) for (const waiter of queue.splice(0)) waiter.shed('full');
+    this.#queued = 0;
+  }
+
+  #fits(level: Level): boolean {
+    return this.#inFlight < Math.max(1, Math.floor(this.limit.value * SHARE[level]!));
+  }
+
+  #start(waiter: Waiter): void {
+    this.#inFlight += 1;
+    waiter.start();
+  }
+
+  #drain(): void {
+    for (let level = 3; level >= 0; level -= 1) {
+      const queue = this.#queues[level]!;
+      while (queue.length > 0 && this.#fits(level as Level)) {
+        const waiter = queue.shift()!;
+        this.#queued -= 1;
+        waiter.left?.();
+        if (waiter.gone()) continue;
+        if (this.now() - waiter.queuedAt > this.settings.queueMs) waiter.shed('waited');
+        else this.#start(waiter);
+      }
+    }
+    if (this.#queued === 0) this.#stopSweeper();
+  }
+
+  /** Sheds the waiters past `queueMs` and drops those whose client left, even while no slot frees. */
+  #sweep(): void {
+    const oldest = this.now() - this.settings.queueMs;
+    for (const queue of this.#queues) {
+      for (let i = queue.length - 1; i >= 0; i -= 1) {
+        const waiter = queue[i]!;
+        if (!waiter.gone() && waiter.queuedAt >= oldest) continue;
+        queue.splice(i, 1);
+        this.#queued -= 1;
+        waiter.left?.();
+        if (!waiter.gone()) waiter.shed('waited');
+      }
+    }
+    if (this.#queued === 0) this.#stopSweeper();
+  }
+
+  #stopSweeper(): void {
+    clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
+  }
+
+  #newestBelow(level: Level): Waiter | undefined {
+    for (let lower = 0; lower < level; lower += 1) {
+      const queue = this.#queues[lower]!;
+      if (queue.length > 0) {
+        this.#queued -= 1;
+        return queue.pop();
+      }
+    }
+    return undefined;
+  }
+}

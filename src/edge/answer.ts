@@ -1,0 +1,30 @@
+import type { ServerResponse } from 'node:http';
+import { BASE_FIELDS } from '../http/base-headers.js';
+
+/** An answer written before Koa: its status, the request's id, its own fields and its body. */
+export interface EdgeAnswer {
+  status: number;
+  requestId: string;
+  /** Its own fields as a flat name, value list, after the base ones (Content-Type, Retry-After, RateLimit...). */
+  fields: readonly string[];
+  body: Buffer;
+  /** The path's `Allow`, which the app sends on every answer of a declared path. */
+  allow?: string | undefined;
+}
+
+/**
+ * The one writer of an answer given before Koa (a throttle refusal from memory, a shed request, a
+ * liveness probe): the fields in the app's order (the request id, the base fields, its own,
+ * Content-Length, the path's `Allow`) and the body in the same write, so such an answer is the
+ * app's byte for byte (docs/architecture.md "HTTP API").
+ */
+export function writeEdgeAnswer(res: ServerResponse, answer: EdgeAnswer): void {
+  const { status, requestId, fields: own, body, allow } = answer;
+  const fields = ['X-Request-Id', requestId, ...BASE_FIELDS, ...own, 'Content-Length', String(body.length)];
+  if (allow !== undefined) fields.push('Allow', allow);
+  res.writeHead(status, fields);
+  res.end(body);
+}
+
+/** The JSON type the app sends (Koa's, for a body it serialises). */
+export const JSON_TYPE = ['Content-Type', 'application/json; charset=utf-8'] as const;
