@@ -93,6 +93,33 @@ function checkShadowRates(text: string, ctx: z.RefinementCtx): void {
   }
 }
 
+/** Most requests in progress a concurrency limit may allow one client in a scope (THROTTLE_CONCURRENCY). */
+export const MAX_CONCURRENCY = 10_000;
+
+/** Reads `scope=N,scope=N` (THROTTLE_CONCURRENCY) into a map of scope to its limit of requests in progress. */
+export function parseScopeLimits(text: string): Record<string, number> {
+  return Object.fromEntries(Object.entries(parseScopeRates(text)).map(([scope, limit]) => [scope, Number(limit)]));
+}
+
+// Any scope the throttle middleware counts; not `login`, which the login route counts by username.
+function checkScopeLimits(text: string, ctx: z.RefinementCtx): void {
+  for (const pair of parseList(text)) {
+    const [scope, limit, extra] = pair.split('=').map((part) => part.trim());
+    if (!scope || !SCOPE_NAME.test(scope) || limit === undefined || extra !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `expected scope=N pairs separated by commas, got "${pair}"` });
+      return;
+    }
+    if (scope === 'login') {
+      ctx.addIssue({ code: 'custom', message: 'the login scope counts usernames; limit its route by token-obtain' });
+      return;
+    }
+    if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_CONCURRENCY) {
+      ctx.addIssue({ code: 'custom', message: `expected a whole number from 1 to ${MAX_CONCURRENCY}, got "${pair}"` });
+      return;
+    }
+  }
+}
+
 function checkScopeNames(text: string, ctx: z.RefinementCtx): void {
   const bad = parseList(text).find((scope) => !SCOPE_NAME.test(scope));
   if (bad !== undefined)
@@ -152,6 +179,9 @@ export const scopeRates = z.string().trim().superRefine(checkScopeRates).transfo
 
 /** `scope=rate,scope=rate` (THROTTLE_SHADOW_RATES), any scope: a map of scope to shadow rate text. */
 export const shadowRates = z.string().trim().superRefine(checkShadowRates).transform(parseScopeRates);
+
+/** `scope=N,scope=N` (THROTTLE_CONCURRENCY): a map of scope to the requests one client may have in progress in it. */
+export const scopeLimits = z.string().trim().superRefine(checkScopeLimits).transform(parseScopeLimits);
 
 /** `scope,scope` (THROTTLE_SHADOW_SCOPES): the names of the scopes that run wholly in shadow. */
 export const scopeNames = z.string().trim().superRefine(checkScopeNames).transform(parseList);

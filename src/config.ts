@@ -7,6 +7,7 @@ import {
   metricsAuth,
   proxyList,
   rate,
+  scopeLimits,
   scopeNames,
   ratio,
   scopeRates,
@@ -85,6 +86,10 @@ const schema = z.object({
   // Redis unreachable: each web worker enforces its share of every limit (local), admits (open) or
   // answers 503 (closed): docs/throttling.md "When Redis is unreachable".
   THROTTLE_FAILURE_MODE: z.enum(['local', 'open', 'closed']).default('local'),
+  // Requests one client may have in progress per scope (`user=4,exports=1`), and the longest an entry
+  // counts, so a killed worker's stop counting: docs/throttling.md "Concurrency limits".
+  THROTTLE_CONCURRENCY: scopeLimits.default({}),
+  THROTTLE_CONCURRENCY_EXPIRY_MS: integer(100, 3_600_000).default(60_000),
   // Who is throttled (docs/throttling.md "Who is throttled"): the heaviest refused clients per
   // scope exported, over what window, and the share of its budget at or under which an admission
   // counts as near the limit. THROTTLE_WATCH=off keeps none of it: no top clients, no distinct
@@ -206,6 +211,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         'shadow (THROTTLE_SHADOW_SCOPES), with its own rate; give it no shadow rate',
     );
   }
+  const inShadow = Object.keys(config.THROTTLE_CONCURRENCY).find((s) => config.THROTTLE_SHADOW_SCOPES.includes(s));
+  if (inShadow !== undefined) {
+    throw new ConfigError(
+      `invalid THROTTLE_CONCURRENCY=${JSON.stringify(env.THROTTLE_CONCURRENCY)}: the ${inShadow} scope runs ` +
+        'wholly in shadow (THROTTLE_SHADOW_SCOPES), which never refuses; give it no concurrency limit',
+    );
+  }
   checkRulesBetweenSettings(config);
   // A replica may answer only what the published head proves current, and only the read cache publishes it.
   if (config.DATABASE_REPLICA_URLS.length > 0 && config.READ_CACHE_BYTES === 0) {
@@ -229,6 +241,14 @@ function checkRulesBetweenSettings(config: Parsed): void {
     refuse('PAGE_SIZE', `must not exceed MAX_PAGE_SIZE (${config.MAX_PAGE_SIZE})`);
   if (config.ADMISSION_LIMIT_MIN > config.ADMISSION_LIMIT_MAX)
     refuse('ADMISSION_LIMIT_MIN', `must not exceed ADMISSION_LIMIT_MAX (${config.ADMISSION_LIMIT_MAX})`);
+  // A request whose body is still arriving must not stop counting before the server gives up on it.
+  const limited = Object.keys(config.THROTTLE_CONCURRENCY).length > 0;
+  if (limited && config.THROTTLE_CONCURRENCY_EXPIRY_MS < config.HTTP_REQUEST_TIMEOUT_MS)
+    refuse(
+      'THROTTLE_CONCURRENCY_EXPIRY_MS',
+      `must not be below HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS}) ` +
+        'while THROTTLE_CONCURRENCY is set',
+    );
   // Node refuses a server whose headers may take longer than the whole request.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
     refuse('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`);

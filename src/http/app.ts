@@ -95,11 +95,12 @@ export function createApi(
     ...extraRoutes.map((build) => build(deps, guard)),
   ];
   // Which scopes routes declare is known only now; the config already refused the scopes with their own settings.
-  const { THROTTLE_RATES, THROTTLE_SHADOW_RATES, THROTTLE_SHADOW_SCOPES } = deps.config;
+  const { THROTTLE_RATES, THROTTLE_SHADOW_RATES, THROTTLE_SHADOW_SCOPES, THROTTLE_CONCURRENCY } = deps.config;
   const named = new Set([
     ...Object.keys(THROTTLE_RATES),
     ...Object.keys(THROTTLE_SHADOW_RATES),
     ...THROTTLE_SHADOW_SCOPES,
+    ...Object.keys(THROTTLE_CONCURRENCY),
   ]);
   const undeclared = [...named].filter((scope) => !rules.has(scope));
   if (undeclared.length > 0) {
@@ -131,6 +132,7 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
     scopes.some((scope) => Object.hasOwn(config.THROTTLE_RATES, scope)) ? 'THROTTLE_RATES' : '',
     scopes.some((scope) => Object.hasOwn(config.THROTTLE_SHADOW_RATES, scope)) ? 'THROTTLE_SHADOW_RATES' : '',
     scopes.some((scope) => config.THROTTLE_SHADOW_SCOPES.includes(scope)) ? 'THROTTLE_SHADOW_SCOPES' : '',
+    scopes.some((scope) => Object.hasOwn(config.THROTTLE_CONCURRENCY, scope)) ? 'THROTTLE_CONCURRENCY' : '',
   ];
   return settings.filter((name) => name !== '').join(' and ');
 }

@@ -6,6 +6,7 @@ import { parseRate, withShadow, type KeyedBy, type ScopeName, type ScopeRule } f
 import { KeyedTurns, UnknownTokens } from '../auth/unknown-tokens.js';
 import { authenticate, rejectBadCredentials } from './authenticate.middleware.js';
 import { refusalGate, refuseKnown, type RefuseKnown } from './known-refusal.js';
+import { createConcurrencyLimits } from './concurrency.middleware.js';
 import { anonymousCheck, createThrottle } from './throttle.middleware.js';
 
 export type Guard = ReturnType<typeof createGuard>;
@@ -38,6 +39,7 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const unknown = new UnknownTokens();
   const turns = new KeyedTurns();
   const throttleFor = createThrottle(deps, rules);
+  const limitFor = createConcurrencyLimits(deps, rules);
   return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): GuardMiddleware => {
     if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
       const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope)
@@ -48,7 +50,10 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
     }
     const check = anonymousCheck(deps, rules, scope);
     const identify = authenticate(deps, { unknown, turns, anonymousCheck: check });
-    const guard = compose([identify, throttleFor(scope), negotiate(representations), rejectBadCredentials]);
+    // A concurrency limit before the rate: a request it refuses is not counted by the rate.
+    const limit = limitFor(scope);
+    const counted = limit ? [limit, throttleFor(scope)] : [throttleFor(scope)];
+    const guard = compose([identify, ...counted, negotiate(representations), rejectBadCredentials]);
     const refuse = refuseKnown(deps, check);
     return Object.assign(guard, { refuseKnown: refuse, refusalGate: refusalGate(refuse) });
   };

@@ -200,7 +200,11 @@ export function watchDecisions(
 }
 
 /** The rule a request is counted by: a scope keyed by user cannot key a client without one, anon counts it. */
-function ruleFor(named: ScopeRule | undefined, rules: ReadonlyMap<ScopeName, ScopeRule>, hasUser: boolean): ScopeRule {
+export function ruleFor(
+  named: ScopeRule | undefined,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+  hasUser: boolean,
+): ScopeRule {
   const general = hasUser ? 'user' : 'anon';
   const rule = named && (named.keyedBy !== 'user' || hasUser) ? named : rules.get(general);
   if (!rule) throw new Error(`throttle scope "${general}" is not configured`);

@@ -79,6 +79,31 @@ export function createRefusalAnswers(): (decisions: ReadonlyArray<Decision>, ret
   };
 }
 
+/** Seconds a client refused by a concurrency limit is told to wait: a slot frees whenever a request ends. */
+export const CONCURRENCY_RETRY_S = 1;
+
+/**
+ * A concurrency limit's members of the RateLimit fields, with the draft's `concurrent-requests` quota unit and no
+ * window or reset (a slot frees when a request ends, at no known time), named `scope` (`user:concurrent`):
+ * `"user:concurrent";q=4;qu="concurrent-requests"` and `"user:concurrent";r=3`.
+ */
+export function concurrencyFields(scope: string, limit: number, remaining: number): { policy: string; state: string } {
+  const name = quote(scope);
+  return { policy: `${name};q=${limit};qu="concurrent-requests"`, state: `${name};r=${remaining}` };
+}
+
+/**
+ * A concurrency refusal's 429 (docs/throttling.md "Concurrency limits"): its RateLimit fields with `r=0`
+ * (`Paceline-Throttle: local` when this worker decided alone), `Retry-After: 1` and DRF's body.
+ */
+export function concurrencyRefusal(scope: string, limit: number, degraded: boolean): RefusalAnswer {
+  const { policy, state } = concurrencyFields(scope, limit, 0);
+  const fields = ['RateLimit-Policy', policy, 'RateLimit', state];
+  if (degraded) fields.push(DEGRADED_FIELD, 'local');
+  fields.push('Retry-After', String(CONCURRENCY_RETRY_S), 'Content-Type', 'application/json; charset=utf-8');
+  return { fields, body: Buffer.from(JSON.stringify({ detail: throttledDetail(CONCURRENCY_RETRY_S) })) };
+}
+
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */
 export function throttledDetail(seconds: number): string {
   return `Request was throttled. Expected available in ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`;

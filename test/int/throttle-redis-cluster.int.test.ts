@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Cluster } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { createConcurrencyLimiter } from '../../src/throttle/concurrency.js';
 import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision, Throttler } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
@@ -107,6 +108,30 @@ test('a request whose checks name idents on different slots fails alone, not its
   assert.is(mixed?.status, 'rejected');
   assert.match(String((mixed as PromiseRejectedResult).reason), /share an ident/);
   assert.is(fine?.status === 'fulfilled' && fine.value[0]?.allowed, true);
+});
+
+test('concurrency limits (docs/throttling.md "Concurrency limits"): exactly N in progress per client', async () => {
+  const limiter = createConcurrencyLimiter({
+    redis: cluster,
+    keyPrefix: 'test:cluster:',
+    expiryMs: 60_000,
+    timeoutMs: 5_000,
+  });
+  const clients = Array.from({ length: 30 }, (_, i) => `user:${900 + i}`);
+  const ask = async (ident: string) => ({ ident, slot: await limiter.acquire({ scope: 'user', ident, limit: 3 }) });
+  const asked = clients.flatMap((ident) => Array.from({ length: 6 }, () => ask(ident)));
+  const slots = await Promise.all(asked);
+  for (const ident of clients) assert.is(slots.filter((s) => s.ident === ident && s.slot.admitted).length, 3, ident);
+  const held = () =>
+    Promise.all(
+      inspector.nodes('master').map(async (node) => (await node.keys('test:cluster:throttle:concurrent:*')).length),
+    );
+  assert.ok(
+    (await held()).every((count) => count > 0),
+    'sets on every master',
+  );
+  await Promise.all(slots.map(({ slot }) => slot.release()));
+  assert.equal(await held(), [0, 0, 0], 'each set went with its last entry');
 });
 
 test.run();
