@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Metrics } from '../metrics.js';
 import type { RequestRecorder } from '../http/request-context.middleware.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
-import { Admission, LEVEL_NAMES, type Level, type ShedReason } from './admission.js';
+import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
 import { JSON_TYPE, writeEdgeAnswer } from './answer.js';
 
 /** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
@@ -46,6 +46,9 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
     metrics.admissionLimit.set(admission.limit.value);
   };
   gauges();
+  // Every shed series exists from the start, at 0, so that rate() sees a host's first shedding.
+  for (const name of LEVEL_NAMES)
+    for (const reason of SHED_REASONS) metrics.admissionShed.labels({ class: name, reason }).inc(0);
   const listener: RequestListener = (req, res) => {
     const classified = parts.classify(req);
     if (classified.level === 'health' && classified.route === '/healthz' && req.method === 'GET')

@@ -15,7 +15,8 @@ export const LEVEL_NAMES = ['docs', 'anonymous', 'read', 'write'] as const;
 const SHARE: readonly number[] = [0.5, 0.75, 0.9, 1];
 
 /** Why a request was shed: the queue was full, a higher class took its place, or it waited past ADMISSION_QUEUE_MS. */
-export type ShedReason = 'full' | 'displaced' | 'waited';
+export const SHED_REASONS = ['full', 'displaced', 'waited'] as const;
+export type ShedReason = (typeof SHED_REASONS)[number];
 
 /** A request waiting for its turn: started, shed, or dropped when its client left meanwhile. */
 export interface Waiter {

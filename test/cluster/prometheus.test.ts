@@ -1,11 +1,13 @@
 // Needs: prometheus
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
+import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { testStoresEnv } from '../helpers/cluster.js';
@@ -17,8 +19,9 @@ import { hasTool, promtool, resultValues, startPrometheus, type RunningPrometheu
 // docs/architecture.md "Observability": the shipped alert rules and scrape config pass promtool, a live scrape passes
 // `promtool check metrics`, and every PromQL expression of the Grafana dashboard and of the
 // alert rules returns data from a real Prometheus that scraped a real host (2 web workers and a
-// job worker) under traffic with 429s in three scopes. Two panels are held to what they claim
-// (docs/operations.md "Grafana dashboard"): the lag of the worst child, and refusals in the limit's unit.
+// job worker) under traffic with 429s in three scopes and a crowd of writes past the workers' pinned
+// admission limit. Three panels are held to what they claim (docs/operations.md "Grafana dashboard"): the
+// lag of the worst child, refusals in the limit's unit, and a host's requests against its summed limit.
 
 const RULES = resolve('ops/prometheus/alerts.yml');
 const DASHBOARD = JSON.parse(readFileSync('ops/grafana/paceline-dashboard.json', 'utf8'));
@@ -32,6 +35,10 @@ const GRAFANA_VARIABLES: Array<[RegExp, string]> = [
 const missing = ['prometheus', 'promtool'].filter((tool) => !hasTool(tool));
 /** How long the lag test stops one child at a time. */
 const STALL_MS = 250;
+/** Each web worker's admission limit, pinned (ADMISSION_LIMIT_MIN = MAX), with no queue behind it. */
+const WORKER_LIMIT = 2;
+/** Writes sent at once whose bodies never come: more than the 2 workers have slots for, whatever worker gets each. */
+const CROWD = 3 * WORKER_LIMIT;
 
 /** `expr` with Grafana's variables put in. */
 function withGrafanaVariables(expr: string): string {
@@ -93,6 +100,54 @@ async function driveTraffic(base: string, token: string): Promise<void> {
   assert.is((await request(base, 'GET', '/healthz')).status, 200);
 }
 
+/** A token of a user of its own, so that the crowd's writes leave the watcher's budget as driveTraffic counts it. */
+async function crowdToken(databaseUrl: string): Promise<string> {
+  const db = connectDatabase(databaseUrl, 1);
+  try {
+    await createUser(db, 'crowd', 'crowd-password');
+    return (await issueToken(db, 'crowd', 'crowd-password', 3_600_000, new Date()))!.token;
+  } finally {
+    await db.destroy();
+  }
+}
+
+/**
+ * CROWD writes at once, each on a connection of its own, whose bodies never come: those that start
+ * hold their worker's slot, the rest find it full with no queue and are shed. Once every one was
+ * started or shed, the held ones are let go; resolves when no request is in progress any more.
+ */
+async function sendCrowd(port: number, token: string): Promise<void> {
+  const head =
+    `POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+    'Content-Type: application/json\r\nContent-Length: 40\r\n\r\n';
+  const admission = async () => {
+    const { samples } = await scrape(cluster!.metricsBase);
+    return {
+      running: sumOf(samples, 'paceline_admission_in_progress'),
+      shed: sumOf(samples, 'paceline_admission_shed_total'),
+    };
+  };
+  const shedBefore = (await admission()).shed;
+  const settled = async () => {
+    const { running, shed } = await admission();
+    return running + shed - shedBefore;
+  };
+  const sockets = Array.from({ length: CROWD }, () => connect({ port, host: '127.0.0.1' }).on('error', () => {}));
+  for (const socket of sockets) socket.write(head);
+  try {
+    for (let i = 0; (await settled()) < CROWD; i += 1) {
+      if (i > 100) assert.unreachable(`only ${await settled()} of the crowd of ${CROWD} were started or shed`);
+      await sleep(50);
+    }
+  } finally {
+    for (const socket of sockets) socket.destroy();
+  }
+  for (let i = 0; (await admission()).running > 0; i += 1) {
+    if (i > 100) assert.unreachable("the crowd's held writes never ended");
+    await sleep(50);
+  }
+}
+
 /** Waits until Prometheus's latest scrape holds every request the host has answered so far. */
 async function untilScraped(): Promise<void> {
   const served = sumOf((await scrape(cluster!.metricsBase)).samples, 'paceline_http_requests_total');
@@ -124,6 +179,9 @@ test.before(async () => {
     THROTTLE_USER: '15/min',
     THROTTLE_TOKEN_OBTAIN: '3/min',
     JOB_METRICS_INTERVAL_MS: '1000',
+    ADMISSION_LIMIT_MIN: String(WORKER_LIMIT),
+    ADMISSION_LIMIT_MAX: String(WORKER_LIMIT),
+    ADMISSION_QUEUE_SIZE: '0',
   });
   await untilJobWorkerReports();
   prometheus = await startPrometheus(
@@ -132,8 +190,12 @@ test.before(async () => {
     [RULES],
   );
   const token = await seedSeries(cluster.base, database.url);
+  const crowd = await crowdToken(database.url);
+  // A counter's series starts at its first count, which no rate shows: the second crowd's are.
+  await sendCrowd(cluster.port, crowd);
   await untilScraped(); // rates need a sample before the traffic and one after
   await driveTraffic(cluster.base, token);
+  await sendCrowd(cluster.port, crowd);
   await untilScraped();
   await sleep(2_500); // a few more scrapes and rule evaluations
 });
@@ -186,6 +248,12 @@ test('the dashboard imports as is: a datasource variable, used by every panel an
     /shadow vs enforced/i,
     /against its scope's limit/i,
     /settings reloads/i,
+    /in progress against the learnt limit/i,
+    /queued requests/i,
+    /shed per second by class and reason/i,
+    /queue time p99 by class/i,
+    /abandoned in the queue/i,
+    /throttle deciding locally/i,
   ];
   for (const title of wanted) assert.match(titles, title);
 });
@@ -218,6 +286,40 @@ test('every dashboard and alert expression returns data from a real Prometheus s
       problems.push(`${where}: no data (${JSON.stringify(values)}) for ${promql}`);
   }
   assert.equal(problems, [], `\n${problems.join('\n')}`);
+});
+
+test('the past-capacity row shows each host against its summed limit, and what it shed by class and reason', async () => {
+  const start = DASHBOARD.panels.findIndex((p: any) => p.type === 'row' && p.title === 'Past capacity');
+  const end = DASHBOARD.panels.findIndex((p: any, i: number) => i > start && p.type === 'row');
+  const row = (DASHBOARD.panels as any[]).slice(start + 1, end);
+  assert.is(row.length, 6, row.map((p) => p.title).join(', '));
+  for (const panel of row)
+    for (const { refId } of panel.targets) {
+      const values = resultValues(await prometheus!.query(panelQuery(panel.title, refId)));
+      assert.ok(values.some(Number.isFinite), `${panel.title} ${refId}: ${JSON.stringify(values)}`);
+    }
+  const host = `127.0.0.1:${cluster!.metricsPort}`;
+  const inProgress = 'Requests in progress against the learnt limit';
+  assert.equal(
+    await valuesBy(panelQuery(inProgress, 'B'), 'instance'),
+    { [host]: 2 * WORKER_LIMIT },
+    "the workers' limits summed",
+  );
+  assert.equal(await valuesBy(panelQuery(inProgress, 'A'), 'instance'), { [host]: 0 }, 'the crowd let go');
+  assert.equal(await valuesBy(panelQuery('Queued requests', 'A'), 'instance'), { [host]: 0 });
+  // However the primary spread the crowd, at least CROWD - 2 × WORKER_LIMIT writes found no slot.
+  const { result } = await prometheus!.query(panelQuery('Shed per second by class and reason', 'A'));
+  const series = result as Array<{ metric: Record<string, string>; value: [number, string] }>;
+  // Every class and reason is exported from the start at 0; only what was shed rises above it.
+  assert.ok(series.length >= 12, `${series.length} shed series`);
+  const shed = series.filter(({ value }) => Number(value[1]) > 0);
+  assert.equal(
+    shed.map(({ metric }) => [metric.instance, metric.class, metric.reason]),
+    [[host, 'write', 'full']],
+  );
+  assert.ok(Number(shed[0]!.value[1]) > 0, `shed per second: ${shed[0]!.value[1]}`);
+  const waited = await valuesBy(panelQuery('Queue time p99 by class', 'A'), 'class');
+  assert.equal(Object.keys(waited).sort(), ['anonymous', 'read', 'write'], 'every class the traffic started');
 });
 
 test('the lag panel shows the worst child: one stalled child is not averaged with the idle ones', async () => {
