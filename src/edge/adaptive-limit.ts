@@ -14,6 +14,11 @@ export interface LimitSettings {
   initial?: number;
 }
 
+/**
+ * The limit before any sample: room for a burst of I/O-bound requests (a group commit of writes, logins
+ * waiting for their hash budget) on a fresh worker; the latency then moves it.
+ */
+const INITIAL = 64;
 /** How much slower than the baseline the recent requests may be before the limit shrinks. */
 const TOLERANCE = 1.5;
 /** The baseline's weight per update: it follows about the last 20 updates (up to 1,000 requests). */
@@ -38,7 +43,7 @@ export class AdaptiveLimit {
   constructor(settings: LimitSettings) {
     this.#min = settings.min;
     this.#max = settings.max;
-    this.#limit = clamp(settings.initial ?? Math.max(settings.min, Math.min(settings.max, 20)), this.#min, this.#max);
+    this.#limit = clamp(settings.initial ?? INITIAL, this.#min, this.#max);
   }
 
   /** The current limit, a whole number of requests. */
