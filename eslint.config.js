@@ -10,6 +10,14 @@ const outsideRuntime = {
   message: 'Runtime code (src/, workers/, db/) never imports ops/ or test/.',
 };
 
+// Only a start without a store's URL loads the embedded servers; ESLint's rule leaves import() alone.
+const embeddedLazily = {
+  group: ['**/embedded/**'],
+  message:
+    'src/embedded/ is loaded only when a store has no URL: import() it where the stores start ' +
+    '(src/cluster/backends.ts, src/cli/database.ts).',
+};
+
 // package.json "//": libraries only the benchmarks use, so nothing else may come to depend on them.
 const benchmarkOnly = ['autocannon', 'koa-ratelimit', 'rate-limiter-flexible'].map((name) => ({
   name,
@@ -29,7 +37,7 @@ export default tseslint.config(
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true },
       ],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
-      'no-restricted-imports': ['error', { paths: benchmarkOnly, patterns: [outsideRuntime] }],
+      'no-restricted-imports': ['error', { paths: benchmarkOnly, patterns: [outsideRuntime, embeddedLazily] }],
       // Parsers of query strings and integers match control characters on purpose.
       'no-control-regex': 'off',
       // A variable a closure reads before its one assignment stays a let.
@@ -66,6 +74,7 @@ export default tseslint.config(
         {
           patterns: [
             outsideRuntime,
+            embeddedLazily,
             { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' },
           ],
         },
@@ -82,7 +91,15 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             {
-              group: ['**/stores/**', '**/http/**', '**/cluster/**', '**/events/**', '**/read-cache/**', '**/auth/**'],
+              group: [
+                '**/stores/**',
+                '**/embedded/**',
+                '**/http/**',
+                '**/cluster/**',
+                '**/events/**',
+                '**/read-cache/**',
+                '**/auth/**',
+              ],
               message: 'Settings import no store, server or domain code: only pure parsers (throttle/rate, ipv6).',
             },
           ],
@@ -91,7 +108,45 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/stores/**/*.ts', 'src/read-cache/**/*.ts'],
+    // The production clients: an answer's refusal (AppError) is the HTTP layer's to make.
+    files: ['src/stores/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            outsideRuntime,
+            embeddedLazily,
+            {
+              group: ['koa', '@koa/*', '**/http/**', '../errors.js'],
+              message: 'Stores never import the HTTP layer or its answers (AppError).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/read-cache/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            outsideRuntime,
+            embeddedLazily,
+            {
+              group: ['koa', '@koa/*', '**/http/**'],
+              message: 'The read cache never imports the HTTP layer.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The embedded servers are started by the primary and the CLI; they import no room above the stores.
+    files: ['src/embedded/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
@@ -99,8 +154,8 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             {
-              group: ['koa', '@koa/*', '**/http/**'],
-              message: 'Stores and the read cache never import the HTTP layer.',
+              group: ['koa', '@koa/*', '**/http/**', '**/cluster/**', '**/cli/**', '../cli.js', '../main.js'],
+              message: 'The embedded servers import no server, cluster or CLI code.',
             },
           ],
         },
@@ -153,7 +208,7 @@ export default tseslint.config(
     // is started only by startRedis, whose options must carry a password (the service's ACL user)
     // or a withoutPassword reason; a redis-server spawned by hand would escape that check.
     files: ['src/**/*.ts', 'test/**/*.ts', 'ops/**/*.ts', 'clients/**/*.ts', 'workers/**/*.ts'],
-    ignores: ['src/stores/redis.ts'],
+    ignores: ['src/embedded/redis.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',
@@ -161,7 +216,7 @@ export default tseslint.config(
           selector:
             'CallExpression[callee.name=/^(spawn|spawnSync|execFile|execFileSync|exec|execSync|fork)$/] > Literal[value=/redis-server/]',
           message:
-            'Start Redis with startRedis (src/stores/redis.ts): it runs as npm start runs it (a password, the ' +
+            'Start Redis with startRedis (src/embedded/redis.ts): it runs as npm start runs it (a password, the ' +
             "service's ACL user); a test about their absence passes withoutPassword with its reason.",
         },
       ],

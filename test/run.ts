@@ -31,9 +31,9 @@
  *   NODE_ENV=test, FORCE_COLOR=0
  * Files run side by side, so a file never flushes, reconfigures or stops the shared stores. To
  * make Redis fail and come back, start a private one rather than killing the shared one:
- *   const port = await findFreePort();                                  // src/stores/ports.ts
+ *   const port = await findFreePort();                                  // src/embedded/ports.ts
  *   const opts = { dataDir: join(TEST_TMP_DIR, 'redis-x'), port, persistent: true, password };
- *   let redis = await startRedis(opts);                                 // src/stores/redis.ts
+ *   let redis = await startRedis(opts);                                 // src/embedded/redis.ts
  *   process.kill(redis.pid, 'SIGKILL');  ...  redis = await startRedis(opts);  ...  await redis.stop();
  * (Should a file kill the shared one anyway, the runner restarts it once that file ends.)
  * A script a test starts runs compiled too: `spawn(process.execPath, scriptArgs('x.ts'))`

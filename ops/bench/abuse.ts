@@ -22,7 +22,7 @@ import { sql } from 'kysely';
 import { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
 import { loadConfig } from '../../src/config.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { runDocsRow } from './abuse/docs-row.js';
 import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';
 import { createCostReader } from './abuse/costs.js';

@@ -21,7 +21,7 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 import { benchSettings, serveWhenSetUp, type BenchSetup } from './bench-worker.js';
 

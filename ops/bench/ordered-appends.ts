@@ -28,7 +28,7 @@ import { issueToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { checkEventOrder } from '../../test/fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';

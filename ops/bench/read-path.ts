@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import type { RunningCluster } from '../../test/fixtures/cluster.js';
 import { depthCursor } from './read-path/depth-cursor.js';
 import { childPids, rssMiB, startBare, startService, startStores, type Stores } from './read-path/processes.js';

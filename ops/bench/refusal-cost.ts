@@ -23,7 +23,7 @@ import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApiListener } from '../../src/http/app.js';
 import { createApiServer } from '../../src/http/server.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 import pino from 'pino';

@@ -20,9 +20,9 @@ import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
 import { startCluster, type RunningCluster } from '../../test/fixtures/cluster.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/fixtures/seed-events.js';
 

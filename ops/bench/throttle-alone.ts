@@ -46,7 +46,7 @@ import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];

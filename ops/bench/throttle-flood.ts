@@ -27,7 +27,7 @@ import { loadConfig } from '../../src/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 

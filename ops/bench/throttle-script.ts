@@ -16,8 +16,8 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { findFreePort } from '../../src/stores/ports.js';
-import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];

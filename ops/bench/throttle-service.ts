@@ -31,7 +31,7 @@ import { buildDeps } from '../../src/deps.js';
 import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createApp } from '../../src/http/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 

@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { startCluster } from '../../test/fixtures/cluster.js';
 import { runVerify } from '../../test/helpers/verify.js';
 

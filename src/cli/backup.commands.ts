@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { exportSnapshot } from '../backup/export-snapshot.js';
 import { importSnapshot } from '../backup/import-snapshot.js';
-import type { AdminContext, PreparedCommand } from './admin.commands.js';
+import type { Command, CommandContext, PreparedCommand } from './command.js';
 import { drawBar, rebuildWithProgress } from './progress.js';
 import { serviceInUse } from './service-in-use.js';
 
@@ -14,7 +14,24 @@ import { serviceInUse } from './service-in-use.js';
  * `npm run` was typed; default `paceline-<time>.jsonl.gz`; `-` for stdout), never over an
  * existing file: written beside it, synced, then linked into place.
  */
-export function prepareExport(args: string[], context: AdminContext): PreparedCommand {
+export const exportBackup: Command = {
+  usage: `  export [FILE]      back up the event log, users, tokens, reports and idempotency records
+                     as of one instant, to FILE (default paceline-<time>.jsonl.gz; - for stdout)`,
+  needs: 'database',
+  prepare: prepareExport,
+};
+
+/**
+ * `import FILE` (`-` for stdin): loads a backup into an empty database, refused while the
+ * service is connected to it, then rebuilds every projection.
+ */
+export const importBackup: Command = {
+  usage: '  import FILE        load a backup into an empty database, then rebuild every projection',
+  needs: 'database',
+  prepare: prepareImport,
+};
+
+function prepareExport(args: string[], context: CommandContext): PreparedCommand {
   if (args.length > 1) return { ok: false, error: 'export takes one FILE at most (- for stdout)' };
   const toStdout = args[0] === '-';
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '');
@@ -52,11 +69,7 @@ async function exportToFile(db: Kysely<Database>, target: string, bar: (done: nu
   }
 }
 
-/**
- * `import FILE` (`-` for stdin): loads a backup into an empty database, refused while the
- * service is connected to it, then rebuilds every projection.
- */
-export function prepareImport(args: string[], context: AdminContext): PreparedCommand {
+function prepareImport(args: string[], context: CommandContext): PreparedCommand {
   if (args.length !== 1) return { ok: false, error: 'import needs one FILE (- for stdin)' };
   const fromStdin = args[0] === '-';
   const path = resolve(context.cwd, args[0]!);

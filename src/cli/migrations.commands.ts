@@ -1,28 +1,77 @@
-import { listMigrations, migrateDown, planMigrateDown, type MigrationState } from '../../db/migration-admin.js';
-import type { AdminContext, PreparedCommand } from './admin.commands.js';
+import { migrateToLatest } from '../../db/migrate.js';
+import {
+  listMigrations,
+  migrateDown as undoMigrations,
+  planMigrateDown,
+  type MigrationState,
+} from '../../db/migration-admin.js';
+import type { Command, CommandContext, PreparedCommand } from './command.js';
+import { rebuildWithProgress } from './progress.js';
 import { serviceInUse } from './service-in-use.js';
 
-/** `migrate:status`: every migration, applied (with its time) or pending (docs/operations.md "Migrations"). */
-export function prepareMigrateStatus(args: string[], context: AdminContext): PreparedCommand {
-  if (args.length > 0) return { ok: false, error: 'migrate:status takes no arguments' };
-  return {
+/** `migrate`: applies the pending migrations; with a schema of a newer release, nothing. */
+export const migrate: Command = {
+  usage: '  migrate            apply pending database migrations',
+  needs: 'database',
+  prepare: () => ({
     ok: true,
     run: async (db) => {
-      const states = await listMigrations(db);
-      for (const state of states) context.stdout.write(`${describe(state)}\n`);
-      const applied = states.filter((s) => s.appliedAt).length;
-      context.stdout.write(`${applied} applied, ${states.length - applied} pending\n`);
+      const { applied, newer } = await migrateToLatest(db);
+      if (newer.length > 0)
+        process.stdout.write(`schema is newer than this release (${newer.join(', ')}): nothing to do\n`);
+      else process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
       return 0;
     },
-  };
-}
+  }),
+};
+
+/** `rebuild`: migrates, then rebuilds every projection from the event log, with its progress bar. */
+export const rebuild: Command = {
+  usage: '  rebuild            rebuild every projection from the event log',
+  needs: 'database',
+  prepare: (_args, context) => ({
+    ok: true,
+    run: async (db) => {
+      await migrateToLatest(db);
+      await rebuildWithProgress(db, context.stderr);
+      return 0;
+    },
+  }),
+};
+
+/** `migrate:status`: every migration, applied (with its time) or pending (docs/operations.md "Migrations"). */
+export const migrateStatus: Command = {
+  usage: '  migrate:status     every migration, applied (when) or pending',
+  needs: 'database',
+  prepare: (args, context) => {
+    if (args.length > 0) return { ok: false, error: 'migrate:status takes no arguments' };
+    return {
+      ok: true,
+      run: async (db) => {
+        const states = await listMigrations(db);
+        for (const state of states) context.stdout.write(`${describe(state)}\n`);
+        const applied = states.filter((s) => s.appliedAt).length;
+        context.stdout.write(`${applied} applied, ${states.length - applied} pending\n`);
+        return 0;
+      },
+    };
+  },
+};
 
 /**
  * `migrate:down [--to NAME] [--yes]`: undoes the last applied migration, or every one after NAME.
  * Without `--yes` it only prints what it would undo and exits 1; refused while the service is
  * connected to the database.
  */
-export function prepareMigrateDown(args: string[], context: AdminContext): PreparedCommand {
+export const migrateDown: Command = {
+  usage: `  migrate:down [--to NAME] [--yes]
+                     undo the last migration, or every one after NAME; without --yes, only
+                     show what would be undone`,
+  needs: 'database',
+  prepare: prepareMigrateDown,
+};
+
+function prepareMigrateDown(args: string[], context: CommandContext): PreparedCommand {
   const rest = [...args];
   const yes = takeFlag(rest, '--yes');
   const toAt = rest.indexOf('--to');
@@ -46,7 +95,7 @@ export function prepareMigrateDown(args: string[], context: AdminContext): Prepa
         );
         return context.fail(`nothing undone: add --yes to undo ${plan.undo.length} migration(s)`);
       }
-      const undone = await migrateDown(db, to);
+      const undone = await undoMigrations(db, to);
       context.stdout.write(`undone: ${undone.join(', ')}\n`);
       return 0;
     },

@@ -4,9 +4,8 @@ import { runningInstance } from '../cluster/instance-file.js';
 import { usesEmbeddedRedis, type Config } from '../config.js';
 import { readCacheKeys } from '../read-cache/create-read-cache.js';
 import { newEpoch } from '../read-cache/head.js';
-import { REDIS_PASSWORD_FILE } from '../stores/backends.js';
 import { createRedisClient } from '../stores/redis-client.js';
-import { embeddedRedisUrl } from '../stores/redis.js';
+import { embeddedRedisUrl, REDIS_PASSWORD_FILE } from '../stores/redis-service-user.js';
 
 /** How long the CLI waits for Redis to take the new epoch before it says the servers were not told. */
 const TELL_TIMEOUT_MS = 5_000;

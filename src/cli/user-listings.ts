@@ -1,9 +1,8 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { listAudit, listUsers } from '../auth/user-admin.js';
-import type { Config } from '../config.js';
+import type { WithDatabase } from './command.js';
 import { fail, say } from './output.js';
-import type { WithDatabase } from './users.commands.js';
 
 /** How long `status` waits for the database before it leaves out the line on user changes. */
 const STATUS_DATABASE_WAIT_MS = 5_000;
@@ -12,8 +11,8 @@ const STATUS_DATABASE_WAIT_MS = 5_000;
  * `status`'s line on user administration: the last change recorded, when there is one. A
  * database that does not answer in 5 s leaves the line out; the status itself never fails for it.
  */
-export async function printLastUserChange(config: Config, withDatabase: WithDatabase): Promise<number> {
-  const line = withDatabase(config, async (db) => {
+export async function printLastUserChange(withDatabase: WithDatabase): Promise<number> {
+  const line = withDatabase(async (db) => {
     const { rows } = await sql<{ present: boolean }>`select to_regclass('user_audit') is not null as present`.execute(
       db,
     );

@@ -10,100 +10,160 @@ import {
   setPassword,
   type AdminOutcome,
 } from '../auth/user-admin.js';
-import { isValidUsername } from '../auth/users.repository.js';
+import { findCaseVariantGroups, isValidUsername } from '../auth/users.repository.js';
 import type { Config } from '../config.js';
+import type { Command } from './command.js';
 import { fail, say } from './output.js';
 import { readNewPassword } from './password-input.js';
-import { printAudit, printUsers } from './user-listings.js';
 import { tellServersTokensRevoked } from './token-epoch.js';
+import { printAudit, printUsers } from './user-listings.js';
 
-/** The user commands' lines of the CLI's usage. */
-export const USER_USAGE = `  user:create NAME   create a user; the password comes from $PASSWORD, else from a prompt
-                     on a terminal, else from the first line of stdin
-                     (echo 'a-long-password' | npm run cli -- user:create alice)
-  user:list          every user: id, name, created, disabled since, live tokens
-  user:set-password NAME
-                     give the user a new password, read as user:create reads it
-  user:disable NAME  refuse the user's logins and revoke its tokens on every server at once
-  user:enable NAME   allow the user's logins again (revoked tokens stay revoked)
-  token:revoke NAME  revoke every token of the user on every server at once
-  user:audit [NAME]  the last 20 changes these commands made (--limit N for more)`;
+// The user administration commands (docs/operations.md "Users"). Every change is one transaction
+// with its `user_audit` row; `user:audit` lists them. Exit status 0 done, 1 refused.
 
-export const USER_COMMANDS: ReadonlySet<string> = new Set([
+/** What a command on one user was given: its NAME, a new password (or ''), who runs it and when. */
+interface UserChange {
+  name: string;
+  password: string;
+  actor: string;
+  now: Date;
+  config: Config;
+}
+
+export const userCreate = onNamedUser(
   'user:create',
-  'user:list',
-  'user:set-password',
-  'user:disable',
-  'user:enable',
-  'token:revoke',
-  'user:audit',
-]);
+  `  user:create NAME   create a user; the password comes from $PASSWORD, else from a prompt
+                     on a terminal, else from the first line of stdin
+                     (echo 'a-long-password' | npm run cli -- user:create alice)`,
+  { password: true },
+  async (db, { name, password, actor }) => {
+    const outcome = await createAuditedUser(db, name, password, actor);
+    if (!outcome.ok && outcome.error === 'taken') return fail(`user "${name}" already exists`);
+    if (!outcome.ok) {
+      const why = `differs from "${name}" only by case: one account per name, whatever its case`;
+      return fail(`user "${outcome.existing}" already exists and ${why}`);
+    }
+    return say(`created user "${name}" (id ${outcome.user.id})`);
+  },
+);
 
-/** Runs `work` on the service's database (the CLI's `withDatabase`). */
-export type WithDatabase = (config: Config, work: (db: Kysely<Database>) => Promise<number>) => Promise<number>;
+export const userList: Command = {
+  usage: '  user:list          every user: id, name, created, disabled since, live tokens',
+  needs: 'database',
+  prepare: () => ({ ok: true, run: (db) => migrated(db, () => printUsers(db)) }),
+};
+
+export const userSetPassword = onNamedUser(
+  'user:set-password',
+  `  user:set-password NAME
+                     give the user a new password, read as user:create reads it`,
+  { password: true },
+  async (db, { name, password, actor }) => {
+    const outcome = await setPassword(db, name, password, actor);
+    return outcome.ok ? say(`set a new password for user "${name}" (id ${outcome.id})`) : unknown(name);
+  },
+);
+
+export const userDisable = onNamedUser(
+  'user:disable',
+  "  user:disable NAME  refuse the user's logins and revoke its tokens on every server at once",
+  { password: false },
+  async (db, change) => {
+    const outcome = await disableUser(db, change.name, change.actor, change.now);
+    if (!outcome.ok) return unknown(change.name);
+    return reportRevocation(change, outcome.already ? 'user was disabled already' : 'disabled', outcome);
+  },
+);
+
+export const userEnable = onNamedUser(
+  'user:enable',
+  "  user:enable NAME   allow the user's logins again (revoked tokens stay revoked)",
+  { password: false },
+  async (db, { name, actor }) => {
+    const outcome = await enableUser(db, name, actor);
+    if (!outcome.ok) return unknown(name);
+    return say(`${outcome.already ? 'user was not disabled' : 'enabled'}: "${name}" (id ${outcome.id})`);
+  },
+);
+
+export const tokenRevoke = onNamedUser(
+  'token:revoke',
+  '  token:revoke NAME  revoke every token of the user on every server at once',
+  { password: false },
+  async (db, change) => {
+    const outcome = await revokeUserTokens(db, change.name, change.actor, change.now);
+    return outcome.ok ? reportRevocation(change, 'revoked', outcome) : unknown(change.name);
+  },
+);
+
+export const userAudit: Command = {
+  usage: '  user:audit [NAME]  the last 20 changes these commands made (--limit N for more)',
+  needs: 'database',
+  prepare: (args) => ({ ok: true, run: (db) => migrated(db, () => printAudit(db, args)) }),
+};
 
 /**
- * The user administration commands (docs/operations.md "Users"). Every change is one transaction
- * with its `user_audit` row; `user:audit` lists them. Exit status 0 done, 1 refused.
+ * `user:check`: reports accounts whose names differ only by case (exit 1 when there are any):
+ * they share one login budget (docs/security.md "Login CPU budget"), so one of each group should
+ * be renamed or removed.
  */
-export async function runUserCommand(
-  command: string,
-  args: string[],
-  config: Config,
-  withDatabase: WithDatabase,
-): Promise<number> {
-  const [name = ''] = args;
-  if (command === 'user:list') return withDatabase(config, (db) => migrated(db, () => printUsers(db)));
-  if (command === 'user:audit') return withDatabase(config, (db) => migrated(db, () => printAudit(db, args)));
-  if (!isValidUsername(name)) return fail(`${command} needs a NAME of 1-150 letters, digits or @.+-_`);
-  let password = '';
-  if (command === 'user:create' || command === 'user:set-password') {
-    const read = await readNewPassword(name);
-    if (!read.ok) return fail(read.error);
-    password = read.password;
+export const userCheck: Command = {
+  usage: '  user:check         list usernames that differ only by case (exit 1 when there are any)',
+  needs: 'database',
+  prepare: () => ({ ok: true, run: checkUsers }),
+};
+
+async function checkUsers(db: Kysely<Database>): Promise<number> {
+  await migrateToLatest(db);
+  const groups = await findCaseVariantGroups(db);
+  if (groups.length === 0) {
+    process.stdout.write('no usernames differ only by case\n');
+    return 0;
   }
-  const actor = whoRuns();
-  const now = new Date();
-  return withDatabase(config, (db) =>
-    migrated(db, async () => {
-      if (command === 'user:create') {
-        const outcome = await createAuditedUser(db, name, password, actor);
-        if (!outcome.ok && outcome.error === 'taken') return fail(`user "${name}" already exists`);
-        if (!outcome.ok) {
-          const why = `differs from "${name}" only by case: one account per name, whatever its case`;
-          return fail(`user "${outcome.existing}" already exists and ${why}`);
-        }
-        return say(`created user "${name}" (id ${outcome.user.id})`);
-      }
-      if (command === 'user:set-password') {
-        const outcome = await setPassword(db, name, password, actor);
-        return outcome.ok ? say(`set a new password for user "${name}" (id ${outcome.id})`) : unknown(name);
-      }
-      if (command === 'user:enable') {
-        const outcome = await enableUser(db, name, actor);
-        if (!outcome.ok) return unknown(name);
-        return say(`${outcome.already ? 'user was not disabled' : 'enabled'}: "${name}" (id ${outcome.id})`);
-      }
-      const outcome =
-        command === 'user:disable'
-          ? await disableUser(db, name, actor, now)
-          : await revokeUserTokens(db, name, actor, now);
-      return outcome.ok ? reportRevocation(config, command, name, outcome) : unknown(name);
-    }),
+  for (const names of groups) process.stdout.write(`differ only by case: ${names.map((n) => `"${n}"`).join(', ')}\n`);
+  process.stderr.write(
+    `paceline: ${groups.length} group(s) of usernames differ only by case; they share one login budget: rename or remove all but one of each\n`,
   );
+  return 1;
+}
+
+/**
+ * A command on the user NAME (its first argument): a NAME that cannot be a username, or a missing
+ * password, is refused before the database is opened; `change` runs on the migrated database.
+ */
+function onNamedUser(
+  command: string,
+  usage: string,
+  input: { password: boolean },
+  change: (db: Kysely<Database>, request: UserChange) => Promise<number>,
+): Command {
+  return {
+    usage,
+    needs: 'database',
+    prepare: async ([name = ''], context) => {
+      if (!isValidUsername(name))
+        return { ok: false, error: `${command} needs a NAME of 1-150 letters, digits or @.+-_` };
+      let password = '';
+      if (input.password) {
+        const read = await readNewPassword(name);
+        if (!read.ok) return { ok: false, error: read.error };
+        password = read.password;
+      }
+      const request = { name, password, actor: whoRuns(), now: new Date(), config: context.config };
+      return { ok: true, run: (db) => migrated(db, () => change(db, request)) };
+    },
+  };
 }
 
 async function reportRevocation(
-  config: Config,
-  command: string,
-  name: string,
+  change: UserChange,
+  verb: string,
   outcome: Extract<AdminOutcome, { ok: true }>,
 ): Promise<number> {
-  const verb = command === 'user:disable' ? (outcome.already ? 'user was disabled already' : 'disabled') : 'revoked';
   const tokens = `${outcome.tokensRevoked} token${outcome.tokensRevoked === 1 ? '' : 's'} revoked`;
-  say(`${verb}: "${name}" (id ${outcome.id}), ${tokens}`);
+  say(`${verb}: "${change.name}" (id ${outcome.id}), ${tokens}`);
   try {
-    return say(await tellServersTokensRevoked(config));
+    return say(await tellServersTokensRevoked(change.config));
   } catch (error) {
     return fail((error as Error).message);
   }

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { usesEmbeddedRedis, type Config } from '../config.js';
-import { isAlive } from '../stores/processes.js';
+import { isAlive } from './processes.js';
 
 /** What `DATA_DIR/paceline.pid` says about the primary serving that directory. */
 export interface Instance {

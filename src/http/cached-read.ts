@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Context, Middleware } from 'koa';
 import type { Database } from '../../db/database.js';
 import type { Deps } from '../deps.js';
+import { AppError } from '../errors.js';
 import type { FreshAnswer } from '../read-cache/read-cache.js';
 import { readSnapshot } from '../stores/read-replicas.js';
 import { requestOrigin } from './request-url.js';
@@ -106,17 +107,27 @@ export function sendNotModified(ctx: Context, etag: string): void {
 /**
  * The answer rendered from one REPEATABLE READ snapshot with that snapshot's head: a replica's
  * when one has replayed the published head (docs/architecture.md, "Read replicas"), else the primary's.
+ * A refusal of `render` (an AppError: a 404) leaves the snapshot as a value, so the store never
+ * takes it for a failing replica, and is thrown here.
  */
 async function renderFromSnapshot(
   deps: Deps,
   read: ReadStart,
   render: (db: Kysely<Database>) => Promise<Rendered>,
 ): Promise<FreshAnswer> {
-  return readSnapshot(deps, read.published, async (trx, head) => {
-    const rendered = await render(trx);
+  const answer = await readSnapshot(deps, read.published, async (trx, head) => {
+    let rendered: Rendered;
+    try {
+      rendered = await render(trx);
+    } catch (error) {
+      if (error instanceof AppError) return error;
+      throw error;
+    }
     const etag = rendered.etag ?? listTag(head, read.key, deps.cursorSecret);
     return { head, body: ownBuffer(JSON.stringify(rendered.body)), etag };
   });
+  if (answer instanceof AppError) throw answer;
+  return answer;
 }
 
 /**

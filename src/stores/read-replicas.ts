@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
 import type { Config } from '../config.js';
-import { AppError } from '../errors.js';
 import { COUNTER_NAMES } from '../events/store/batch-state.js';
 import type { Metrics } from '../metrics.js';
 
@@ -23,7 +22,7 @@ export const READ_REASONS = {
 } as const;
 type PrimaryReason = (typeof READ_REASONS.primary)[number];
 
-/** Work done on one snapshot, told that snapshot's head. */
+/** Work done on one snapshot, told that snapshot's head; an expected refusal (a 404) is a value it returns. */
 export type SnapshotWork<T> = (trx: Transaction<Database>, head: number) => Promise<T>;
 
 interface Replica {
@@ -72,8 +71,9 @@ export class ReplicaSet {
 
   /**
    * `work` on a replica's snapshot whose head is at or above `head` (the published head), when one
-   * is up and has replayed that far; else on the primary's. Errors of the answer itself (an AppError, a 404)
-   * propagate; a replica's own failure sends the read to the primary.
+   * is up and has replayed that far; else on the primary's. Whatever `work` throws on a replica is
+   * taken for that replica's failure and sends the read to the primary, so an answer that refuses
+   * (a 404) is a value `work` returns, and its caller's to answer.
    */
   async read<T>(primary: Kysely<Database>, head: number | null, work: SnapshotWork<T>): Promise<T> {
     if (head === null) return this.#onPrimary(primary, 'head_unknown', work);
@@ -103,10 +103,6 @@ export class ReplicaSet {
       if (result.ok) this.metrics.dbReads.inc({ target: 'replica', reason: 'current' });
       return result.ok ? result.value : this.#onPrimary(primary, 'lagging', work);
     } catch (error) {
-      if (error instanceof AppError) {
-        this.metrics.dbReads.inc({ target: 'replica', reason: 'current' });
-        throw error;
-      }
       this.#failed(replica, error);
       return this.#onPrimary(primary, 'error', work);
     }

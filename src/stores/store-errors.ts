@@ -1,4 +1,4 @@
-import { SERVICE_USER } from './redis.js';
+import { SERVICE_USER } from './redis-service-user.js';
 
 /** The setting that points at a store: what a line about its failure names. */
 export type StoreSetting = 'DATABASE_URL' | 'REDIS_URL' | 'REDIS_CLUSTER_NODES';

@@ -11,8 +11,8 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { ENTRY, childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { redisSay } from '../helpers/redis-say.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
 
 // docs/security.md "Least privilege", on the real entry point with its embedded stores (no DATABASE_URL
 // or REDIS_URL), started on a data directory as the previous release left it: tables owned by

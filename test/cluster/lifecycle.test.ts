@@ -13,8 +13,8 @@ import { ENTRY, childPids, startCluster, type RunningCluster } from '../fixtures
 import { testStoresEnv } from '../helpers/cluster.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
-import { isAlive } from '../../src/stores/processes.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { isAlive } from '../../src/cluster/processes.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { join } from 'node:path';
 
 // docs/architecture.md "Processes" on the real entry point: two web workers and a job worker as real processes; a

@@ -11,7 +11,7 @@ import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { startHaproxy, type RunningHaproxy } from '../fixtures/haproxy.js';
 import { testStoresEnv } from '../helpers/cluster.js';

@@ -11,9 +11,9 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { childPids, startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import type { RunningService } from '../../src/stores/service.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
+import type { RunningService } from '../../src/embedded/service.js';
 import { testStoresEnv } from '../helpers/cluster.js';
 import { request } from '../helpers/http.js';
 

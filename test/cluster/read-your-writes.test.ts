@@ -10,8 +10,8 @@ import { connectDatabase } from '../../db/connect.js';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { findFreePort } from '../../src/stores/ports.js';
-import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // docs/architecture.md "Read cache": a read that starts after a write was acknowledged reflects

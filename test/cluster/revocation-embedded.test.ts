@@ -7,7 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { runCli } from '../helpers/cli.js';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 
 // docs/operations.md "Users": revocation on the stores exactly as `npm start` runs them (no DATABASE_URL
 // or REDIS_URL: the embedded PostgreSQL through its service role, the embedded Redis with its password

@@ -5,8 +5,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort, findFreePorts } from '../../src/stores/ports.js';
-import { embeddedRedisUrl, newRedisPassword, startRedis } from '../../src/stores/redis.js';
+import { findFreePort, findFreePorts } from '../../src/embedded/ports.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import { embeddedRedisUrl } from '../../src/stores/redis-service-user.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { ENTRY } from '../fixtures/cluster.js';
 

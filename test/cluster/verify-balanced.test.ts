@@ -3,7 +3,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { startHaproxy, type RunningHaproxy } from '../fixtures/haproxy.js';
 import { testStoresEnv } from '../helpers/cluster.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
-import { SERVICE_ROLE } from '../../src/stores/postgres-role.js';
+import { SERVICE_ROLE } from '../../src/embedded/postgres-role.js';
 
 /** The superuser URL the test runner provides: for creating and dropping databases, never for the service. */
 export function adminUrl(): string {
@@ -52,7 +52,7 @@ export async function createTestDatabase(label = 'test'): Promise<{ url: string;
 
 /**
  * The service role on a server the runner did not set up (a test's own primary): created as
- * src/stores/postgres-role.ts creates it, with the runner's password. On the runner's server it exists.
+ * src/embedded/postgres-role.ts creates it, with the runner's password. On the runner's server it exists.
  */
 async function ensureServiceRole(client: pg.Client, password: string): Promise<void> {
   const found = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [SERVICE_ROLE]);

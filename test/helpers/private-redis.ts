@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { findFreePort } from '../../src/stores/ports.js';
-import { newRedisPassword, type RedisOptions } from '../../src/stores/redis.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { newRedisPassword, type RedisOptions } from '../../src/embedded/redis.js';
 
 /**
  * Options for a throwaway redis-server of one test file (one it may stop, restart or slow down

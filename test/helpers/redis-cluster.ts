@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { findFreePorts } from '../../src/stores/ports.js';
-import { isAlive } from '../../src/stores/processes.js';
-import { newRedisPassword, SERVICE_USER, startRedis } from '../../src/stores/redis.js';
+import { findFreePorts } from '../../src/embedded/ports.js';
+import { isAlive } from '../../src/cluster/processes.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import { SERVICE_USER } from '../../src/stores/redis-service-user.js';
 
 /** One node of a cluster as `CLUSTER NODES` describes it. */
 export interface ClusterNode {

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import type { RunningService } from '../../src/stores/service.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
+import type { RunningService } from '../../src/embedded/service.js';
 import { ENTRY } from '../fixtures/cluster.js';
 
 const TMP = process.env.TEST_TMP_DIR;

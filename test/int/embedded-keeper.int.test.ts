@@ -6,9 +6,10 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
-import { embeddedRedisUrl, newRedisPassword, startRedis } from '../../src/stores/redis.js';
-import { keepRunning, type KeptService } from '../../src/stores/backends.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import { embeddedRedisUrl } from '../../src/stores/redis-service-user.js';
+import { keepRunning, type KeptService } from '../../src/embedded/keep-running.js';
 
 /** The kept servers' password, as `npm start` gives its Redis one: the same across restarts. */
 const PASSWORD = newRedisPassword();

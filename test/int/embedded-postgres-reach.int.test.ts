@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { ensureReachable } from '../../src/stores/server-account.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
+import { ensureReachable } from '../../src/embedded/server-account.js';
 
 // A clone in a directory the `postgres` account cannot enter (a mktemp -d, mode 0700, or /root):
 // as root, the embedded PostgreSQL that `npm start` and `npm test` both start stops with one line

@@ -6,9 +6,9 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
+import { startRedis } from '../../src/embedded/redis.js';
 import { redisSay } from '../helpers/redis-say.js';
 
 // docs/security.md "Least privilege": the embedded PostgreSQL's superuser password is never in a file

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { clearStaleLock } from '../../src/stores/postgres-data-dir.js';
+import { clearStaleLock } from '../../src/embedded/postgres-data-dir.js';
 
 // What a start says when DATA_DIR's PostgreSQL is still serving: a server that a running
 // Paceline owns is never to be killed (its primary is named); only one left behind by a primary

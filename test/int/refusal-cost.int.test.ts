@@ -7,7 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../db/connect.js';
 import { hashToken } from '../../src/auth/tokens.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { startRedis } from '../../src/embedded/redis.js';
 import { pseudonymOf } from '../../src/throttle/pseudonym.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';

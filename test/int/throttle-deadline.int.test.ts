@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
 import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';

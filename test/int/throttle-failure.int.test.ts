@@ -2,12 +2,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startRedis, type RedisOptions } from '../../src/stores/redis.js';
+import { startRedis, type RedisOptions } from '../../src/embedded/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';
 import { privateRedisOptions } from '../helpers/private-redis.js';
-import { isAlive } from '../../src/stores/processes.js';
+import { isAlive } from '../../src/cluster/processes.js';
 
 // docs/architecture.md "Throttling", Redis trouble: two apps on a private redis-server, one per THROTTLE_FAILURE_MODE.
 // The server is SIGKILLed, then frozen with SIGSTOP (slower than THROTTLE_TIMEOUT_MS): open

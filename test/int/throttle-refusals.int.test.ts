@@ -7,7 +7,7 @@ import { createThrottler, throttleKey } from '../../src/throttle/consume.js';
 import type { Decision, Throttler } from '../../src/throttle/throttler.js';
 import { parseRate } from '../../src/throttle/rate.js';
 import type { ScopeRule } from '../../src/throttle/scopes.js';
-import { startRedis } from '../../src/stores/redis.js';
+import { startRedis } from '../../src/embedded/redis.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { request, type TestResponse } from '../helpers/http.js';
 import { parseMetrics, sumOf } from '../helpers/metrics.js';

@@ -5,7 +5,7 @@ import hashSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/stores/ports.js';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { CENSUS_STALE_MS, WorkerCensus } from '../../src/throttle/worker-census.js';
 import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster.js';
 

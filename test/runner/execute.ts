@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isAlive } from '../../src/stores/processes.js';
+import { isAlive } from '../../src/cluster/processes.js';
 
 export interface FileResult {
   passed: number;

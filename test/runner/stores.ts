@@ -1,12 +1,12 @@
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findFreePort } from '../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../src/stores/postgres.js';
-import { provideServiceRole } from '../../src/stores/postgres-role.js';
-import { isAlive } from '../../src/stores/processes.js';
-import { newRedisPassword, startRedis } from '../../src/stores/redis.js';
-import type { RunningService } from '../../src/stores/service.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
+import { provideServiceRole } from '../../src/embedded/postgres-role.js';
+import { isAlive } from '../../src/cluster/processes.js';
+import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import type { RunningService } from '../../src/embedded/service.js';
 
 export interface TestStores {
   /** The environment every file that uses the stores gets (see test/run.ts). */

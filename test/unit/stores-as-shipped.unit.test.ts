@@ -1,7 +1,7 @@
 import { ESLint } from 'eslint';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { RedisOptions } from '../../src/stores/redis.js';
+import type { RedisOptions } from '../../src/embedded/redis.js';
 
 // docs/testing.md "Stores as shipped": a Redis without the password and the service's ACL user
 // cannot be started by a test unless the test says why.

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../../db/connect.js';
-import { findFreePort } from '../../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../../src/stores/postgres.js';
+import { findFreePort } from '../../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';
 import { createBenchDatabase, startBenchRedis } from '../../../test/fixtures/stores.js';
 import type { Stores } from '../read-path/processes.js';
 

@@ -6,9 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../../db/connect.js';
 import { migrateToLatest } from '../../../db/migrate.js';
-import { findFreePort } from '../../../src/stores/ports.js';
-import { startEmbeddedPostgres } from '../../../src/stores/postgres.js';
-import { newRedisPassword, startRedis } from '../../../src/stores/redis.js';
+import { findFreePort } from '../../../src/embedded/ports.js';
+import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';
+import { newRedisPassword, startRedis } from '../../../src/embedded/redis.js';
 import { childPids, startCluster, type RunningCluster } from '../../../test/fixtures/cluster.js';
 export { childPids };
 

@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { ServerAccount } from './server-account.js';
 
 /**
  * The secret kept in `file`, generated (32 random bytes, base64url) and written readable by its
- * owner only (0600) when the file does not exist yet; `owner`, when given, is made its owner.
+ * owner only (0600) when the file does not exist yet; `owner`, when given (an embedded store's
+ * server account), is made its owner.
  * `created` says whether it was generated now. The secret itself is never logged.
  */
 export async function readOrCreateSecret(
   file: string,
-  owner?: ServerAccount,
+  owner?: { uid: number; gid: number },
 ): Promise<{ secret: string; created: boolean }> {
   try {
     const secret = (await readFile(file, 'utf8')).trim();

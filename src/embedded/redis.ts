@@ -4,6 +4,7 @@ import { chmod, mkdir } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { embeddedRedisUrl, SERVICE_USER } from '../stores/redis-service-user.js';
 import { findServerAccount, giveTree, prepareParents, REDIS_ACCOUNT } from './server-account.js';
 import type { RunningService } from './service.js';
 
@@ -43,9 +44,6 @@ export function newRedisPassword(): string {
 
 /** The operator's user of a throwaway server started with `operatorPassword`. */
 export const OPERATOR_USER = 'operator';
-
-/** The one Redis user of a server with a password: what Paceline's processes connect as. */
-export const SERVICE_USER = 'paceline';
 
 /**
  * What {@link SERVICE_USER} may run (docs/security.md "Least privilege"): every data, scripting and pub/sub
@@ -151,16 +149,6 @@ export async function startRedis(
     stop,
     ...(operatorUrl ? { operatorUrl } : {}),
   };
-}
-
-/**
- * The URL a client of a server {@link startRedis} started connects with: as {@link SERVICE_USER}
- * when it has a password (its `default` user is off), bare without one. Every Paceline process
- * that reaches the embedded Redis (the service, CLI commands, jobs, benches) builds it here.
- */
-export function embeddedRedisUrl(port: number, password: string | undefined): string {
-  const auth = password === undefined ? '' : `${SERVICE_USER}:${encodeURIComponent(password)}@`;
-  return `redis://${auth}127.0.0.1:${port}`;
 }
 
 /** A value in redis.conf's double quotes (its escapes are C's). */
