@@ -1,10 +1,9 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Config } from '../config.js';
 import type { Metrics } from '../metrics.js';
-import type { RequestRecorder } from '../http/request-context.middleware.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
 import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
-import { JSON_TYPE, writeEdgeAnswer } from './answer.js';
+import { JSON_TYPE, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
 
 /** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
 export interface Classified {
@@ -16,7 +15,7 @@ export interface Classified {
 
 export interface EdgeParts {
   classify(req: IncomingMessage): Classified;
-  recorder: RequestRecorder;
+  recorder: AnswerRecorder;
   metrics: Metrics;
   config: Pick<
     Config,
@@ -84,7 +83,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
   return Object.assign(listener, { close: () => admission.close() });
 }
 
-function answerLive(req: IncomingMessage, res: ServerResponse, route: Classified, recorder: RequestRecorder): void {
+function answerLive(req: IncomingMessage, res: ServerResponse, route: Classified, recorder: AnswerRecorder): void {
   const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
   writeEdgeAnswer(res, { status: 200, requestId, fields: JSON_TYPE, body: LIVE_BODY, allow: route.allow });
   recorder.record({ requestId, method: 'GET', route: route.route, status: 200, seconds: 0 });

@@ -1,5 +1,33 @@
 import type { ServerResponse } from 'node:http';
-import { BASE_FIELDS } from '../http/base-headers.js';
+
+/** The fields every answer carries, as a flat name, value list (docs/architecture.md "HTTP API"). */
+export const BASE_FIELDS: readonly string[] = [
+  'X-Content-Type-Options',
+  'nosniff',
+  'Referrer-Policy',
+  'same-origin',
+  'Vary',
+  'Accept, Authorization',
+];
+
+/** One answer as the access log and the request metrics see it, whether Koa or the door gave it. */
+export interface AnswerRecord {
+  requestId: string;
+  method: string;
+  route: string;
+  status: number;
+  seconds: number;
+  /** A refusal's scope, client and Retry-After: its access line is written by sample. */
+  refusal?: { scope: string; client: string; retryAfterS: number; pseudonym?: string; local: boolean } | undefined;
+}
+
+/** What records each answer: the request context inside Koa (src/http/request-context.middleware.ts), shared with the door. */
+export interface AnswerRecorder {
+  /** The request's id: `given` (the client's `X-Request-Id`, or '') when it is sane, else a new one. */
+  idFor(given: string): string;
+  /** Counts an answer in the request metrics and writes its access line. */
+  record(answer: AnswerRecord): void;
+}
 
 /** An answer written before Koa: its status, the request's id, its own fields and its body. */
 export interface EdgeAnswer {

@@ -1,16 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
+import { BASE_FIELDS } from '../edge/answer.js';
 import { Errors } from '../errors.js';
-
-/** The fields every answer carries, as a flat name, value list (docs/architecture.md "HTTP API"). */
-export const BASE_FIELDS: readonly string[] = [
-  'X-Content-Type-Options',
-  'nosniff',
-  'Referrer-Policy',
-  'same-origin',
-  'Vary',
-  'Accept, Authorization',
-];
 
 /** Sets BASE_FIELDS and refuses a request whose Host header is missing (HTTP/1.1) or repeated, with 400. */
 export const baseHeaders: Middleware = async (ctx, next) => {

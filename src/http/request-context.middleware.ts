@@ -3,7 +3,7 @@ import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { methodLabel, type Metrics } from '../metrics.js';
 import { RefusalLog } from './refusal-log.js';
-import type { Refusal } from './request-state.js';
+import type { AnswerRecorder } from '../edge/answer.js';
 
 const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
@@ -22,23 +22,8 @@ export function createRequestIds(): () => string {
   return () => prefix + (counter++).toString(36);
 }
 
-/** What the request context records of each answer, shared with the answers given before Koa (early-refusal.ts). */
-export interface RequestRecorder {
-  /** The request's id: `given` (the client's `X-Request-Id`, or '') when it is sane, else a new one. */
-  idFor(given: string): string;
-  /** Counts an answer in the request metrics and writes its access line (see requestContext). */
-  record(answer: Answer): void;
-}
-
-/** One answer as the access log and the request metrics see it. */
-interface Answer {
-  requestId: string;
-  method: string;
-  route: string;
-  status: number;
-  seconds: number;
-  refusal?: Refusal | undefined;
-}
+/** What the request context records of each answer, shared with the answers given before Koa (src/edge/). */
+export type RequestRecorder = AnswerRecorder;
 
 /**
  * Gives each request an id (the client's `X-Request-Id` when it is sane, else a new id from createRequestIds),
