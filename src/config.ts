@@ -123,7 +123,7 @@ const schema = z.object({
   APPEND_BATCH_MAX: integer(1, 10_000).default(256),
   // Admission control per web worker (docs/throttling.md "Past capacity: admission and shedding").
   ADMISSION_CONTROL: z.enum(['on', 'off']).default('on'),
-  ADMISSION_QUEUE_MS: integer(1, 60_000).default(1_000),
+  ADMISSION_QUEUE_MS: integer(1, 60_000).default(100),
   ADMISSION_QUEUE_SIZE: integer(0, 100_000).default(1_024),
   ADMISSION_LIMIT_MIN: integer(1, 100_000).default(4),
   ADMISSION_LIMIT_MAX: integer(1, 100_000).default(256),

@@ -21,13 +21,16 @@ export interface LimitSettings {
 const INITIAL = 64;
 /** How much slower than the baseline the recent requests may be before the limit shrinks. */
 const TOLERANCE = 1.5;
-/** The baseline's weight per update: it follows about the last 20 updates (up to 1,000 requests). */
-const LONG_WEIGHT = 0.1;
+/**
+ * The baseline's weight per update: it follows about the last 5 s of latency, however many requests
+ * that is (a baseline counted in requests forgets a saturated event loop within a fraction of a second).
+ */
+const LONG_WEIGHT = 0.02;
 /** How far each update moves the limit toward its new estimate. */
 const SMOOTHING = 0.2;
-/** Samples per update of the limit (and at least one update every UPDATE_MS with samples). */
-const WINDOW_SAMPLES = 50;
+/** The limit is updated every UPDATE_MS, from the requests that finished in it (at least MIN_SAMPLES). */
 const UPDATE_MS = 100;
+const MIN_SAMPLES = 5;
 
 export class AdaptiveLimit {
   readonly #min: number;
@@ -62,7 +65,7 @@ export class AdaptiveLimit {
     this.#windowSum += durationMs;
     this.#windowCount += 1;
     this.#windowPeak = Math.max(this.#windowPeak, inFlight);
-    if (this.#windowCount >= WINDOW_SAMPLES || now - this.#windowStarted >= UPDATE_MS) this.#update();
+    if (this.#windowCount >= MIN_SAMPLES && now - this.#windowStarted >= UPDATE_MS) this.#update();
   }
 
   #update(): void {
@@ -70,7 +73,7 @@ export class AdaptiveLimit {
     const peak = this.#windowPeak;
     this.#windowSum = this.#windowCount = this.#windowPeak = 0;
     this.#longMs = this.#longMs === 0 ? shortMs : this.#longMs + (shortMs - this.#longMs) * LONG_WEIGHT;
-    // A baseline far above now (the load has passed): let it come down quickly rather than over 20 updates.
+    // A baseline far above now (the load has passed): let it come down quickly rather than over 5 s.
     if (this.#longMs / shortMs > 2) this.#longMs *= 0.95;
     const gradient = clamp((TOLERANCE * this.#longMs) / Math.max(shortMs, 0.001), 0.5, 1);
     // An idle worker learns nothing about its capacity: keep the limit where it is.

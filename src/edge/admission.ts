@@ -32,27 +32,39 @@ export interface Waiter {
 
 export interface AdmissionSettings {
   queueSize: number;
+  /** CoDel's target: past it, a request of a standing queue is shed. */
   queueMs: number;
 }
 
 /**
+ * CoDel's interval: a queue that has not emptied for this long is standing, and its requests are
+ * shed past `queueMs`; before that, a burst may wait up to this long.
+ */
+export const STANDING_AFTER_MS = 1_000;
+
+/**
  * One web worker's admission: at most `limit` requests in progress (each class its SHARE of it),
  * the rest in a short queue per class, highest class first when a slot frees. A full queue sheds
- * the newest of a lower class to make room, else the newcomer; a request that waited longer than
- * `queueMs` is shed rather than served late (CoDel's idea: the queue absorbs a burst, never a
- * standing backlog); one whose client left is dropped before any work.
+ * the newest of a lower class to make room, else the newcomer. As CoDel does (in the form servers
+ * use): while the queue empties now and then, a burst may wait up to STANDING_AFTER_MS; once it has
+ * not emptied for that long it is a standing backlog, and a request that waited past `queueMs` is
+ * shed rather than served late. One whose client left is dropped before any work.
  */
 export class Admission {
   #inFlight = 0;
   readonly #queues: Waiter[][] = [[], [], [], []];
   #queued = 0;
+  /** When the queue was last empty. */
+  #emptyAt: number;
   #sweeper: NodeJS.Timeout | undefined;
 
   constructor(
     readonly limit: AdaptiveLimit,
     private readonly settings: AdmissionSettings,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.#emptyAt = now();
+  }
 
   get inFlight(): number {
     return this.#inFlight;
@@ -64,7 +76,10 @@ export class Admission {
 
   /** Starts `waiter` now, queues it, or sheds it (or a lower class's newest waiter in its place). */
   admit(waiter: Waiter): void {
-    if (this.#fits(waiter.level) && this.#queued === 0) return this.#start(waiter);
+    if (this.#fits(waiter.level) && this.#queued === 0) {
+      this.#emptyAt = this.now();
+      return this.#start(waiter);
+    }
     if (this.#queued >= this.settings.queueSize) {
       const victim = this.#newestBelow(waiter.level);
       if (!victim) return waiter.shed('full');
@@ -109,16 +124,22 @@ export class Admission {
         this.#queued -= 1;
         waiter.left?.();
         if (waiter.gone()) continue;
-        if (this.now() - waiter.queuedAt > this.settings.queueMs) waiter.shed('waited');
+        if (this.now() - waiter.queuedAt > this.#patience()) waiter.shed('waited');
         else this.#start(waiter);
       }
     }
     if (this.#queued === 0) this.#stopSweeper();
   }
 
-  /** Sheds the waiters past `queueMs` and drops those whose client left, even while no slot frees. */
+  /** How long a queued request may wait now: `queueMs` in a standing queue, STANDING_AFTER_MS in a burst. */
+  #patience(): number {
+    const standing = this.#queued > 0 && this.now() - this.#emptyAt > STANDING_AFTER_MS;
+    return standing ? this.settings.queueMs : Math.max(STANDING_AFTER_MS, this.settings.queueMs);
+  }
+
+  /** Sheds the waiters past their patience and drops those whose client left, even while no slot frees. */
   #sweep(): void {
-    const oldest = this.now() - this.settings.queueMs;
+    const oldest = this.now() - this.#patience();
     for (const queue of this.#queues) {
       for (let i = queue.length - 1; i >= 0; i -= 1) {
         const waiter = queue[i]!;
@@ -133,6 +154,7 @@ export class Admission {
   }
 
   #stopSweeper(): void {
+    this.#emptyAt = this.now();
     clearInterval(this.#sweeper);
     this.#sweeper = undefined;
   }

@@ -138,7 +138,7 @@ test('a queued request whose client left does no work: the write it carried is n
   assert.ok(abandoned >= 1, `abandoned counted: ${abandoned}`);
 });
 
-test('a request that waited in the queue past ADMISSION_QUEUE_MS is shed rather than served late', async () => {
+test('a request left waiting in a standing queue, past ADMISSION_QUEUE_MS, is shed rather than served late', async () => {
   const held = await holdBothSlots(hasty.port);
   const late = send(hasty.port, 'late', get('/api/tasks/'));
   const { status, text } = await late.answer;
