@@ -9,13 +9,8 @@ import {
   type Summary,
   type Tally,
 } from './outcomes.js';
-import {
-  createConnectionQueue,
-  planArrivals,
-  realClock,
-  runOpenLoop,
-  seededRandom,
-} from '../../../test/fixtures/open-loop.js';
+import { createConnectionQueue, planArrivals, realClock, runOpenLoop } from '../../../test/fixtures/open-loop.js';
+import { random as seededRandom } from '../../../test/helpers/random.js';
 import { sendRequest, type RequestSpec } from './send.js';
 
 /** The request classes of the mix and their shares of its arrivals. */
