@@ -35,6 +35,7 @@ import { factList, markdownTable } from './abuse/report.js';
 import type { RunningCluster } from '../../test/fixtures/cluster.js';
 import { startBare, startService, type Stores } from './read-path/processes.js';
 import { seedTasks } from './read-path/seed.js';
+import { readBenchCount } from './settings.js';
 
 const RESULTS = process.env.BENCH_RESULTS || 'ops/bench/results/abuse.md';
 const SECRET = 'abuse-bench-cursor-secret-0123456789';
@@ -42,20 +43,9 @@ const TASKS = 1_000;
 const OPEN_DATABASE = 'bench_abuse_open';
 const GOOD_RATES = { get: 20, login: 3 };
 
-function setting(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    process.stderr.write(`${name} must be a whole number of at least 1, got "${text}"\n`);
-    process.exit(2);
-  }
-  return value;
-}
-
-const rounds = setting('BENCH_ROUNDS', 3);
+const rounds = readBenchCount('BENCH_ROUNDS', 3);
 const logLevel = process.env.BENCH_LOG_LEVEL || 'info';
-const seconds = setting('BENCH_SECONDS', 4);
+const seconds = readBenchCount('BENCH_SECONDS', 4);
 
 const running: {
   stores?: Stores;

@@ -32,6 +32,7 @@ import {
 } from './overload/scenarios.js';
 import { MODES, counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
 import { uptime } from './machine.js';
+import { readBenchCount } from './settings.js';
 
 const RESULTS = process.env.BENCH_RESULTS || 'ops/bench/results/overload.md';
 const TASKS = 5_000;
@@ -42,20 +43,9 @@ const SOCKETS = 1_000;
 const RAMP_SECONDS = 3;
 const WARM_UP_SECONDS = 5;
 
-function setting(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    process.stderr.write(`${name} must be a whole number of at least 1, got "${text}"\n`);
-    process.exit(2);
-  }
-  return value;
-}
-
-const seconds = setting('BENCH_SECONDS', 10);
-const floodSeconds = setting('BENCH_FLOOD_SECONDS', 10);
-const wantedConnections = setting('BENCH_FLOOD_CONNECTIONS', 2_000);
+const seconds = readBenchCount('BENCH_SECONDS', 10);
+const floodSeconds = readBenchCount('BENCH_FLOOD_SECONDS', 10);
+const wantedConnections = readBenchCount('BENCH_FLOOD_CONNECTIONS', 2_000);
 const logLevel = process.env.BENCH_LOG_LEVEL || 'info';
 const log = (line: string) => process.stderr.write(`${line}\n`);
 

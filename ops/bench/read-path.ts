@@ -38,6 +38,7 @@ import {
 import { seedTasks } from './read-path/seed.js';
 import { CONNECTIONS, runWrk, THREADS } from './read-path/wrk.js';
 import { describeCommit, wrkVersion } from './machine.js';
+import { readBenchCount } from './settings.js';
 
 const RESULTS = 'ops/bench/results/read-path.md';
 const SECRET = 'read-path-bench-cursor-secret-0123456789';
@@ -47,20 +48,9 @@ const WARMUP_S = 1;
 /** Measured on a shared 2-core host: events, rebuild and VACUUM ANALYZE of 100,000 tasks. */
 const SEED_S_PER_100K = 5;
 
-function setting(name: string, fallback: number, min: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text.replace(/_/g, ''));
-  if (!Number.isInteger(value) || value < min) {
-    process.stderr.write(`${name} must be a whole number of at least ${min}, got "${text}"\n`);
-    process.exit(2);
-  }
-  return value;
-}
-
-const tasks = setting('BENCH_TASKS', 1_000_000, 10_000); // page 990 and offset 5000 must exist
-const seconds = setting('BENCH_SECONDS', 10, 1);
-const rounds = setting('BENCH_ROUNDS', 3, 1);
+const tasks = readBenchCount('BENCH_TASKS', 1_000_000, 10_000); // page 990 and offset 5000 must exist
+const seconds = readBenchCount('BENCH_SECONDS', 10, 1);
+const rounds = readBenchCount('BENCH_ROUNDS', 3, 1);
 
 const running: {
   stores?: Stores;

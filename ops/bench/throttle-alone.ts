@@ -46,7 +46,7 @@ import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import { startBenchRedis } from '../../test/fixtures/stores.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -253,15 +253,9 @@ async function freePort(): Promise<number> {
 }
 
 /** The bench's Redis as `npm start` runs one (its password, the service's ACL user), with an admin connection. */
-async function startBenchRedis(): Promise<{ url: string; admin: Redis; stop(): Promise<void> }> {
+async function startRedisWithAdmin(): Promise<{ url: string; admin: Redis; stop(): Promise<void> }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'paceline-throttle-alone-'));
-  const server = await startRedis({
-    dataDir,
-    port: await freePort(),
-    persistent: false,
-    password: newRedisPassword(),
-    log: () => {},
-  });
+  const server = await startBenchRedis(dataDir);
   const admin = new Redis(server.url);
   return {
     url: server.url,
@@ -401,7 +395,7 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
 }
 
 async function runPrimary(secondsPerVariant: number, rounds: number, variants: Variant[]): Promise<void> {
-  const redis = await startBenchRedis();
+  const redis = await startRedisWithAdmin();
   const redisUrl = redis.url;
   const servers: Server[] = [];
   try {

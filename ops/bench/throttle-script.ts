@@ -16,8 +16,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { findFreePort } from '../../src/embedded/ports.js';
-import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import { startBenchRedis } from '../../test/fixtures/stores.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];
@@ -70,13 +69,7 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
 
 const turns = Number(process.argv[2] ?? 20_000);
 const scratch = await mkdtemp(join(tmpdir(), 'paceline-script-bench-'));
-const redis = await startRedis({
-  dataDir: scratch,
-  port: await findFreePort(),
-  persistent: false,
-  password: newRedisPassword(),
-  log: () => {},
-});
+const redis = await startBenchRedis(scratch);
 const admin = new Redis(redis.url);
 try {
   const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];

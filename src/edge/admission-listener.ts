@@ -66,8 +66,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
           admission.finish(performance.now() - startedAt, inFlightAtStart);
           gauges();
         });
-        gauges();
-        app(req, res);
+        app(req, res); // started from admit() or finish(), both of which set the gauges after
       },
       shed(reason) {
         shedRequest(req, res, { ...classified, level }, reason, parts);

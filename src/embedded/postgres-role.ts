@@ -6,6 +6,9 @@ import type { ServerAccount } from './server-account.js';
 /** The role Paceline's processes connect to the embedded PostgreSQL as: it owns the schema, and is no superuser. */
 export const SERVICE_ROLE = 'paceline';
 
+/** What {@link SERVICE_ROLE} may do: log in and own its schema, nothing of a superuser's. */
+export const SERVICE_ROLE_ATTRIBUTES = 'LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS';
+
 // Next to the superuser's password file, in the cluster's directory.
 const SERVICE_PASSWORD_FILE = '.paceline-service-password';
 // Arbitrary constant: one setup at a time (the primary and a CLI command may start together).
@@ -28,9 +31,7 @@ export async function provideServiceRole(adminUrl: string, dataDir: string, acco
     await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
     const role = client.escapeIdentifier(SERVICE_ROLE);
     const found = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [SERVICE_ROLE]);
-    const attributes =
-      `LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ` +
-      `${client.escapeLiteral(secret)}`;
+    const attributes = `${SERVICE_ROLE_ATTRIBUTES} PASSWORD ` + `${client.escapeLiteral(secret)}`;
     await client.query(`${found.rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${role} WITH ${attributes}`);
     const { rows } = await client.query<{ db: string }>('SELECT current_database() AS db');
     await client.query(`ALTER DATABASE ${client.escapeIdentifier(rows[0]!.db)} OWNER TO ${role}`);

@@ -23,7 +23,8 @@ interface RedisServerOptions {
   onUnexpectedExit?: (how: string) => void;
   /**
    * With a password: also an operator's user, {@link OPERATOR_USER}, with every command, for a test
-   * or a benchmark that plays the operator (SAVE, CLIENT PAUSE, KEYS); never given to the service.
+   * or a benchmark that plays the operator (SAVE, CLIENT PAUSE, KEYS, creating a Redis Cluster), and
+   * as which a replica follows its master; never given to the service.
    */
   operatorPassword?: string;
 }
@@ -92,7 +93,9 @@ export async function startRedis(
       : `user default off\nuser ${SERVICE_USER} on ${quoted(`>${opts.password}`)} ${SERVICE_ACL}\n` +
         (opts.operatorPassword === undefined
           ? ''
-          : `user ${OPERATOR_USER} on ${quoted(`>${opts.operatorPassword}`)} ~* &* +@all\n`);
+          : // A replica (a Redis Cluster's) follows its master as the operator: the service may not replicate.
+            `user ${OPERATOR_USER} on ${quoted(`>${opts.operatorPassword}`)} ~* &* +@all\n` +
+            `masteruser ${OPERATOR_USER}\nmasterauth ${quoted(opts.operatorPassword)}\n`);
   const child = spawn(
     'redis-server',
     [...(config ? ['-'] : []), ...serverArgs(opts.port, dataDir, opts.persistent), ...(opts.extraArgs ?? [])],

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
-import { SERVICE_ROLE } from '../../src/embedded/postgres-role.js';
+import { SERVICE_ROLE, SERVICE_ROLE_ATTRIBUTES } from '../../src/embedded/postgres-role.js';
 
 /** The superuser URL the test runner provides: for creating and dropping databases, never for the service. */
 export function adminUrl(): string {
@@ -58,8 +58,7 @@ async function ensureServiceRole(client: pg.Client, password: string): Promise<v
   const found = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [SERVICE_ROLE]);
   if (found.rowCount !== 0) return;
   await client.query(
-    `CREATE ROLE ${SERVICE_ROLE} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS ` +
-      `PASSWORD ${client.escapeLiteral(password)}`,
+    `CREATE ROLE ${SERVICE_ROLE} WITH ${SERVICE_ROLE_ATTRIBUTES} PASSWORD ${client.escapeLiteral(password)}`,
   );
 }
 

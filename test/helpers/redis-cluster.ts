@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { findFreePorts } from '../../src/embedded/ports.js';
 import { isAlive } from '../../src/cluster/processes.js';
-import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
+import { newRedisPassword, OPERATOR_USER, startRedis } from '../../src/embedded/redis.js';
 import { SERVICE_USER } from '../../src/stores/redis-service-user.js';
 
 /** One node of a cluster as `CLUSTER NODES` describes it. */
@@ -56,9 +56,9 @@ const READY_TIMEOUT_MS = 60_000;
 /**
  * Starts a Redis Cluster of `redis-server` processes on 127.0.0.1 (free ports, data under
  * `dataDir`), each as `npm start` runs its Redis (a password, the service's ACL user, `default`
- * off), plus the operator's own admin user, which creates the cluster, inspects it and carries
- * replication (the service user may run no cluster or replication command), created with `redis-cli --cluster create`, and waits until every slot is served and
- * every replica is in sync. `stop()` ends every node it started, whatever `kill` did.
+ * off), plus the operator's user (`operatorPassword`), which creates the cluster, inspects it and carries
+ * replication (the service user may run no cluster or replication command), created with
+ * `redis-cli --cluster create`, and waits until every slot is served and every replica is in sync. `stop()` ends every node it started, whatever `kill` did.
  */
 export async function startRedisCluster(dataDir: string, options: RedisClusterOptions = {}): Promise<TestRedisCluster> {
   const { masters = 3, replicasPerMaster = 0, nodeTimeoutMs = 3_000 } = options;
@@ -68,7 +68,7 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
   const ports = chosen.slice(0, nodes);
   const busPorts = chosen.slice(nodes);
   const credentials = { username: SERVICE_USER, password: newRedisPassword() };
-  const admin = { username: 'cluster-admin', password: newRedisPassword() };
+  const admin = { username: OPERATOR_USER, password: newRedisPassword() };
   const started = await Promise.allSettled(
     ports.map((port, i) =>
       startRedis({
@@ -76,6 +76,7 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
         port,
         persistent: false,
         password: credentials.password,
+        operatorPassword: admin.password,
         log: () => {},
         onUnexpectedExit: () => {},
         extraArgs: [
@@ -87,17 +88,6 @@ export async function startRedisCluster(dataDir: string, options: RedisClusterOp
           `nodes-${port}.conf`,
           '--cluster-node-timeout',
           String(nodeTimeoutMs),
-          '--user',
-          admin.username,
-          'on',
-          `>${admin.password}`,
-          '~*',
-          '&*',
-          '+@all',
-          '--masteruser',
-          admin.username,
-          '--masterauth',
-          admin.password,
         ],
       }),
     ),
