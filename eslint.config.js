@@ -53,8 +53,8 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             {
-              group: ['**/http/**', 'koa', '@koa/*'],
-              message: 'The domain knows no HTTP: views, status codes and query parsing live in src/http/.',
+              group: ['**/api/**', '**/edge/**', '**/server/**', 'koa', '@koa/*'],
+              message: 'The domain knows no HTTP: views, status codes and query parsing live in src/api/.',
             },
             {
               group: ['**/pagination/**'],
@@ -75,7 +75,10 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             embeddedLazily,
-            { group: ['koa', '@koa/*', '**/http/**'], message: 'Domain code never imports Koa or the HTTP layer.' },
+            {
+              group: ['koa', '@koa/*', '**/api/**', '**/edge/**', '**/server/**'],
+              message: 'Domain code never imports Koa or the HTTP layer.',
+            },
           ],
         },
       ],
@@ -83,7 +86,7 @@ export default tseslint.config(
   },
   {
     // Settings and the parsers they use are the ground floor: any process reads them before it has a store.
-    files: ['src/config.ts', 'src/config-values.ts', 'src/proxy-list.ts', 'src/redis-cluster-nodes.ts'],
+    files: ['src/settings/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
@@ -94,7 +97,9 @@ export default tseslint.config(
               group: [
                 '**/stores/**',
                 '**/embedded/**',
-                '**/http/**',
+                '**/api/**',
+                '**/edge/**',
+                '**/server/**',
                 '**/cluster/**',
                 '**/events/**',
                 '**/read-cache/**',
@@ -118,7 +123,7 @@ export default tseslint.config(
             outsideRuntime,
             embeddedLazily,
             {
-              group: ['koa', '@koa/*', '**/http/**', '../errors.js'],
+              group: ['koa', '@koa/*', '**/api/**', '**/edge/**', '**/server/**', '**/base/errors.js'],
               message: 'Stores never import the HTTP layer or its answers (AppError).',
             },
           ],
@@ -136,7 +141,7 @@ export default tseslint.config(
             outsideRuntime,
             embeddedLazily,
             {
-              group: ['koa', '@koa/*', '**/http/**'],
+              group: ['koa', '@koa/*', '**/api/**', '**/edge/**', '**/server/**'],
               message: 'The read cache never imports the HTTP layer.',
             },
           ],
@@ -154,7 +159,17 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             {
-              group: ['koa', '@koa/*', '**/http/**', '**/cluster/**', '**/cli/**', '../cli.js', '../main.js'],
+              group: [
+                'koa',
+                '@koa/*',
+                '**/api/**',
+                '**/edge/**',
+                '**/server/**',
+                '**/cluster/**',
+                '**/cli/**',
+                '../cli.js',
+                '../main.js',
+              ],
               message: 'The embedded servers import no server, cluster or CLI code.',
             },
           ],
@@ -164,7 +179,7 @@ export default tseslint.config(
   },
   {
     // The document builder collects what the route files declare; it never imports them back.
-    files: ['src/http/openapi/**/*.ts'],
+    files: ['src/api/openapi/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

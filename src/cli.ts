@@ -2,8 +2,8 @@ import type { CommandContext } from './cli/command.js';
 import { findCommand, USAGE } from './cli/commands.js';
 import { withDatabase } from './cli/database.js';
 import { fail } from './cli/output.js';
-import { ConfigError, loadConfig } from './config.js';
-import { readEnvFile } from './env-file.js';
+import { ConfigError, loadConfig } from './settings/config.js';
+import { readEnvFile } from './settings/env-file.js';
 
 /**
  * `npm run cli -- <command>`: administrative commands, run against DATABASE_URL or the embedded

@@ -1,8 +1,8 @@
 import cluster from 'node:cluster';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig } from './settings/config.js';
 import { runChild } from './cluster/child.js';
 import { runPrimary } from './cluster/primary.js';
-import { readEnvFile } from './env-file.js';
+import { readEnvFile } from './settings/env-file.js';
 
 /** The one entry point: the primary, or a child of the role the primary gave it. */
 async function main(): Promise<void> {

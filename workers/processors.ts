@@ -1,5 +1,5 @@
 import type { Deps } from '../src/deps.js';
-import { primeRetentionSeries } from '../src/metrics.js';
+import { primeRetentionSeries } from '../src/base/metrics.js';
 import { JOB_STATES, REPORTS_QUEUE } from '../src/reports/report-queue.js';
 import { unfinishedReportIds } from '../src/reports/reports.repository.js';
 import { runPeriodically } from './periodic.js';

@@ -1,6 +1,6 @@
 import { Worker, type Job } from 'bullmq';
 import type { Deps } from '../src/deps.js';
-import { childDrainBudgetMs } from '../src/config.js';
+import { childDrainBudgetMs } from '../src/settings/config.js';
 import { aggregateReport } from '../src/reports/aggregate.js';
 import { bullPrefix, closeConnection, REPORTS_QUEUE } from '../src/reports/report-queue.js';
 import { createRedisClient } from '../src/stores/redis-client.js';

@@ -1,7 +1,7 @@
 import { sweepExpiredTokens } from '../src/auth/tokens.js';
 import type { Deps } from '../src/deps.js';
 import { sweepExpiredClaims } from '../src/idempotency/idempotency.js';
-import type { RETENTION_TABLES } from '../src/metrics.js';
+import type { RETENTION_TABLES } from '../src/base/metrics.js';
 
 type Table = (typeof RETENTION_TABLES)[number];
 

@@ -8,8 +8,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { format, resolveConfig } from 'prettier';
-import { buildDocument } from '../../src/http/openapi/document.js';
-import { apiOperations } from '../../src/http/api-operations.js';
+import { buildDocument } from '../../src/api/openapi/document.js';
+import { apiOperations } from '../../src/api/resources.js';
 
 export const TYPES_FILE = join(dirname(fileURLToPath(import.meta.url)), 'schema.d.ts');
 

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { runDocsRow } from './abuse/docs-row.js';
 import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';

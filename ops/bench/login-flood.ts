@@ -18,11 +18,11 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { createUser } from '../../src/auth/users.repository.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { createApp } from '../../src/http/app.js';
+import { createApp } from '../../src/api/app.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
 import { benchSettings, serveWhenSetUp, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = {

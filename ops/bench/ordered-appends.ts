@@ -25,13 +25,13 @@ import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { issueToken } from '../../src/auth/tokens.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { createApp } from '../../src/http/app.js';
+import { createApp } from '../../src/api/app.js';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { checkEventOrder } from '../../test/fixtures/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 type Variant = 'ordered' | 'unordered';

@@ -19,12 +19,12 @@ import { once } from 'node:events';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import { createUser } from '../../src/auth/users.repository.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { createApiListener } from '../../src/http/app.js';
-import { createApiServer } from '../../src/http/server.js';
+import { createApiListener } from '../../src/api/app.js';
+import { createApiServer } from '../../src/server/server.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 import pino from 'pino';
 
@@ -43,7 +43,7 @@ async function serve(setup: Setup): Promise<void> {
   });
   const { deps } = await buildDeps(config, 'bench');
   deps.logger = pino({ level: 'info', base: { pid: process.pid, role: 'web' } }, pino.destination('/dev/null'));
-  // The service's own server and listener: a known refusal is answered before the app (src/http/early-refusal.ts).
+  // The service's own server and listener: a known refusal is answered before the app (src/edge/early-refusal.ts).
   createApiServer(config, createApiListener(deps)).listen(setup.httpPort, '127.0.0.1', () =>
     process.send?.('listening'),
   );

@@ -8,7 +8,7 @@
  * values, no Redis: what the fields alone cost the server and the load generator); `roundtrip`,
  * the fields after one Redis PING per turn's requests, at most two in flight, as the throttle
  * batches its calls (what the round trip costs without any script work); `ring`, the
- * service's own throttle middleware (src/http/throttle.middleware.ts over src/throttle, with its
+ * service's own throttle middleware (src/edge/throttle.ts over src/throttle, with its
  * metrics, RateLimit fields and THROTTLE_TIMEOUT_MS) as the only middleware; `zset`, a sorted-set
  * sliding log (ZREMRANGEBYSCORE/ZCARD/ZADD) and `fixed`, a fixed-window INCR+PEXPIRE counter, one
  * script call per request, setting the same fields (these two live only here, for comparison);
@@ -38,15 +38,15 @@ import Koa from 'koa';
 import koaRatelimit from 'koa-ratelimit';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import type { Deps } from '../../src/deps.js';
-import { createThrottle } from '../../src/http/throttle.middleware.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createThrottle } from '../../src/edge/throttle.js';
+import { createMetrics } from '../../src/base/metrics.js';
 import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { startBenchRedis } from '../../test/fixtures/stores.js';
+import { startBenchRedis } from '../../test/fixtures/bench-stores.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];

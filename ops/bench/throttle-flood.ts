@@ -23,12 +23,12 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { type Redis } from 'ioredis';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { createApp } from '../../src/http/app.js';
+import { createApp } from '../../src/api/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;

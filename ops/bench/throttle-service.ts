@@ -26,13 +26,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { type Redis } from 'ioredis';
 import { createUser } from '../../src/auth/users.repository.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { appendBatch } from '../../src/events/store/append-batch.js';
-import { createApp } from '../../src/http/app.js';
+import { createApp } from '../../src/api/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = {

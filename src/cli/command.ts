@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import type { ProgressStream } from './progress.js';
 
 /** Runs `work` on the service's database and closes it: DATABASE_URL, or the embedded one under DATA_DIR. */

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 
 /**
  * Runs `work` on DATABASE_URL; without it, on the embedded database (starting it if it is down)

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
 import { describeInstance, runningInstance } from '../cluster/instance-file.js';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 
 /**
  * The `application_name`s the service's processes connect with: web and job workers, and the

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { describeInstance, runningInstance } from '../cluster/instance-file.js';
 import { formatThrottled, takeThrottledAnswer, THROTTLED_SIGNAL } from '../cluster/throttled-file.js';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import type { Command, CommandContext } from './command.js';
 import { fail } from './output.js';
 import { printLastUserChange } from './user-listings.js';

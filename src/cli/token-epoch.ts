@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { runningInstance } from '../cluster/instance-file.js';
-import { usesEmbeddedRedis, type Config } from '../config.js';
+import { usesEmbeddedRedis, type Config } from '../settings/config.js';
 import { readCacheKeys } from '../read-cache/create-read-cache.js';
 import { newEpoch } from '../read-cache/head.js';
 import { createRedisClient } from '../stores/redis-client.js';

@@ -11,7 +11,7 @@ import {
   type AdminOutcome,
 } from '../auth/user-admin.js';
 import { findCaseVariantGroups, isValidUsername } from '../auth/users.repository.js';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import type { Command } from './command.js';
 import { fail, say } from './output.js';
 import { readNewPassword } from './password-input.js';

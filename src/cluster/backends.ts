@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { usesEmbeddedRedis, type Config } from '../config.js';
-import { readOrCreateSecret } from '../secret-file.js';
+import { usesEmbeddedRedis, type Config } from '../settings/config.js';
+import { readOrCreateSecret } from '../settings/secret-file.js';
 
 /** Where the service's backing stores are, and what to stop on the way out. */
 export interface Backends {

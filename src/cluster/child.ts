@@ -1,4 +1,4 @@
-import { childDrainBudgetMs, type Config } from '../config.js';
+import { childDrainBudgetMs, type Config } from '../settings/config.js';
 import { buildDeps, type Deps } from '../deps.js';
 import { reportMetricsToPrimary } from './metrics-reporter.js';
 import { HANDOFFS_PENDING, HANDOFFS_SETTLED, LEAVING } from './supervisor.js';
@@ -22,7 +22,17 @@ interface Role {
 const ROLES = new Map<string, Role>([
   [
     'web',
-    { load: async () => (await import('../http/server.js')).serve, draining: 'draining', reportAfterClosing: true },
+    {
+      load: async () => {
+        const [{ serve }, { createApiListener }] = await Promise.all([
+          import('../server/server.js'),
+          import('../api/app.js'),
+        ]);
+        return (deps) => serve(deps, createApiListener(deps));
+      },
+      draining: 'draining',
+      reportAfterClosing: true,
+    },
   ],
   [
     'jobs',

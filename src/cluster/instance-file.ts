@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { usesEmbeddedRedis, type Config } from '../config.js';
+import { usesEmbeddedRedis, type Config } from '../settings/config.js';
 import { isAlive } from './processes.js';
 
 /** What `DATA_DIR/paceline.pid` says about the primary serving that directory. */

@@ -1,20 +1,14 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
-import {
-  AggregatorRegistry,
-  Counter,
-  Gauge,
-  Registry,
-  type MetricObjectWithValues,
-  type MetricValue,
-} from 'prom-client';
-import type { Config } from '../config.js';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import type { Config } from '../settings/config.js';
 import type { Server } from 'node:http';
 import { createMetricsServer, type MetricsLimits } from './metrics-server.js';
 import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-protocol.js';
 import type { ChildRole } from './supervisor.js';
 import type { WatchedScope } from '../throttle/throttle-watch.js';
 import { mergeWatched, type HostTop } from './top-clients-merge.js';
+import { createPrimaryMetrics, type PrimaryMetrics } from './primary-metrics.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
 type Exposition = { text: string; contentType: string };
@@ -45,37 +39,8 @@ const WORST_CHILD = new Set([
  * Concurrent scrapes share collections: see {@link MetricsHub.collect}.
  */
 export class MetricsHub {
-  readonly #own = new Registry();
-  readonly #restarts = new Counter({
-    name: 'paceline_worker_restarts_total',
-    labelNames: ['role'] as const,
-    registers: [this.#own],
-    help: 'Children that exited unexpectedly and were restarted by the primary, by role.',
-  });
-  readonly #collections = new Counter({
-    name: 'paceline_metrics_collections_total',
-    registers: [this.#own],
-    help: "Collections of every child's metrics made for /metrics scrapes; concurrent scrapes share one.",
-  });
-  readonly #reloads = new Counter({
-    name: 'paceline_settings_reloads_total',
-    labelNames: ['outcome'] as const,
-    registers: [this.#own],
-    help: 'Settings reloads (SIGHUP) by outcome: applied (web workers replaced) or refused (a bad setting).',
-  });
-  readonly #topClients = new Gauge({
-    name: 'paceline_throttle_top_client_refused',
-    labelNames: ['scope', 'client'] as const,
-    registers: [this.#own],
-    help:
-      "The host's THROTTLE_TOP_K most refused clients per scope: requests refused over THROTTLE_TOP_WINDOW, by " +
-      "pseudonym (user:<id> for users); within 1/(10·K) of the scope's refusals.",
-  });
-  readonly #topWindow = new Gauge({
-    name: 'paceline_throttle_top_window_seconds',
-    registers: [this.#own],
-    help: 'THROTTLE_TOP_WINDOW, in seconds: the window paceline_throttle_top_client_refused counts refusals over.',
-  });
+  /** The primary's own metrics, added to the children's sum. */
+  readonly #own: PrimaryMetrics;
   /** The last report of who every live web child refused. */
   readonly #throttled = new Map<number, WatchedScope[]>();
   /** The collection under way, and the one every scrape that arrived meanwhile waits for. */
@@ -96,9 +61,7 @@ export class MetricsHub {
     private readonly topK = 10,
     topWindowMs = 300_000,
   ) {
-    this.#topWindow.set(topWindowMs / 1000);
-    for (const role of ['web', 'jobs'] satisfies ChildRole[]) this.#restarts.inc({ role }, 0);
-    for (const outcome of ['applied', 'refused']) this.#reloads.inc({ outcome }, 0);
+    this.#own = createPrimaryMetrics(topWindowMs);
     cluster.on('message', (worker: Worker, message: MetricsReply) => this.#receive(worker, message));
   }
 
@@ -109,12 +72,12 @@ export class MetricsHub {
 
   /** Counts a child the supervisor restarted after an unexpected exit. */
   countRestart(role: ChildRole): void {
-    this.#restarts.inc({ role });
+    this.#own.restarts.inc({ role });
   }
 
   /** Counts a settings reload, applied or refused. */
   countReload(outcome: 'applied' | 'refused'): void {
-    this.#reloads.inc({ outcome });
+    this.#own.reloads.inc({ outcome });
   }
 
   /** The host's heaviest refused clients per scope, real identities included, as of the last report of each child. */
@@ -174,20 +137,20 @@ export class MetricsHub {
   }
 
   async #collectNow(): Promise<Exposition> {
-    this.#collections.inc();
+    this.#own.collections.inc();
     await this.refresh();
     await this.#compact();
     this.#publishTopClients();
-    const own = (await this.#own.getMetricsAsJSON()) as Snapshot;
+    const own = (await this.#own.registry.getMetricsAsJSON()) as Snapshot;
     const registry = AggregatorRegistry.aggregate([...this.#latest.values(), ...this.#retired, own]);
     return { text: await registry.metrics(), contentType: registry.contentType };
   }
 
   /** Only the current top K are series: a client that left it stops being exported (docs/throttling.md "Who is throttled"). */
   #publishTopClients(): void {
-    this.#topClients.reset();
+    this.#own.topClients.reset();
     for (const { scope, clients } of this.topClients())
-      for (const { client, count } of clients) this.#topClients.set({ scope, client }, count);
+      for (const { client, count } of clients) this.#own.topClients.set({ scope, client }, count);
   }
 
   #receive(worker: Worker, message: MetricsReply): void {

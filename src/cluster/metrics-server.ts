@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Config } from '../config.js';
-import type { MetricsAuth } from '../config-values.js';
+import type { Config } from '../settings/config.js';
+import type { MetricsAuth } from '../settings/config-values.js';
 
 type Exposition = { text: string; contentType: string };
 export type MetricsLimits = Pick<Config, 'METRICS_AUTH' | 'METRICS_HEADERS_TIMEOUT_MS' | 'METRICS_MAX_CONNECTIONS'>;

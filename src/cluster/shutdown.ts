@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 
 /**
  * What the primary has started, stopped in reverse order on SIGTERM/SIGINT after the step under

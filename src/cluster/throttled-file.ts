@@ -1,7 +1,7 @@
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import type { HostTop } from './top-clients-merge.js';
 
 /** Where the primary answers `cli throttled`: real identities, so readable by its own account only, and removed once read. */

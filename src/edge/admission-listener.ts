@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import type { Config } from '../config.js';
-import type { Metrics } from '../metrics.js';
+import type { Config } from '../settings/config.js';
+import type { Metrics } from '../base/metrics.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
 import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
 import { JSON_TYPE, writeEdgeAnswer, type AnswerRecorder } from './answer.js';

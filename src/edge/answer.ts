@@ -21,7 +21,7 @@ export interface AnswerRecord {
   refusal?: { scope: string; client: string; retryAfterS: number; pseudonym?: string; local: boolean } | undefined;
 }
 
-/** What records each answer: the request context inside Koa (src/http/request-context.middleware.ts), shared with the door. */
+/** What records each answer: the request context inside Koa (src/edge/request-context.ts), shared with the door. */
 export interface AnswerRecorder {
   /** The request's id: `given` (the client's `X-Request-Id`, or '') when it is sane, else a new one. */
   idFor(given: string): string;

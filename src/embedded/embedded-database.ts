@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import { startEmbeddedPostgres } from './postgres.js';
 import { readPassword, servingPort } from './postgres-data-dir.js';
 import { provideServiceRole } from './postgres-role.js';

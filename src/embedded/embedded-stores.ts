@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { usesEmbeddedRedis, type Config } from '../config.js';
-import { readOrCreateSecret } from '../secret-file.js';
+import { usesEmbeddedRedis, type Config } from '../settings/config.js';
+import { readOrCreateSecret } from '../settings/secret-file.js';
 import { REDIS_PASSWORD_FILE } from '../stores/redis-service-user.js';
 import { keepRunning, type KeptService } from './keep-running.js';
 import { startEmbeddedPostgres } from './postgres.js';

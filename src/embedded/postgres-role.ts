@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import pg from 'pg';
-import { readOrCreateSecret } from '../secret-file.js';
+import { readOrCreateSecret } from '../settings/secret-file.js';
 import type { ServerAccount } from './server-account.js';
 
 /** The role Paceline's processes connect to the embedded PostgreSQL as: it owns the schema, and is no superuser. */

@@ -1,6 +1,6 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import { createRedisClient, type RedisClient } from '../stores/redis-client.js';
 import { logStoreFailure } from '../stores/store-errors.js';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { charField, readCharField } from '../char-field.js';
-import { Errors, requireObject } from '../errors.js';
+import { charField, readCharField } from '../base/char-field.js';
+import { Errors, requireObject } from '../base/errors.js';
 
 /** What a report covers: whole UTC days from `from` to `to` inclusive, optionally one owner's tasks. */
 export interface ReportParams {

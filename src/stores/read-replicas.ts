@@ -2,9 +2,9 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 import { COUNTER_NAMES } from '../events/store/batch-state.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../base/metrics.js';
 
 /**
  * Reads answered by streaming replicas when they provably hold every acknowledged write

@@ -1,5 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import type { Config } from '../config.js';
+import type { Config } from '../settings/config.js';
 
 /** One Redis (`REDIS_URL`) or a Redis Cluster (`REDIS_CLUSTER_NODES`): every caller takes either. */
 export type RedisClient = Redis | Cluster;

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../base/metrics.js';
 import { LocalLogs } from './local-logs.js';
 import type { Check, Decision } from './throttler.js';
 import type { WorkerCensus } from './worker-census.js';

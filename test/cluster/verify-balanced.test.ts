@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
 import { startHaproxy, type RunningHaproxy } from '../fixtures/haproxy.js';
-import { testStoresEnv } from '../helpers/cluster.js';
+import { testStoresEnv } from '../helpers/test-stores-env.js';
 import { assertAllHold, databaseWithUsers, scratch, VERIFY_ARGS, VERIFY_SETTINGS } from '../helpers/verify-paceline.js';
 import { runVerify } from '../helpers/verify.js';
 

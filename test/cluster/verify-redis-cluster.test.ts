@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
-import { testStoresEnv } from '../helpers/cluster.js';
+import { testStoresEnv } from '../helpers/test-stores-env.js';
 import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster.js';
 import { assertAllHold, databaseWithUsers, scratch, VERIFY_ARGS, VERIFY_SETTINGS } from '../helpers/verify-paceline.js';
 import { runVerify } from '../helpers/verify.js';

@@ -3,10 +3,10 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createUser } from '../../src/auth/users.repository.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
-import { createApiListener, type createApp } from '../../src/http/app.js';
-import { createApiServer } from '../../src/http/server.js';
+import { createApiListener, type createApp } from '../../src/api/app.js';
+import { createApiServer } from '../../src/server/server.js';
 import { createTestDatabase } from './database.js';
 import { request } from './http.js';
 

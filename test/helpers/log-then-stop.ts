@@ -1,7 +1,7 @@
 // A process that writes `count` access-log lines through the service's logger and ends in the same turn of the event
 // loop, so they are all still waiting to be written: `sigterm` logs them when SIGTERM comes and exits as a child's
 // drain does (process.exit), `crash` logs them and throws.
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/base/logger.js';
 
 const [mode, count] = [process.argv[2], Number(process.argv[3])];
 const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', false);

@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { loadConfig } from '../../../src/config.js';
+import { loadConfig } from '../../../src/settings/config.js';
 import { describeCommit, uptime } from '../machine.js';
 import { P99_BOUND_MS } from './capacity.js';
 import { CLASSES } from './mix.js';

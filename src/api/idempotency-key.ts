@@ -1,0 +1,42 @@
+import { createHash } from 'node:crypto';
+import type { Context } from 'koa';
+import { Errors } from '../base/errors.js';
+import type { IdempotencyClaim, StoredAnswer } from '../idempotency/idempotency.js';
+import type { ProxySettings } from '../server/client-address.js';
+import { absoluteUrl } from '../server/request-url.js';
+
+const KEY_MAX = 255;
+
+/**
+ * The request's `Idempotency-Key` with a digest of what it asks for (route and validated body),
+ * or undefined without the header. A key reused with another body, or on another endpoint,
+ * therefore never replays the wrong answer.
+ */
+export function readIdempotencyClaim(ctx: Context, request: unknown): IdempotencyClaim | undefined {
+  const key = ctx.get('Idempotency-Key');
+  if (!key) return undefined;
+  if (key.length > KEY_MAX) throw Errors.badRequest(`Idempotency-Key must be at most ${KEY_MAX} characters.`);
+  const route = `${ctx.method} ${String(ctx.routerPath ?? ctx.path)}`;
+  return {
+    key,
+    requestHash: createHash('sha256')
+      .update(JSON.stringify([route, request]))
+      .digest('base64url'),
+  };
+}
+
+/**
+ * Sends a replayed answer as first given: its status, body and `Location`, marked
+ * `Idempotent-Replayed: true`.
+ */
+export function sendReplay(ctx: Context, proxies: ProxySettings, answer: StoredAnswer): void {
+  ctx.set('Idempotent-Replayed', 'true');
+  sendAnswer(ctx, proxies, answer);
+}
+
+/** Sends an answer: status, body, and `Location` (absolute) when it names a resource. */
+export function sendAnswer(ctx: Context, proxies: ProxySettings, answer: StoredAnswer): void {
+  ctx.status = answer.status;
+  if (answer.resourcePath) ctx.set('Location', absoluteUrl(ctx, proxies, answer.resourcePath));
+  ctx.body = answer.body;
+}

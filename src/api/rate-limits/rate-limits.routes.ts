@@ -1,0 +1,39 @@
+import type { ResourceRouter, RouteParts } from '../router.js';
+import { defineOperation, route } from '../openapi/operation.js';
+import { rateLimitsSchema } from '../openapi/schemas.js';
+import { ownBudgets } from '../../edge/own-budget.js';
+
+export const rateLimitOperations = {
+  list: defineOperation({
+    method: 'get',
+    path: '/api/rate-limits/',
+    operationId: 'listRateLimits',
+    summary: 'The throttle scopes and their rates, with the caller’s own budget in each',
+    tag: 'meta',
+    access: 'optional',
+    responses: { 200: { description: 'A plain array (not paginated).', body: rateLimitsSchema } },
+  }),
+};
+
+/**
+ * The live throttle configuration: the limits enforced, so none while THROTTLE_ENABLED is off,
+ * each with its shadow rate and, where the scope applies to the caller, the caller's remaining
+ * budget, read without spending it (docs/throttling.md "Your own budget"). This collection opts
+ * out of pagination: it is small and bounded by the number of scopes, so it answers a plain array.
+ */
+export function rateLimitRoutes(router: ResourceRouter, { deps, rules, guard }: RouteParts): void {
+  route(router, rateLimitOperations.list, guard(), async (ctx) => {
+    if (!deps.config.THROTTLE_ENABLED) return void (ctx.body = []);
+    const budgets = await ownBudgets(deps, rules, ctx);
+    ctx.body = [...rules.values()].map((rule) => ({
+      scope: rule.scope,
+      rate: rule.rate.text,
+      keyed_by: rule.keyedBy,
+      enforced: !rule.inShadow,
+      shadow_rate: rule.shadow?.text ?? null,
+      remaining: budgets.get(rule.scope)?.remaining ?? null,
+      reset_seconds: budgets.get(rule.scope)?.reset_seconds ?? null,
+    }));
+  });
+  router.refuseOtherMethods(() => guard());
+}

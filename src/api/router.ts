@@ -1,0 +1,154 @@
+import Router from '@koa/router';
+import type { Middleware } from 'koa';
+import { pathToRegexp } from 'path-to-regexp';
+import { Errors } from '../base/errors.js';
+import type { Deps } from '../deps.js';
+import type { Guard, GuardMiddleware } from '../edge/guard.js';
+import type { RefuseKnown } from '../edge/known-refusal.js';
+import type { ScopeName, ScopeRule } from '../throttle/index.js';
+import type { Operation } from './openapi/operation.js';
+
+const METHOD_ORDER = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * What an anonymous client may do on a resource's paths before a method they lack is refused, in
+ * DRF's terms: `any` (AllowAny: 405), `read` (IsAuthenticatedOrReadOnly: an unsafe method is 401
+ * first) or `none` (IsAuthenticated: every method is 401 first).
+ */
+export type AnonymousAccess = 'any' | 'read' | 'none';
+
+/** A route as the door sees it before Koa: its template, its guard's early refusal, its declared priority. */
+export interface DeclaredRoute {
+  template: string;
+  refuseKnown: RefuseKnown | undefined;
+  priority: Operation['priority'];
+}
+
+/** One declared route or a path's other methods, with what the door's lookup needs of it. */
+interface Entry extends DeclaredRoute {
+  /** The methods it answers; empty for a path's other methods (router.all). */
+  methods: readonly string[];
+  regexp: RegExp;
+  params: number;
+}
+
+/** The routes one resource declares: each with its operation, then the other methods of its paths. */
+export interface ResourceRouter {
+  route(operation: Operation, middleware: readonly Middleware[]): void;
+  refuseOtherMethods(guardFor: (path: string) => Middleware, anonymous?: AnonymousAccess): void;
+}
+
+/** What a resource's routes are built with. */
+export interface RouteParts {
+  deps: Deps;
+  guard: Guard;
+  /** The throttle's rules, as the routes have declared them so far. */
+  rules: ReadonlyMap<ScopeName, ScopeRule>;
+  /** Every operation of the API, once all are declared (the API document is built from them on first use). */
+  operations: () => readonly Operation[];
+}
+
+/** One room of src/api/: its operations, in the order of the API document, and the routes that serve them. */
+export interface Resource {
+  operations: readonly Operation[];
+  routes(router: ResourceRouter, parts: RouteParts): void;
+}
+
+/**
+ * Every route of the API on one @koa/router, through its documented API only (docs/architecture.md
+ * "The request's journey"): `exclusive: 'specificity'` runs one route per request, the one with the
+ * fewest path parameters (`/api/tasks/stats/` before `/api/tasks/:id/`), the first declared among
+ * equals; the router matches once per request. Beside it, what was declared: the operations in
+ * the order of the API document, each path's `Allow`, and `lookup`, the same choice made before
+ * Koa (the door's class and early refusal), compiled by the path-to-regexp the router compiles with
+ * (test/int/api/routing.int.test.ts pins the two together).
+ */
+export class ApiRoutes {
+  readonly router = new Router({ sensitive: true, strict: true, exclusive: 'specificity' });
+  readonly #operations: Operation[] = [];
+  readonly #entries: Entry[] = [];
+  readonly #allow = new Map<string, Set<string>>();
+  readonly #found = new Map<string, Entry | null>();
+
+  /** The routes of one resource, which may declare only `operations` (it fails at start otherwise). */
+  resource(operations: readonly Operation[]): ResourceRouter {
+    const paths: string[] = [];
+    return {
+      route: (operation, middleware) => {
+        if (!operations.includes(operation))
+          throw new Error(`${operation.operationId} is declared by a resource that does not list it`);
+        this.#operations.push(operation);
+        const method = operation.method.toUpperCase();
+        const guard = middleware.find((m): m is GuardMiddleware => 'refuseKnown' in m);
+        this.router.register(operation.path, [method], [...middleware] as Parameters<Router['register']>[2]);
+        this.#add(operation.path, method === 'GET' ? ['GET', 'HEAD'] : [method], guard, operation.priority);
+        if (!paths.includes(operation.path)) paths.push(operation.path);
+      },
+      refuseOtherMethods: (guardFor, anonymous = 'any') => {
+        for (const path of paths) {
+          const allow = this.allowOf(path)!;
+          const guard = guardFor(path);
+          this.router.all(path, guard, (ctx) => {
+            if (!ctx.state.user && (anonymous === 'none' || (anonymous === 'read' && !SAFE_METHODS.has(ctx.method))))
+              throw Errors.notAuthenticated();
+            if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
+            ctx.status = 204; // with Allow, as every answer of the path
+          });
+          this.#add(path, [], 'refuseKnown' in guard ? (guard as GuardMiddleware) : undefined, undefined);
+        }
+      },
+    };
+  }
+
+  /** Every declared operation, in the order declared: the API document's. */
+  get operations(): readonly Operation[] {
+    return this.#operations;
+  }
+
+  /** A declared path's `Allow`: its methods and OPTIONS, in DRF's order; undefined for another path. */
+  allowOf(template: string): string | undefined {
+    const methods = this.#allow.get(template);
+    return methods && METHOD_ORDER.filter((m) => methods.has(m)).join(', ');
+  }
+
+  /** True when some route is declared at `path`. */
+  has(path: string): boolean {
+    return this.#entries.some((entry) => entry.regexp.test(path));
+  }
+
+  /** The route the router runs for `method` at `path`, if any (kept per method and path, up to a bound). */
+  lookup(path: string, method: string): DeclaredRoute | undefined {
+    const key = `${method} ${path}`;
+    let found = this.#found.get(key);
+    if (found === undefined) {
+      found = this.#choose(path, method);
+      if (this.#found.size >= LOOKUPS_KEPT) this.#found.clear();
+      this.#found.set(key, found);
+    }
+    return found ?? undefined;
+  }
+
+  /** As the router chooses (exclusive 'specificity'): the fewest parameters, the first declared among equals. */
+  #choose(path: string, method: string): Entry | null {
+    let chosen: Entry | null = null;
+    for (const entry of this.#entries) {
+      if (entry.methods.length > 0 && !entry.methods.includes(method)) continue;
+      if ((!chosen || entry.params < chosen.params) && entry.regexp.test(path)) chosen = entry;
+    }
+    return chosen;
+  }
+
+  #add(template: string, methods: string[], guard: GuardMiddleware | undefined, priority: Operation['priority']) {
+    const { regexp, keys } = pathToRegexp(template, { sensitive: true, trailing: false });
+    const refuseKnown = guard?.refuseKnown;
+    this.#entries.push({ template, methods, regexp, params: keys.length, refuseKnown, priority });
+    const allowed = this.#allow.get(template) ?? new Set(['OPTIONS']);
+    for (const method of methods) allowed.add(method);
+    this.#allow.set(template, allowed);
+    this.#found.clear();
+  }
+}
+
+/** Lookups kept by method and path: every declared path many times over, and a bound on made-up ones. */
+const LOOKUPS_KEPT = 10_000;

@@ -1,0 +1,108 @@
+import type { Context } from 'koa';
+import { createHashBudget } from '../auth/hash-budget.js';
+import { verifyPassword } from '../auth/passwords.js';
+import type { PasswordCheck } from '../auth/tokens.js';
+import type { Deps } from '../deps.js';
+import { Errors } from '../base/errors.js';
+import type { Decision, ScopeRule } from '../throttle/index.js';
+import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { forwardedHops } from '../server/client-address.js';
+import { createShadowLog, seriesFor, watchDecisions } from './throttle.js';
+import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
+
+/** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
+export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
+
+/**
+ * The per-account login budget (docs/security.md "Password guessing"): every attempt that names a username
+ * counts against that name, normalised and hashed (`loginIdent`), from whichever address it
+ * comes, whether the user exists or not. It runs after the route's per-address `token-obtain`
+ * check and before any password work, so a refused attempt costs no scrypt.
+ *
+ * Always closed, whatever THROTTLE_FAILURE_MODE says: when Redis cannot answer, the attempt is
+ * answered 503 and never reaches the password check. Its RateLimit fields are added to those of
+ * `token-obtain`, on the 429 and on every other answer of an attempt it counted.
+ */
+export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
+  const { config, throttler, cursorSecret } = deps;
+  const storeErrors = createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back');
+  const series = seriesFor(deps);
+  const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
+  const shadowLog = createShadowLog(deps);
+  return async (ctx, username) => {
+    if (!config.THROTTLE_ENABLED) return;
+    const started = performance.now();
+    const ident = loginIdent(username, cursorSecret);
+    let decisions: Decision[];
+    try {
+      decisions = await throttler.consume([{ rule, ident }]);
+    } catch (error) {
+      duration.observe((performance.now() - started) / 1000);
+      storeError.inc();
+      storeErrors.report(error);
+      // A scope wholly in shadow never refuses, not even for want of Redis.
+      if (rule.inShadow) return;
+      throw Errors.unavailable(
+        'Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.',
+        STORE_DOWN_RETRY_S,
+      );
+    }
+    duration.observe((performance.now() - started) / 1000);
+    if (!decisions[0]?.local) storeErrors.recovered();
+    const headers = rateLimitHeaders([...(ctx.state.rateLimit ?? []), ...decisions]);
+    const rejected = longestWait(decisions);
+    (rejected ? throttled : allowed).inc();
+    if (decisions[0]?.shadowRefused) {
+      shadowRefused.inc();
+      shadowLog(rule, ident);
+    }
+    watchDecisions(deps, series, decisions, ident);
+    if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
+    for (const name in headers) ctx.set(name, headers[name] as string);
+  };
+}
+
+/** Password checks of logins within the process's hashing budget, queued per client address prefix. */
+export interface LoginHashing {
+  /** The check for one attempt from this request's client; no free slot in time throws its 503. */
+  verifierFor(ctx: Context): { verify: PasswordCheck; settle(succeeded: boolean): void };
+}
+
+/**
+ * The login CPU budget (docs/security.md "Login CPU budget"): at most LOGIN_HASH_CONCURRENCY
+ * password hashes, real or decoy, at once in this process; a login that waits longer than
+ * LOGIN_HASH_WAIT_MS for one is answered 503 with Retry-After. Attempts queue by client address
+ * (IPv6 by LOGIN_IPV6_PREFIX), so the names they give play no part in when they are served.
+ */
+export function createLoginHashing({ config, metrics }: Pick<Deps, 'config' | 'metrics'>): LoginHashing {
+  let peak = 0;
+  const budget = createHashBudget({
+    concurrency: config.LOGIN_HASH_CONCURRENCY,
+    waitMs: config.LOGIN_HASH_WAIT_MS,
+    observer: {
+      changed(inFlight, waiting) {
+        metrics.loginHashesInFlight.set(inFlight);
+        metrics.loginHashesWaiting.set(waiting);
+        if (inFlight > peak) metrics.loginHashesPeak.set((peak = inFlight));
+      },
+      finished: (seconds) => metrics.loginHashSeconds.inc(seconds),
+      refused: () => metrics.loginHashRefused.inc(),
+    },
+  });
+  metrics.loginHashesPeak.set(0);
+  return {
+    verifierFor(ctx) {
+      const peer = ctx.req.socket.remoteAddress;
+      const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(config, peer));
+      const client = ipKey(ip, config.LOGIN_IPV6_PREFIX);
+      return {
+        async verify(password, stored) {
+          const turn = await budget.run(client, () => verifyPassword(password, stored));
+          if (turn.ok) return turn.value;
+          throw Errors.unavailable('Too many logins are being checked right now. Try again shortly.', turn.retryAfterS);
+        },
+        settle: (succeeded) => budget.settle(client, succeeded),
+      };
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import type { Context } from 'koa';
+import type { Deps } from '../deps.js';
+import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
+import { loginIdent } from '../throttle/index.js';
+import { identify } from './client-identity.js';
+
+/** A caller's budget in one scope: requests it may still make, and seconds until that next grows. */
+export interface OwnBudget {
+  remaining: number;
+  reset_seconds: number;
+}
+
+/**
+ * The caller's own budget in every enforced scope that applies to it (docs/throttling.md "Your
+ * own budget"), read from the throttle logs without recording anything: the general scope this
+ * request was counted by, the scopes keyed by its address, and, for a user, those keyed by its
+ * id and its own username's login budget. Empty when this request's own check had no answer from
+ * Redis (it would not answer this read either) or the read fails.
+ */
+export async function ownBudgets(
+  deps: Deps,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+  ctx: Context,
+): Promise<Map<ScopeName, OwnBudget>> {
+  const budgets = new Map<ScopeName, OwnBudget>();
+  if (!ctx.state.rateLimit) return budgets;
+  const checks: Check[] = [];
+  for (const rule of rules.values()) {
+    const ident = identOf(deps, ctx, rule);
+    if (ident !== undefined && !rule.inShadow) checks.push({ rule, ident });
+  }
+  try {
+    const decisions = await deps.throttler.peek(checks);
+    for (const { scope, remaining, resetMs } of decisions)
+      budgets.set(scope, { remaining, reset_seconds: Math.ceil(resetMs / 1000) });
+  } catch (error) {
+    deps.logger.warn({ err: error }, 'could not read the caller budgets; /api/rate-limits/ answers without them');
+  }
+  return budgets;
+}
+
+/** Who `rule` counts this caller as, or undefined when the scope does not apply to it. */
+function identOf(deps: Deps, ctx: Context, rule: ScopeRule): string | undefined {
+  const { user } = ctx.state;
+  if (rule.scope === 'anon') return user ? undefined : identify(ctx, rule, deps);
+  if (rule.keyedBy === 'user') return user ? `user:${user.id}` : undefined;
+  if (rule.keyedBy === 'username') return user ? loginIdent(user.username, deps.cursorSecret) : undefined;
+  return identify(ctx, rule, deps);
+}

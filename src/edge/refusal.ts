@@ -1,0 +1,56 @@
+import type { ServerResponse } from 'node:http';
+import type { Context } from 'koa';
+import type { RefusalAnswer } from '../throttle/index.js';
+import { writeEdgeAnswer } from './answer.js';
+import type { Refusal } from './request-state.js';
+
+/**
+ * The one place a throttle's 429 is made and written (docs/throttling.md "Refusals: the cheap answer, logged by
+ * sample"): the record of who was refused (`refusalOf`), and the answer's status, fields and body (`writeRefusal`),
+ * whether the door answers it before Koa (early-refusal.ts) or a guard inside the app (`answerRefusal`).
+ */
+
+/** Who was refused, where and for how long: what the access log and the who view say of a refusal. */
+export function refusalOf(
+  scope: string,
+  client: string,
+  retryAfterS: number,
+  local: boolean,
+  pseudonym: string | undefined,
+): Refusal {
+  const refusal: Refusal = { scope, client, retryAfterS, local };
+  if (pseudonym !== undefined) refusal.pseudonym = pseudonym;
+  return refusal;
+}
+
+/**
+ * Writes a refusal's 429: the request's id, the base fields, its own fields (Content-Type, Retry-After, the
+ * RateLimit fields), Content-Length and the path's `Allow`, with its body, in one write.
+ */
+export function writeRefusal(
+  res: ServerResponse,
+  { fields, body }: RefusalAnswer,
+  lead: { requestId: string; allow: string | undefined },
+): void {
+  writeEdgeAnswer(res, { status: 429, requestId: lead.requestId, fields, body, allow: lead.allow });
+}
+
+/**
+ * A refusal inside the app: recorded on the request (`ctx.state.refusal` for the access log, its answer for the
+ * routing, which writes it with `writeRefusal` once the path's `Allow` is known, src/api/app.ts). Nothing more of
+ * the route runs: the guard returns.
+ */
+export function answerRefusal(ctx: Context, refusal: Refusal, answer: RefusalAnswer): void {
+  ctx.state.refusal = refusal;
+  ctx.state.refusalAnswer = answer;
+  ctx.status = 429;
+}
+
+/** Writes a refusal recorded by `answerRefusal`, if the request has one: true when it did. */
+export function writeRecordedRefusal(ctx: Context, allow: string | undefined): boolean {
+  const answer = ctx.state.refusalAnswer;
+  if (!answer || ctx.res.headersSent) return false;
+  ctx.respond = false;
+  writeRefusal(ctx.res, answer, { requestId: ctx.state.requestId, allow });
+  return true;
+}

@@ -1,0 +1,94 @@
+import { createServer, type RequestListener, type Server } from 'node:http';
+import { Server as NetServer } from 'node:net';
+import { childDrainBudgetMs, type Config } from '../settings/config.js';
+import type { Deps } from '../deps.js';
+import { answerClientErrors } from './client-errors.js';
+import { enforceHeaderDeadline } from './header-deadline.js';
+
+/** Advertised to clients as `Keep-Alive: timeout=5`; an idle connection is closed after it. */
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/**
+ * The API's HTTP server, unstarted, with its limits: a request's headers must arrive within
+ * HTTP_HEADERS_TIMEOUT_MS and the whole request within HTTP_REQUEST_TIMEOUT_MS (else 408 and the
+ * connection is closed), at most HTTP_MAX_CONNECTIONS connections are open at once (more are
+ * closed as they are accepted), and an idle keep-alive connection is closed after 5 s. Errors of
+ * requests the parser refuses are answered in JSON.
+ */
+export function createApiServer(
+  config: Pick<Config, 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS'>,
+  listener: RequestListener,
+): Server {
+  // Node checks both timeouts on this period (30 s by default), so a short limit needs a short one.
+  const checkEveryMs = Math.max(10, Math.min(1_000, Math.floor(config.HTTP_HEADERS_TIMEOUT_MS / 4)));
+  const server = createServer(
+    {
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: checkEveryMs,
+    },
+    listener,
+  );
+  server.maxConnections = config.HTTP_MAX_CONNECTIONS;
+  answerClientErrors(server);
+  enforceHeaderDeadline(server, {
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    checkEveryMs,
+    keepAliveMs: KEEP_ALIVE_TIMEOUT_MS,
+  });
+  return server;
+}
+
+/**
+ * Serves `handle` (the API's listener, src/api/app.ts) on PORT (the primary shares the listening socket among its web children).
+ * `close()` stops accepting, lets in-flight requests finish and idle keep-alive connections run
+ * out (answering what still arrives on them with `Connection: close`), within the child's drain
+ * budget.
+ */
+export async function serve(
+  { config }: Pick<Deps, 'config'>,
+  handle: RequestListener & { close(): void },
+): Promise<{ close(): Promise<void> }> {
+  let draining = false;
+  const http = createApiServer(config, (req, res) => {
+    if (draining) res.setHeader('Connection', 'close');
+    handle(req, res);
+  });
+  // A listen error (the port taken meanwhile) ends the start with one line, not an unhandled event.
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(config.PORT, config.HOST, () => {
+      http.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    close() {
+      draining = true;
+      return closeServer(http, childDrainBudgetMs(config) - 500).finally(() => handle.close());
+    },
+  };
+}
+
+/**
+ * Stops accepting and waits until every connection has ended, or closes them after `timeoutMs`.
+ * Idle keep-alive connections are not closed at once (as http's `close()` does): a client may be
+ * sending a request on one at this very moment and would see the connection reset under it.
+ * They end by the timeout the client was told, or after one more response with `Connection: close`.
+ */
+function closeServer(server: Server, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const force = setTimeout(
+      () => {
+        server.closeAllConnections();
+        resolve();
+      },
+      Math.max(timeoutMs, 100),
+    );
+    NetServer.prototype.close.call(server, () => {
+      clearTimeout(force);
+      resolve();
+    });
+  });
+}

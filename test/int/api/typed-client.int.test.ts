@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { allTasks, createPacelineClient, type Task } from '../../../clients/typescript/client.js';
+import { generateTypes, TYPES_FILE } from '../../../clients/typescript/generate.js';
+import { startTestApp, type TestApp } from '../../helpers/app.js';
+import { request } from '../../helpers/http.js';
+
+// The typed client of docs/api.md "For integrators": types generated from the API document
+// (`npm run client`), checked in, and an openapi-fetch client over them.
+
+let app: TestApp;
+
+const Client = suite('the typed client: generated types and an openapi-fetch client');
+
+Client.before(async () => {
+  app = await startTestApp({}, 'typed-client');
+});
+Client.after(() => app.close());
+
+Client(
+  'the checked-in types are those of the live document (run `npm run client` after changing a route)',
+  async () => {
+    const live = await request(app.base, 'GET', '/api/schema/');
+    assert.is(live.status, 200);
+    const expected = await generateTypes(live.body);
+    const checkedIn = readFileSync(TYPES_FILE, 'utf8');
+    if (checkedIn !== expected) {
+      const lines = checkedIn.split('\n');
+      const at = expected.split('\n').findIndex((line, i) => line !== lines[i]);
+      assert.unreachable(
+        `clients/typescript/schema.d.ts differs from the document at line ${at + 1}: run npm run client`,
+      );
+    }
+  },
+);
+
+Client('pages through every task with cursor links, each exactly once, while tasks are written', async () => {
+  const alice = createPacelineClient(app.base, await app.login('alice'));
+  const bob = createPacelineClient(app.base, await app.login('bob'));
+  const before = new Map<number, string>();
+  for (let i = 0; i < 46; i += 1) {
+    const { data, response } = await (i % 2 ? bob : alice).POST('/api/tasks/', {
+      body: { title: `Task ${i}`, completed: i % 5 === 0 },
+    });
+    assert.is(response.status, 201);
+    before.set(data!.id, data!.title);
+  }
+  // A wrong field is a compile error, and the server refuses the body it would have sent.
+  // @ts-expect-error `titel` is not a field of TaskInput
+  const misspelt = await alice.POST('/api/tasks/', { body: { titel: 'typo' } });
+  assert.is(misspelt.response.status, 400);
+  assert.equal(misspelt.error, { title: ['This field is required.'] });
+
+  const seen: Task[] = [];
+  const anonymous = createPacelineClient(app.base);
+  for await (const task of allTasks(anonymous, 7)) {
+    seen.push(task);
+    // a write between pages: tasks created during the walk come after it, and none twice
+    if (seen.length % 7 === 0 && seen.length < 30)
+      await bob.POST('/api/tasks/', { body: { title: `During ${seen.length}` } });
+  }
+  const ids = seen.map((task) => task.id);
+  assert.is(new Set(ids).size, ids.length, 'no task twice');
+  assert.equal(
+    ids.filter((id) => before.has(id)),
+    [...before.keys()].sort((a, b) => a - b),
+  );
+  for (const task of seen.filter((t) => before.has(t.id))) assert.is(task.title, before.get(task.id));
+  assert.is(seen.length, before.size + 4, 'and the four written meanwhile, after them');
+  assert.ok(seen.every((task) => typeof task.completed === 'boolean' && ['alice', 'bob'].includes(task.owner)));
+});
+
+Client.run();

@@ -1,0 +1,110 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { AdaptiveLimit } from '../../../src/edge/adaptive-limit.js';
+import { Admission, type Level, type ShedReason, type Waiter } from '../../../src/edge/admission.js';
+
+// docs/throttling.md "Past capacity: admission and shedding": the learnt limit and the queue, on a fake clock.
+
+const Limit = suite('the limit a worker learns from latency');
+
+/** Feeds `count` requests of `ms` each, `inFlight` in progress, one every ms of the fake clock. */
+function feed(
+  limit: AdaptiveLimit,
+  count: number,
+  ms: number,
+  inFlight: (limit: number) => number,
+  clock: { t: number },
+) {
+  for (let i = 0; i < count; i += 1) limit.sample(ms, inFlight(limit.value), (clock.t += 1));
+}
+
+Limit('while latency holds, a worker that uses its limit grows it, up to the maximum', () => {
+  const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 10 });
+  const clock = { t: 0 };
+  feed(limit, 10_000, 20, (value) => value, clock);
+  assert.is(limit.value, 64);
+});
+
+Limit('an idle worker keeps its limit: using half of it says nothing about capacity', () => {
+  const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 20 });
+  feed(limit, 2_000, 20, () => 3, { t: 0 });
+  assert.is(limit.value, 20);
+});
+
+Limit('when requests get slower than 1.5x their baseline, the limit comes down, not below the minimum', () => {
+  const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 40 });
+  const clock = { t: 0 };
+  feed(limit, 1_000, 20, (value) => value, clock);
+  const before = limit.value;
+  feed(limit, 600, 200, (value) => value, clock); // ten times slower: the host is past capacity
+  assert.ok(limit.value < before * 0.8, `${before} → ${limit.value}`);
+  feed(limit, 5_000, 2_000, (value) => value, clock);
+  assert.ok(limit.value >= 4, `never under the minimum: ${limit.value}`);
+});
+
+const Queue = suite('admission: the queue, its classes and its deadline');
+
+interface Probe {
+  events: string[];
+  waiter(label: string, level: Level, at?: number, gone?: () => boolean): Waiter;
+}
+
+function probe(): Probe {
+  const events: string[] = [];
+  return {
+    events,
+    waiter: (label, level, at = 0, gone = () => false) => ({
+      level,
+      queuedAt: at,
+      start: () => events.push(`start ${label}`),
+      shed: (reason: ShedReason) => events.push(`shed ${label} ${reason}`),
+      gone,
+    }),
+  };
+}
+
+const pinned = (value: number) => new AdaptiveLimit({ min: value, max: value });
+
+Queue(
+  'past the limit, requests queue; a full queue sheds a lower class for a higher one; slots go highest first',
+  () => {
+    const now = { t: 0 };
+    const admission = new Admission(pinned(2), { queueSize: 2, queueMs: 1_000 }, () => now.t);
+    const { events, waiter } = probe();
+    admission.admit(waiter('w1', 3));
+    admission.admit(waiter('w2', 3));
+    admission.admit(waiter('docs', 0));
+    admission.admit(waiter('anon', 1));
+    admission.admit(waiter('read', 2));
+    admission.admit(waiter('write', 3));
+    admission.admit(waiter('docs2', 0));
+    assert.equal(events, ['start w1', 'start w2', 'shed docs displaced', 'shed anon displaced', 'shed docs2 full']);
+    admission.finish(10, 2);
+    admission.finish(10, 2);
+    assert.equal(events.slice(5), ['start write'], 'a read may fill only 90 % of 2 slots: one');
+    admission.finish(10, 1);
+    assert.equal(events.slice(6), ['start read']);
+    admission.close();
+  },
+);
+
+Queue('a burst may wait up to a second; in a queue that has not emptied for a second, past queueMs is shed', () => {
+  const now = { t: 0 };
+  const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
+  const { events, waiter } = probe();
+  admission.admit(waiter('running', 3));
+  admission.admit(waiter('burst', 2, 0));
+  now.t = 500;
+  admission.finish(500, 1);
+  assert.equal(events, ['start running', 'start burst'], 'a burst: 500 ms of wait is served');
+  admission.admit(waiter('left', 3, 500, () => true));
+  admission.admit(waiter('slow', 2, 500));
+  now.t = 1_600; // the queue has not emptied since 500: standing
+  admission.admit(waiter('fresh', 2, 1_600));
+  admission.finish(1_100, 1);
+  assert.equal(events.slice(2), ['shed slow waited', 'start fresh'], 'the client that left gets neither');
+  admission.close();
+});
+
+Limit.run();
+Queue.run();
