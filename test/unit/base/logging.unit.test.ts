@@ -3,7 +3,7 @@ import { stripVTControlCharacters } from 'node:util';
 import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { degradedBanner, readyBanner } from '../../../src/cluster/primary.js';
+import { degradedBanner, readyBanner } from '../../../src/cluster/ready-banner.js';
 import { loadConfig } from '../../../src/settings/config.js';
 import { announce, createLogger, readableLines } from '../../../src/base/logger.js';
 import { requestContext } from '../../../src/edge/request-context.js';
