@@ -187,7 +187,7 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             {
-              group: ['../*.routes.js', '../*.operations.js', '../api-operations.js'],
+              group: ['../*/*.routes.js', '../*/*.operations.js', '../resources.js', '../app.js'],
               message: 'Route files import openapi/, not the other way round (docs/architecture.md "API document").',
             },
           ],
