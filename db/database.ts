@@ -3,6 +3,7 @@ import type { ColumnType, Generated } from 'kysely';
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 type Json<T = unknown> = ColumnType<T, string, string>;
+type NullableJson<T = unknown> = ColumnType<T | null, string | null | undefined, string | null>;
 
 export interface UsersTable {
   id: Generated<number>;
@@ -70,13 +71,18 @@ export interface TaskRangesTable {
   live: number;
 }
 
+/**
+ * One `Idempotency-Key` record: since 20261128000100 the created resource (`resource`); before,
+ * the rendered answer (`status`, `body`, `resource_path`). A row holds one or the other.
+ */
 export interface IdempotencyKeysTable {
   user_id: number;
   key: string;
   request_hash: string;
-  status: number;
-  body: Json<unknown>;
+  status: number | null;
+  body: NullableJson;
   resource_path: string | null;
+  resource: NullableJson;
   created_at: Timestamp;
 }
 

@@ -1,4 +1,3 @@
-import type { Socket } from 'node:net';
 import type pg from 'pg';
 
 /**
@@ -22,9 +21,10 @@ type Query = (...args: unknown[]) => unknown;
 /**
  * Gives every query of `client` at most `deadlineMs` to be answered. `statement_timeout` ends a
  * statement the server runs too long, but not one it never gets to: a server that is frozen, or
- * cut off without a reset, answers nothing. Past the deadline the socket is destroyed, the query
- * fails with DatabaseDeadlineError, every later query on this client fails with the same error
- * (so a ROLLBACK that follows does not hide it), and the pool replaces the connection on release.
+ * cut off without a reset, answers nothing. Past the deadline the connection is ended at once
+ * (`client.end()`), the query fails with DatabaseDeadlineError, every later query on this client
+ * fails with the same error (so a ROLLBACK that follows does not hide it), and the pool drops the
+ * connection on release (an ended client is never reused).
  */
 export function boundAnswers(client: pg.PoolClient, deadlineMs: number): void {
   const query = client.query.bind(client) as Query;
@@ -38,7 +38,10 @@ export function boundAnswers(client: pg.PoolClient, deadlineMs: number): void {
     let fired: DatabaseDeadlineError | undefined;
     const timer = setTimeout(() => {
       fired = expired = new DatabaseDeadlineError(deadlineMs, typeof text === 'string' && /^\s*commit\b/i.test(text));
-      (client as unknown as { connection: { stream: Socket } }).connection.stream.destroy();
+      // With a query in flight, pg's end() destroys the socket rather than wait for the server
+      // (a hung query would block a graceful end forever); the query then fails at once. Not
+      // awaited: its promise settles when the socket has closed, and never rejects.
+      void client.end();
     }, deadlineMs);
     return result.then(
       (value: unknown) => {

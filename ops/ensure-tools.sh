@@ -76,6 +76,11 @@ ensure_haproxy() {
   paceline_require haproxy haproxy "the test of two hosts behind a load balancer"
 }
 
+# nginx (Debian's nginx-light): the limit_req member of npm run verify:zoo (ops/verify-zoo/).
+ensure_nginx() {
+  paceline_require nginx nginx-light "npm run verify:zoo"
+}
+
 # wrk: the HTTP load generator of npm run bench.
 ensure_wrk() {
   paceline_require wrk wrk "npm run bench"

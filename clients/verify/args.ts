@@ -24,11 +24,20 @@ export interface Options {
   connections: number;
   /** How long the cursor check's writers and walkers run. */
   walkSeconds: number;
+  /** The limits check judges source addresses, never a user, and logs no one in for it. */
+  anonymous: boolean;
+  /** What the limits check requests (a path with its query, relative to the base URL). */
+  path: string;
+  /** The list whose `next` and `previous` links the cursor walks follow. */
+  cursorPath: string;
+  /** The word before the token in `Authorization` (`Bearer`; DRF's TokenAuthentication wants `Token`). */
+  authScheme: string;
 }
 
-export const USAGE = `usage: npm run verify -- <base URL> --user NAME:PASSWORD [--user NAME:PASSWORD]
+export const USAGE = `usage: npm run verify -- <base URL> --user NAME:PASSWORD [--user NAME:PASSWORD] | --anonymous
   [--checks ${CHECKS.join(',')}] [--report DIR] [--history FILE] [--keep]
-  [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N] [--walk-seconds N]`;
+  [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N] [--walk-seconds N]
+  [--path PATH] [--cursor-path PATH] [--auth-scheme NAME]`;
 
 /** Parses the command line; a bad one throws an Error whose message is one line for the user. */
 export function parseArgs(argv: readonly string[]): Options {
@@ -41,8 +50,13 @@ export function parseArgs(argv: readonly string[]): Options {
     rate: 60,
     connections: 8,
     walkSeconds: 15,
+    anonymous: false,
+    path: 'api/tasks/',
+    cursorPath: 'api/tasks/?cursor=',
+    authScheme: 'Bearer',
   };
   let base: string | undefined;
+  let checksGiven = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = () => {
@@ -51,8 +65,10 @@ export function parseArgs(argv: readonly string[]): Options {
       return next;
     };
     if (arg === '--user') options.users.push(parseUser(value()));
-    else if (arg === '--checks') options.checks = parseChecks(value());
-    else if (arg === '--report') options.reportDir = value();
+    else if (arg === '--checks') {
+      options.checks = parseChecks(value());
+      checksGiven = true;
+    } else if (arg === '--report') options.reportDir = value();
     else if (arg === '--history') options.historyFile = value();
     else if (arg === '--keep') options.keep = true;
     else if (arg === '--limit') options.limit = parseLimit(value());
@@ -60,14 +76,38 @@ export function parseArgs(argv: readonly string[]): Options {
     else if (arg === '--rate') options.rate = parsePositive(arg, value(), 1000);
     else if (arg === '--connections') options.connections = parsePositive(arg, value(), 64);
     else if (arg === '--walk-seconds') options.walkSeconds = parsePositive(arg, value(), 600);
+    else if (arg === '--anonymous') options.anonymous = true;
+    else if (arg === '--path') options.path = parsePath(arg, value());
+    else if (arg === '--cursor-path') options.cursorPath = parsePath(arg, value());
+    else if (arg === '--auth-scheme') options.authScheme = parseScheme(value());
     else if (arg.startsWith('--')) throw new Error(`unknown option ${arg}`);
     else if (base === undefined) base = arg;
     else throw new Error(`one base URL only (got "${base}" and "${arg}")`);
   }
   if (base === undefined) throw new Error('the base URL of the service is required');
   options.base = parseBase(base);
-  if (options.users.length === 0) throw new Error('at least one --user NAME:PASSWORD is required');
+  // With --anonymous and no user, the limits check is the only one that can run.
+  if (options.anonymous && options.users.length === 0 && !checksGiven) options.checks = ['limits'];
+  const needUser = options.checks.filter((name) => name !== 'limits' || !options.anonymous);
+  if (options.users.length === 0 && needUser.length > 0) {
+    const why = options.anonymous ? ` for ${needUser.join(', ')}` : ' (or --anonymous for the limits check alone)';
+    throw new Error(`at least one --user NAME:PASSWORD is required${why}`);
+  }
   return options;
+}
+
+/** A path on the service, taken relative to the base URL (so that a base with a path prefix keeps it). */
+function parsePath(name: string, text: string): string {
+  const path = text.replace(/^\/+/, '');
+  if (/^[a-z]+:/i.test(path) || /\s/.test(path))
+    throw new Error(`${name} takes a path such as /api/tasks/, got "${text}"`);
+  return path;
+}
+
+function parseScheme(text: string): string {
+  if (!/^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*$/.test(text))
+    throw new Error(`--auth-scheme takes one word such as Bearer or Token, got "${text}"`);
+  return text;
 }
 
 function parseBase(text: string): URL {

@@ -32,14 +32,16 @@ export class Client {
     readonly base: URL,
     readonly name: string,
     private readonly history: History,
-    options: { sockets?: number; localAddress?: string } = {},
+    options: { sockets?: number; localAddress?: string; scheme?: string } = {},
   ) {
     const Agent = base.protocol === 'https:' ? https.Agent : http.Agent;
     this.agent = new Agent({ keepAlive: true, maxSockets: options.sockets ?? 1, localAddress: options.localAddress });
     this.localAddress = options.localAddress;
+    this.scheme = options.scheme ?? 'Bearer';
   }
 
   private readonly localAddress: string | undefined;
+  private readonly scheme: string;
 
   /** Sends one request and records it; never throws: a failure is an operation with `status: null`. */
   async send(options: RequestOptions): Promise<Operation> {
@@ -80,7 +82,7 @@ export class Client {
   private exchange(url: URL, method: string, options: RequestOptions): Promise<Answer> {
     const body = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
     const headers: Record<string, string> = { Accept: 'application/json', ...options.headers };
-    if (this.token !== undefined) headers.Authorization = `Bearer ${this.token}`;
+    if (this.token !== undefined) headers.Authorization = `${this.scheme} ${this.token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const transport = url.protocol === 'https:' ? https : http;
     const agent = options.fresh ? false : this.agent;

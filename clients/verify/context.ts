@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { CheckName, Credentials, Options } from './args.js';
 import { Client } from './client.js';
 import { History } from './history.js';
+import { confirmIdentity } from './identity.js';
+import { Stop } from './stop.js';
 
 export type Verdict = 'holds' | 'violated' | 'skipped';
 
@@ -34,6 +36,11 @@ export class RunContext {
   readonly runId = `vr-${randomBytes(4).toString('hex')}`;
   readonly history: History;
   private readonly clients: Client[] = [];
+  /**
+   * When each token, and this host's address without one, was first used: a limiter whose window opens at an
+   * identity's first hit opens it then, and the limits check aims its bursts at that window's edge.
+   */
+  readonly firstUse = new Map<string, number>();
 
   constructor(readonly options: Options) {
     this.history = new History(options.historyFile);
@@ -41,22 +48,35 @@ export class RunContext {
 
   /** A client of its own (keep-alive connections, recorded under `name`). */
   client(name: string, options: { sockets?: number; localAddress?: string; token?: string } = {}): Client {
-    const client = new Client(this.options.base, name, this.history, options);
+    const client = new Client(this.options.base, name, this.history, { ...options, scheme: this.options.authScheme });
     client.token = options.token;
     this.clients.push(client);
     return client;
   }
 
-  /** Logs `user` in at `/api/auth/token/`, honouring `Retry-After`; throws a one-line Error if refused. */
+  /**
+   * Logs `user` in at `/api/auth/token/` (honouring `Retry-After`) and confirms the service takes the token
+   * as that user; anything else is a `Stop` with one line (docs/verify.md "Exit status").
+   */
   async logIn(user: Credentials, name: string): Promise<string> {
     const client = this.client(`${name}-login`);
     const answer = await client.sendPolitely({ method: 'POST', path: 'api/auth/token/', body: user, f: 'login' });
     const token = (answer.body as { token?: unknown } | undefined)?.token;
-    if (answer.status !== 200 || typeof token !== 'string') {
-      throw new Error(
-        `logging in as ${user.username} answered ${answer.status ?? answer.error}: ${JSON.stringify(answer.body)}`,
+    if (answer.error !== undefined) throw new Stop(`logging in as ${user.username}: no answer (${answer.error})`);
+    if (answer.status === 404 || answer.status === 405) {
+      throw new Stop(
+        `the service has no login at POST /api/auth/token/ (${answer.status}): check its limits with --anonymous`,
       );
     }
+    if (answer.status !== 200 || typeof token !== 'string')
+      throw new Stop(`logging in as ${user.username} was refused: ${answer.status} ${brief(answer.body)}`);
+    const now = Date.now();
+    this.firstUse.set(token, now);
+    if (!this.firstUse.has(ANONYMOUS)) this.firstUse.set(ANONYMOUS, now);
+    await confirmIdentity(
+      { withToken: this.client(`${name}-identity`, { token }), without: this.client(`${name}-anonymous`) },
+      { username: user.username, scheme: this.options.authScheme, limitsPath: this.options.path },
+    );
     return token;
   }
 
@@ -68,6 +88,15 @@ export class RunContext {
   close(): void {
     for (const client of this.clients) client.close();
   }
+}
+
+/** The key of {@link RunContext.firstUse} for requests sent without a token from the default address. */
+export const ANONYMOUS = '';
+
+/** An answer's body in at most 120 characters, for a one-line message. */
+function brief(body: unknown): string {
+  const text = typeof body === 'string' ? body : (JSON.stringify(body) ?? '(no body)');
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text;
 }
 
 /** Runs `work` on `count` concurrent loops until each returns false or the deadline passes. */

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, openSync, type WriteStream } from 'node:fs';
+import { Stop } from './stop.js';
 
 /** The check a request is sent for, so each check's requests are counted apart while they overlap. */
 export const checkScope = new AsyncLocalStorage<string>();
@@ -42,8 +43,9 @@ export class History {
   count = 0;
   private readonly perCheck = new Map<string, number>();
 
+  /** Opens `file` at once, so that a path it cannot write stops the run before it sends anything. */
   constructor(file?: string) {
-    this.out = file === undefined ? undefined : createWriteStream(file);
+    this.out = file === undefined ? undefined : createWriteStream('', { fd: openHistory(file) });
   }
 
   /** Nanoseconds since the run began. */
@@ -82,5 +84,15 @@ export class History {
     await new Promise<void>((resolve, reject) =>
       out.end((error?: Error | null) => (error ? reject(error) : resolve())),
     );
+  }
+}
+
+function openHistory(file: string): number {
+  try {
+    return openSync(file, 'w');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'its folder does not exist' : code === 'EACCES' ? 'permission denied' : code;
+    throw new Stop(`--history ${file}: cannot write there (${why ?? (error as Error).message})`);
   }
 }

@@ -1,10 +1,11 @@
 /**
  * `npm run verify -- <base URL> --user NAME:PASSWORD ...`: checks a live deployment's guarantees from outside
  * (docs/verify.md). Loads no server code: it speaks HTTP to the service and judges what it recorded.
- * Exit status: 0 when every selected check holds, 1 when one is violated, 3 when one could not be judged
- * (skipped) and none was violated, 2 for a bad command line or a service it could not log in to.
+ * Exit status (docs/verify.md "Exit status"): 0 when every selected check holds, 1 when one is violated, 3
+ * when one could not be judged (skipped) and none was violated, 2 for a bad command line, a service it could
+ * not reach or log in to, or a token the service did not take as its user; 4 when verify itself failed.
  */
-import { parseArgs, USAGE, type CheckName, type Options } from './args.js';
+import { parseArgs, USAGE, type CheckName, type Credentials, type Options } from './args.js';
 import { checkCursor } from './checks/cursor.js';
 import { checkFeed } from './checks/feed.js';
 import { checkIdempotency } from './checks/idempotency.js';
@@ -13,8 +14,10 @@ import { checkReadYourWrites } from './checks/ryw.js';
 import { Tasks } from './checks/tasks.js';
 import { RunContext, type CheckResult } from './context.js';
 import { checkScope } from './history.js';
+import { prepareReportDir, reach } from './preflight.js';
 import { Progress } from './progress.js';
 import { writeReport, type Report } from './report.js';
+import { Stop } from './stop.js';
 
 async function main(): Promise<number> {
   let options: Options;
@@ -24,6 +27,21 @@ async function main(): Promise<number> {
     console.error(`verify: ${(error as Error).message}\n${USAGE}`);
     return 2;
   }
+  try {
+    return await run(options);
+  } catch (error) {
+    if (error instanceof Stop) {
+      console.error(`verify: ${error.message}`);
+      return error.exitCode;
+    }
+    console.error(`verify: failed itself, no verdict: ${(error as Error).message ?? String(error)}`);
+    return 4;
+  }
+}
+
+async function run(options: Options): Promise<number> {
+  await prepareReportDir(options.reportDir);
+  await reach(options.base);
   const ctx = new RunContext(options);
   const startedAt = new Date().toISOString();
   const began = Date.now();
@@ -32,16 +50,11 @@ async function main(): Promise<number> {
   let results: CheckResult[];
   try {
     results = await runChecks(ctx, progress);
-  } catch (error) {
+  } finally {
     progress.stop();
-    console.error(`verify: ${(error as Error).message}`);
     ctx.close();
     await ctx.history.close();
-    return 2;
   }
-  progress.stop();
-  ctx.close();
-  await ctx.history.close();
   const verdict = results.some((r) => r.verdict === 'violated')
     ? 'violated'
     : results.some((r) => r.verdict === 'skipped')
@@ -73,10 +86,15 @@ async function main(): Promise<number> {
 async function runChecks(ctx: RunContext, progress: Progress): Promise<CheckResult[]> {
   const selected = new Set(ctx.options.checks);
   const others = ctx.options.checks.filter((name) => name !== 'limits');
+  // Every login (and its identity check) comes first, so that a refusal stops the run before any check.
   const token = others.length > 0 ? await ctx.logIn(ctx.options.users[0]!, 'tasks') : '';
+  const limitsUser = selected.has('limits') ? limitsUserOf(ctx.options) : undefined;
+  const limitsToken = limitsUser === undefined ? undefined : await ctx.logIn(limitsUser, 'limits');
   const tasks = new Tasks(ctx, token, 'writer');
   const limits = selected.has('limits')
-    ? checkScope.run('limits', () => checkLimits(ctx)).finally(() => progress.step())
+    ? checkScope
+        .run('limits', () => checkLimits(ctx, limitsUser && { name: limitsUser.username, token: limitsToken! }))
+        .finally(() => progress.step())
     : undefined;
   const results: CheckResult[] = [];
   try {
@@ -89,6 +107,14 @@ async function runChecks(ctx: RunContext, progress: Progress): Promise<CheckResu
   }
   if (limits) results.push(await limits);
   return results;
+}
+
+/**
+ * The user the limits check pushes past its limit: the last of two or more (the first keeps its budget for the
+ * task checks); none with one user or `--anonymous`, when each source address is judged as an anonymous client.
+ */
+function limitsUserOf(options: Options): Credentials | undefined {
+  return options.anonymous || options.users.length < 2 ? undefined : options.users.at(-1);
 }
 
 function runOne(name: Exclude<CheckName, 'limits'>, ctx: RunContext, tasks: Tasks): Promise<CheckResult> {

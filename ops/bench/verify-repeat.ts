@@ -1,41 +1,29 @@
 /**
  * `npm run bench:verify [-- runs]`: the goals of docs/verify.md "It catches real faults" measured by
- * repetition — verify run `runs` times (default 20) against Paceline (one host, 2 web workers, its own
- * embedded PostgreSQL and Redis, started as `npm start` does) and against each faulty service of
- * test/verify/, counting false alarms and faults found. Writes ops/bench/results/verify.md.
+ * repetition — verify's default command run `runs` times (default 20) against Paceline (one host, 2 web
+ * workers, its own embedded PostgreSQL and Redis, started as `npm start` does) and against each faulty
+ * service of test/verify/, counting false alarms and faults found. Writes ops/bench/results/verify.md.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { once } from 'node:events';
+import { spawnSync } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { startCluster } from '../../test/fixtures/cluster.js';
-import { runVerify } from '../../test/helpers/verify.js';
+import { runVerify, startFaulty } from '../../test/helpers/verify.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
-const FAULTS = { 'fixed-window': 'limits', 'per-process': 'limits', 'offset-cursor': 'cursor', 'ttl-cache': 'ryw' };
-const FAULT_USERS = ['--user', 'alpha:alpha-pass', '--user', 'beta:beta-pass', '--walk-seconds', '8'];
-const PACELINE_USERS = ['--user', 'walker:walker-pass-123', '--user', 'pusher:pusher-pass-123', '--walk-seconds', '8'];
-
-async function startFaulty(fault: string): Promise<{ base: string; stop: () => Promise<void> }> {
-  const port = await findFreePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/verify/faulty-service.ts', fault, String(port)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve());
-    child.once('exit', (code) => reject(new Error(`${fault} exited with ${code}`)));
-  });
-  return {
-    base: `http://127.0.0.1:${port}`,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
-  };
-}
+/** Each faulty service of test/verify/ and the check its fault must break under the default command. */
+const FAULTS = {
+  'fixed-window': 'limits',
+  'first-hit-window': 'limits',
+  'read-then-write': 'limits',
+  'per-process': 'limits',
+  'offset-cursor': 'cursor',
+  'ttl-cache': 'ryw',
+} as const;
+const FAULT_USERS = ['--user', 'alpha:alpha-pass', '--user', 'beta:beta-pass'];
+const PACELINE_USERS = ['--user', 'walker:walker-pass-123', '--user', 'pusher:pusher-pass-123'];
 
 async function main(): Promise<void> {
   const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-repeat-'));
@@ -66,7 +54,7 @@ async function main(): Promise<void> {
       if (made.status !== 0) throw new Error(`user:create ${name}: ${made.stderr}`);
     }
     const faults = await Promise.all(
-      Object.keys(FAULTS).map(async (fault) => [fault, await startFaulty(fault)] as const),
+      (Object.keys(FAULTS) as (keyof typeof FAULTS)[]).map(async (fault) => [fault, await startFaulty(fault)] as const),
     );
     try {
       for (let i = 1; i <= RUNS; i++) {
@@ -74,9 +62,11 @@ async function main(): Promise<void> {
         const dir = (name: string) => join(scratch, `${name}-${i}`);
         const paceline = runVerify(host.base, PACELINE_USERS, dir('paceline'));
         const found = faults.map(([fault, service]) =>
-          runVerify(service.base, [...FAULT_USERS, '--checks', FAULTS[fault as keyof typeof FAULTS]], dir(fault)).then(
-            (run) => count(`${fault} (${FAULTS[fault as keyof typeof FAULTS]})`, run.code === 1, run),
-          ),
+          runVerify(service.base, FAULT_USERS, dir(fault)).then((run) => {
+            const check = FAULTS[fault];
+            const verdict = run.report.checks.find((c) => c.name === check)?.verdict;
+            count(`${fault} (${check})`, verdict === 'violated', run);
+          }),
         );
         const run = await paceline;
         count('Paceline (all five checks)', run.code === 0, run);

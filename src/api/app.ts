@@ -8,6 +8,8 @@ import { answerEarlyRefusals, plainPath } from '../edge/early-refusal.js';
 import { createGuard } from '../edge/guard.js';
 import { writeRecordedRefusal } from '../edge/refusal.js';
 import { requestContext, type RequestRecorder } from '../edge/request-context.js';
+import { originOf } from '../server/request-url.js';
+import { readKey } from './cached-read.js';
 import { buildScopes, OWN_RATE_SETTINGS, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { handleErrors } from './errors.middleware.js';
 import { resources } from './resources.js';
@@ -99,7 +101,8 @@ export function createApi(
     allowOf: (template) => api.allowOf(template),
     recorder: context.recorder,
   });
-  return { app, answerEarly, classify: classifyRequests(lookup, api), recorder: context.recorder, lookup };
+  const classify = classifyRequests(lookup, api, deps);
+  return { app, answerEarly, classify, recorder: context.recorder, lookup };
 }
 
 /** Which scopes routes declare is known only now; the config already refused the scopes with their own settings. */
@@ -166,12 +169,14 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
 
 /**
  * A request's class for admission (src/edge/admission.ts), from its route's declared priority, its
- * method and whether it carries credentials: a probe is never shed, docs and schema first, then
- * anonymous requests, then authenticated reads, authenticated writes last.
+ * method and whether it carries credentials: a probe is never shed, nor an answer this worker keeps
+ * in memory; docs and schema first, then anonymous requests, then authenticated reads, authenticated
+ * writes last.
  */
 function classifyRequests(
   lookup: (path: string, method: string) => DeclaredRoute | undefined,
   api: ApiRoutes,
+  { readCache, config }: Pick<Deps, 'readCache' | 'config'>,
 ): (req: IncomingMessage) => Classified {
   return (req) => {
     const method = req.method ?? 'GET';
@@ -182,7 +187,12 @@ function classifyRequests(
     const allowed = api.allowOf(template);
     if (priority === 'health') return { level: 'health', route: template, allow: allowed };
     if (priority === 'docs') return { level: 0, route: template, allow: allowed };
-    if (req.headers.authorization === undefined) return { level: 1, route: template, allow: allowed };
+    if (req.headers.authorization === undefined) {
+      // An answer this worker keeps, current as of the last head it read: it costs no PostgreSQL, so it is not
+      // held behind requests that do (a guess: the read itself checks the published head).
+      const kept = route.cached && readCache?.holds(readKey(originOf(req, config), req.url!, config));
+      return { level: kept ? 'memory' : 1, route: template, allow: allowed };
+    }
     const read = method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
     return { level: read ? 2 : 3, route: template, allow: allowed };
   };

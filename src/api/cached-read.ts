@@ -37,11 +37,15 @@ export interface ReadStart {
  * answers for different viewers are kept, and tagged, apart.
  */
 export async function startRead(ctx: Context, deps: Deps, viewer?: string): Promise<ReadStart> {
-  // The page sizes are part of the answer (a reload may change them), so they are part of the key.
-  const url =
-    `${deps.config.PAGE_SIZE}/${deps.config.MAX_PAGE_SIZE} ` + `${requestOrigin(ctx, deps.config)}${ctx.originalUrl}`;
+  const url = readKey(requestOrigin(ctx, deps.config), ctx.originalUrl, deps.config);
   const key = viewer === undefined ? url : `${url} for ${viewer}`;
   return { key, published: await publishedHead(ctx, deps) };
+}
+
+/** The cache key of an answer for everyone at `origin` + `target`: the page sizes are part of the answer (a reload
+ * may change them), so they are part of the key. */
+export function readKey(origin: string, target: string, config: Pick<Deps['config'], 'PAGE_SIZE' | 'MAX_PAGE_SIZE'>) {
+  return `${config.PAGE_SIZE}/${config.MAX_PAGE_SIZE} ${origin}${target}`;
 }
 
 /** The head published when this request arrived (null: unknown, or no read cache). */

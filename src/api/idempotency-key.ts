@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import { Errors } from '../base/errors.js';
-import type { IdempotencyClaim, StoredAnswer } from '../idempotency/idempotency.js';
+import {
+  keepRenderedAnswer,
+  type IdempotencyClaim,
+  type RenderedAnswer,
+  type Replay,
+} from '../idempotency/idempotency.js';
+import type { Deps } from '../deps.js';
 import type { ProxySettings } from '../server/client-address.js';
 import { absoluteUrl } from '../server/request-url.js';
 
@@ -26,17 +32,40 @@ export function readIdempotencyClaim(ctx: Context, request: unknown): Idempotenc
 }
 
 /**
- * Sends a replayed answer as first given: its status, body and `Location`, marked
- * `Idempotent-Replayed: true`.
+ * Sends a replayed answer as first given, marked `Idempotent-Replayed: true`: `render`, the
+ * function that rendered the first answer, renders it again from the resource the record kept; a
+ * record written before the records kept resources holds the rendered answer, sent as it is.
  */
-export function sendReplay(ctx: Context, proxies: ProxySettings, answer: StoredAnswer): void {
+export function sendReplay<R>(
+  ctx: Context,
+  proxies: ProxySettings,
+  replay: Replay<R>,
+  render: (created: R) => RenderedAnswer,
+): void {
   ctx.set('Idempotent-Replayed', 'true');
-  sendAnswer(ctx, proxies, answer);
+  sendAnswer(ctx, proxies, replay.rendered === undefined ? render(replay.created) : replay.rendered);
 }
 
 /** Sends an answer: status, body, and `Location` (absolute) when it names a resource. */
-export function sendAnswer(ctx: Context, proxies: ProxySettings, answer: StoredAnswer): void {
+export function sendAnswer(ctx: Context, proxies: ProxySettings, answer: RenderedAnswer): void {
   ctx.status = answer.status;
   if (answer.resourcePath) ctx.set('Location', absoluteUrl(ctx, proxies, answer.resourcePath));
   ctx.body = answer.body;
+}
+
+/**
+ * After a first answer given under an `Idempotency-Key`: its rendered form joins the record, for hosts of the
+ * previous release during a rolling deploy (`keepRenderedAnswer`). Best effort: a failure is logged, the answer
+ * stands.
+ */
+export async function keepForOlderHosts(
+  deps: Pick<Deps, 'db' | 'logger'>,
+  userId: number,
+  claim: IdempotencyClaim | undefined,
+  answer: RenderedAnswer,
+): Promise<void> {
+  if (!claim) return;
+  await keepRenderedAnswer(deps.db, { userId, key: claim.key }, answer).catch((error: unknown) =>
+    deps.logger.warn({ cause: String(error) }, 'idempotency record kept without its rendered answer'),
+  );
 }

@@ -23,6 +23,8 @@ export interface DeclaredRoute {
   template: string;
   refuseKnown: RefuseKnown | undefined;
   priority: Operation['priority'];
+  /** A list whose answers the read cache keeps for everyone (its operation's `list.cached`). */
+  cached: boolean;
 }
 
 /** One declared route or a path's other methods, with what the door's lookup needs of it. */
@@ -82,7 +84,8 @@ export class ApiRoutes {
         const method = operation.method.toUpperCase();
         const guard = middleware.find((m): m is GuardMiddleware => 'refuseKnown' in m);
         this.router.register(operation.path, [method], [...middleware] as Parameters<Router['register']>[2]);
-        this.#add(operation.path, method === 'GET' ? ['GET', 'HEAD'] : [method], guard, operation.priority);
+        const methods = method === 'GET' ? ['GET', 'HEAD'] : [method];
+        this.#add(operation.path, methods, guard, operation.priority, operation.list?.cached === true);
         if (!paths.includes(operation.path)) paths.push(operation.path);
       },
       refuseOtherMethods: (guardFor, anonymous = 'any') => {
@@ -95,7 +98,7 @@ export class ApiRoutes {
             if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
             ctx.status = 204; // with Allow, as every answer of the path
           });
-          this.#add(path, [], 'refuseKnown' in guard ? (guard as GuardMiddleware) : undefined, undefined);
+          this.#add(path, [], 'refuseKnown' in guard ? (guard as GuardMiddleware) : undefined, undefined, false);
         }
       },
     };
@@ -139,10 +142,16 @@ export class ApiRoutes {
     return chosen;
   }
 
-  #add(template: string, methods: string[], guard: GuardMiddleware | undefined, priority: Operation['priority']) {
+  #add(
+    template: string,
+    methods: string[],
+    guard: GuardMiddleware | undefined,
+    priority: Operation['priority'],
+    cached: boolean,
+  ) {
     const { regexp, keys } = pathToRegexp(template, { sensitive: true, trailing: false });
     const refuseKnown = guard?.refuseKnown;
-    this.#entries.push({ template, methods, regexp, params: keys.length, refuseKnown, priority });
+    this.#entries.push({ template, methods, regexp, params: keys.length, refuseKnown, priority, cached });
     const allowed = this.#allow.get(template) ?? new Set(['OPTIONS']);
     for (const method of methods) allowed.add(method);
     this.#allow.set(template, allowed);

@@ -95,9 +95,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     httpRequests: new Counter({
       name: 'paceline_http_requests_total',
-      help:
-        'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and ' +
-        'status code.',
+      help: HTTP_REQUESTS_HELP,
       labelNames: ['method', 'route', 'status'] as const,
       registers,
     }),
@@ -136,11 +134,18 @@ export function createMetrics(registry = new Registry()) {
       help: 'Queued requests dropped with no work because their client closed the connection meanwhile.',
       registers,
     }),
+    admissionMemory: new Counter({
+      name: 'paceline_admission_memory_total',
+      help:
+        'Requests started at once, without a slot, because the worker keeps a current answer to them in memory ' +
+        '(an anonymous cached list): not held behind requests that need PostgreSQL.',
+      registers,
+    }),
     httpDuration: new Histogram({
       name: 'paceline_http_request_duration_seconds',
-      help: 'Time from receiving a request to sending its response, by method and route template.',
+      help: HTTP_DURATION_HELP,
       labelNames: ['method', 'route'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      buckets: HTTP_DURATION_BUCKETS,
       registers,
     }),
     eventsAppended: new Counter({
@@ -228,3 +233,10 @@ const METHOD_LABELS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 
 export function methodLabel(method: string): string {
   return METHOD_LABELS.has(method) ? method : '_OTHER';
 }
+
+/** The request series' texts and buckets, shared with the primary's door (cluster/primary-metrics.ts). */
+export const HTTP_REQUESTS_HELP =
+  'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and status code.';
+export const HTTP_DURATION_HELP =
+  'Time from receiving a request to sending its response, by method and route template.';
+export const HTTP_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];

@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline';
+import { Writable } from 'node:stream';
 
 /** A new password, or why there is none (one line for the operator). */
 export type PasswordInput = { ok: true; password: string } | { ok: false; error: string };
@@ -26,18 +27,19 @@ async function firstLineOfStdin(): Promise<string | null> {
   return text.split(/\r?\n/)[0] ?? '';
 }
 
+/**
+ * Asks on stderr and reads one line from the terminal without echoing it: readline runs the
+ * terminal in raw mode (no echo by the terminal) and writes its own echo to `output`, which here
+ * discards everything. The question itself goes to stderr directly.
+ */
 function prompt(question: string): Promise<string> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
+  const muted = new Writable({ write: (_chunk, _encoding, done) => done() });
+  const rl = createInterface({ input: process.stdin, output: muted, terminal: true });
+  process.stderr.write(question);
   return new Promise((resolveAnswer) => {
-    if (process.stdin.isTTY) {
-      // Echo nothing while the password is typed.
-      (rl as unknown as { _writeToOutput: (s: string) => void })._writeToOutput = (s) => {
-        if (s.includes(question)) process.stderr.write(question);
-      };
-    }
-    rl.question(question, (answer) => {
+    rl.question('', (answer) => {
       rl.close();
-      if (process.stdin.isTTY) process.stderr.write('\n');
+      process.stderr.write('\n');
       resolveAnswer(answer);
     });
   });

@@ -16,6 +16,7 @@ import { answerThrottledOnSignal } from './throttled-file.js';
 import { handleShutdown, type Lifecycle } from './shutdown.js';
 import { Supervisor } from './supervisor.js';
 import { announceReady, recordListening } from './ready-banner.js';
+import { Door } from './door.js';
 
 /**
  * The primary process: provides PostgreSQL and Redis (embedded when no URL is given), migrates
@@ -29,22 +30,33 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (proxyWarning) logger.warn(proxyWarning);
   // Signals are handled from the first moment: whatever has started by then is stopped.
   const life = handleShutdown(logger, config);
-  await claimHost(config, life);
+  let supervisor: Supervisor | undefined;
+  let hub: MetricsHub | undefined;
+  const door =
+    config.ROLE !== 'jobs' && config.CONNECTION_DOOR === 'primary'
+      ? new Door({
+          config,
+          logger,
+          serving: () => supervisor?.serving() ?? [],
+          count: (outcome, probe) => hub?.countDoor(outcome, probe),
+        })
+      : undefined;
+  await claimHost(config, life, door);
   const backends = await life.step(() => provideBackends(config, logger));
   life.holdStores = backends.hold;
   life.stops.push(() => backends.stop());
   await migrate(backends.databaseUrl, logger, life);
-  const metrics = await life.step(() => startMetricsHub(config, logger));
+  const metrics = (hub = await life.step(() => startMetricsHub(config, logger)));
   life.stops.push(() => metrics.close());
   answerThrottledOnSignal(config, logger, metrics);
-  const supervisor = superviseChildren(config, logger, { backends, metrics, fileSettings }, life);
+  supervisor = superviseChildren(config, logger, { backends, metrics, fileSettings, door }, life);
   if (life.stopping()) return;
   // Before the children, which take seconds to start without Redis: a store that cannot be used is
   // named at once (docs/operations.md "When a store is down"). Pushed last, so closed first: no
   // store line while the children drain.
   const watching = watchStores(watchedBackends(config, backends), logger, STORE_WATCH);
   life.stops.push(async () => (await watching).close());
-  const listening = recordListening();
+  const listening = door ? () => door.address : recordListening();
   if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
   if (life.stopping()) return;
@@ -57,7 +69,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
  * instance on DATA_DIR, every port free. Only a primary that runs embedded stores owns its
  * DATA_DIR; with both URLs given, several may share it.
  */
-async function claimHost(config: Config, life: Lifecycle): Promise<void> {
+async function claimHost(config: Config, life: Lifecycle, door: Door | undefined): Promise<void> {
   const ownsDataDir = !config.DATABASE_URL || usesEmbeddedRedis(config);
   const running = ownsDataDir ? runningInstance(config) : undefined;
   if (running) {
@@ -67,7 +79,11 @@ async function claimHost(config: Config, life: Lifecycle): Promise<void> {
     );
   }
   const { step } = life;
-  if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
+  // The primary's door holds PORT from now on; without it, the web workers will listen on it.
+  if (door) {
+    await step(() => door.listen());
+    life.stops.push(() => door.close(0));
+  } else if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
   if (config.METRICS_PORT > 0)
     await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
   if (!config.DATABASE_URL) await step(() => ensureServable('EMBEDDED_PG_PORT', config.EMBEDDED_PG_PORT, '127.0.0.1'));
@@ -109,10 +125,10 @@ async function migrate(databaseUrl: string, logger: Logger, life: Lifecycle): Pr
 function superviseChildren(
   config: Config,
   logger: Logger,
-  started: { backends: Backends; metrics: MetricsHub; fileSettings: Record<string, string> },
+  started: { backends: Backends; metrics: MetricsHub; fileSettings: Record<string, string>; door: Door | undefined },
   life: Lifecycle,
 ): Supervisor {
-  const { backends, metrics, fileSettings } = started;
+  const { backends, metrics, fileSettings, door } = started;
   // A Redis Cluster's nodes reach the children as the primary got them (environment or ENV_FILE).
   const stores = {
     DATABASE_URL: backends.databaseUrl,
@@ -125,6 +141,7 @@ function superviseChildren(
     env: { ...fileSettings, ...stores },
     onRestart: (role) => metrics.countRestart(role),
     onExit: (worker) => metrics.retire(worker),
+    onReady: (role) => role === 'web' && door?.workerReady(),
   });
   metrics.attach(() => supervisor.workers());
   if (config.DRAIN_DELAY_MS > 0 && config.ROLE !== 'jobs') {
@@ -138,6 +155,8 @@ function superviseChildren(
     };
   }
   life.stops.push(() => supervisor.stop());
+  // Run before the children drain (stops run last first): no connection waits for a worker that is leaving.
+  if (door) life.stops.push(() => door.close(Math.min(config.HTTP_REQUEST_TIMEOUT_MS, childDrainBudgetMs(config) / 2)));
   reloadOnHangup(config, logger, supervisor, stores, metrics);
   return supervisor;
 }

@@ -7,8 +7,8 @@ import { JSON_TYPE, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
 
 /** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
 export interface Classified {
-  /** `health`: a probe, never queued or shed. */
-  level: Level | 'health';
+  /** `health`: a probe, never queued or shed; `memory`: an answer the worker keeps, not held behind others. */
+  level: Level | 'health' | 'memory';
   route: string;
   allow?: string | undefined;
 }
@@ -53,6 +53,10 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
     if (classified.level === 'health' && classified.route === '/healthz' && req.method === 'GET')
       return answerLive(req, res, classified, recorder);
     if (!on || classified.level === 'health') return void app(req, res);
+    if (classified.level === 'memory') {
+      metrics.admissionMemory.inc();
+      return void app(req, res);
+    }
     const level = classified.level;
     const queuedAt = performance.now();
     admission.admit({

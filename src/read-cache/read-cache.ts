@@ -52,6 +52,16 @@ export class ReadCache {
   }
 
   /**
+   * Whether an answer kept for `key` is current as of the last head this process read: a guess with no I/O, for
+   * admission's class of a request (src/api/app.ts); the read itself checks the published head.
+   */
+  holds(key: string): boolean {
+    const published = this.channel.lastRead();
+    const entry = published === null ? undefined : this.#lru.peek(key);
+    return entry !== undefined && entry.generation === this.channel.generation() && entry.head >= published!;
+  }
+
+  /**
    * Computes the answer for `key`, sharing a computation already under way for it when that one
    * turns out current for `published`, and keeps it unless the Redis connection changed meanwhile.
    */

@@ -1,13 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, ReportsTable } from '../../db/database.js';
-import {
-  decideReplay,
-  takeClaim,
-  type IdempotencyClaim,
-  type RenderAnswer,
-  type StoredAnswer,
-} from '../idempotency/idempotency.js';
+import { decideReplay, takeClaim, type IdempotencyClaim, type Replay } from '../idempotency/idempotency.js';
 import type { ReportResult } from './aggregate.js';
 import type { ReportParams } from './report.input.js';
 import type { PageSource } from '../pagination/types.js';
@@ -17,13 +11,13 @@ export type ReportRecord = Omit<Selectable<ReportsTable>, 'seq'>;
 
 export type CreateReportOutcome =
   | { ok: true; report: ReportRecord; replayed?: undefined }
-  | { ok: true; replayed: StoredAnswer; report?: undefined }
+  | { ok: true; replayed: Replay<ReportRecord>; report?: undefined }
   | { ok: false; error: 'idempotency_mismatch' };
 
 /**
  * Records a pending report. With an `Idempotency-Key` claim, the key is taken in the same
  * transaction (the table POST /api/tasks/ uses): a repeat within the TTL with the same request
- * replays the original answer (`render` made it) and creates nothing, a different request is a
+ * gets the report as first recorded (`replayed`) and creates nothing, a different request is a
  * mismatch, and of concurrent repeats exactly one creates (the others wait on the key's row, then
  * replay).
  */
@@ -32,7 +26,7 @@ export async function createReport(
   request: {
     userId: number;
     params: ReportParams;
-    idempotency?: IdempotencyClaim & { render: RenderAnswer<ReportRecord> };
+    idempotency?: IdempotencyClaim;
     now: Date;
   },
 ): Promise<CreateReportOutcome> {
@@ -49,10 +43,16 @@ export async function createReport(
     finished_at: null,
   };
   return db.transaction().execute(async (trx) => {
-    const claim = request.idempotency && { userId: request.userId, ...request.idempotency };
-    const earlier = claim && (await takeClaim(trx, claim, claim.render(report)));
+    const keyed = request.idempotency;
+    const claim = keyed && { userId: request.userId, key: keyed.key, requestHash: keyed.requestHash };
+    // The record keeps the pending report as recorded here, not an HTTP answer, and is taken in
+    // this transaction with the report's insert: neither commits without the other. The route
+    // renders the first answer and every replay from that report with one function
+    // (src/api/reports/reports.routes.ts), so a replay repeats the first answer however far the
+    // report has got since.
+    const earlier = claim && (await takeClaim(trx, claim, report));
     if (claim && earlier) {
-      const replay = decideReplay(earlier, claim);
+      const replay = decideReplay(earlier, claim, reportFromJson);
       return replay.ok ? { ok: true, replayed: replay.replay } : replay;
     }
     await trx
@@ -61,6 +61,29 @@ export async function createReport(
       .execute();
     return { ok: true, report };
   });
+}
+
+/**
+ * A report read back from the JSON an idempotency record keeps of it (`JSON.stringify` of a
+ * ReportRecord: dates as ISO strings). Throws on anything else.
+ */
+function reportFromJson(json: unknown): ReportRecord {
+  const r = (typeof json === 'object' && json !== null ? json : {}) as Record<string, unknown>;
+  const date = (value: unknown) => (typeof value === 'string' ? new Date(value) : null);
+  if (typeof r.id !== 'string' || typeof r.user_id !== 'number' || typeof r.created_at !== 'string')
+    throw new Error('an idempotency record holds something other than a report');
+  return {
+    id: r.id,
+    user_id: r.user_id,
+    status: r.status as ReportRecord['status'],
+    params: r.params as ReportRecord['params'],
+    result: (r.result ?? null) as ReportRecord['result'],
+    error: (r.error ?? null) as ReportRecord['error'],
+    attempts: Number(r.attempts),
+    created_at: new Date(r.created_at),
+    started_at: date(r.started_at),
+    finished_at: date(r.finished_at),
+  };
 }
 
 /** The report `id` if `userId` created it; anyone else gets nothing, as if it did not exist. */

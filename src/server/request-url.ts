@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Context } from 'koa';
 import { forwardedHops, type ProxySettings } from './client-address.js';
 
@@ -17,32 +18,37 @@ export function requestUrl(ctx: Context, proxies: ProxySettings): URL {
   try {
     return new URL(ctx.originalUrl, requestOrigin(ctx, proxies));
   } catch {
-    return new URL(ctx.originalUrl, `http://${ownAddress(ctx)}`);
+    return new URL(ctx.originalUrl, `http://${ownAddress(ctx.req)}`);
   }
 }
 
 /** The scheme and host the client used, `http://host:port`, read as `requestUrl` says. */
 export function requestOrigin(ctx: Context, proxies: ProxySettings): string {
-  const trustProxyHops = forwardedHops(proxies, ctx.req.socket.remoteAddress);
+  return originOf(ctx.req, proxies);
+}
+
+/** `requestOrigin` of a request before Koa has it (the worker's door, src/api/app.ts). */
+export function originOf(req: IncomingMessage, proxies: ProxySettings): string {
+  const trustProxyHops = forwardedHops(proxies, req.socket.remoteAddress);
+  const header = (name: string) => String(req.headers[name] ?? '');
   const forwarded = (name: string) => {
     if (trustProxyHops === 0) return '';
-    const values = ctx
-      .get(name)
+    const values = header(name)
       .split(',')
       .map((v) => v.trim())
       .filter(Boolean);
     // Fewer values than proxies: none of them was written by ours, so none is trusted.
     return values.at(-trustProxyHops) ?? '';
   };
-  const encrypted = (ctx.req.socket as { encrypted?: boolean }).encrypted === true;
-  const claimedProto = forwarded('X-Forwarded-Proto').toLowerCase();
+  const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
+  const claimedProto = forwarded('x-forwarded-proto').toLowerCase();
   const proto = claimedProto === 'http' || claimedProto === 'https' ? claimedProto : encrypted ? 'https' : 'http';
-  const host = [forwarded('X-Forwarded-Host'), ctx.get('Host')].find((h) => HOST.test(h)) ?? ownAddress(ctx);
+  const host = [forwarded('x-forwarded-host'), header('host')].find((h) => HOST.test(h)) ?? ownAddress(req);
   return `${proto}://${host}`;
 }
 
-function ownAddress(ctx: Context): string {
-  const { localAddress, localPort } = ctx.req.socket;
+function ownAddress(req: IncomingMessage): string {
+  const { localAddress, localPort } = req.socket;
   return `${localAddress?.includes(':') ? `[${localAddress}]` : localAddress}:${localPort}`;
 }
 

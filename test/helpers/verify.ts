@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { findFreePort } from '../../src/embedded/ports.js';
 import { scriptArgs } from './node-script.js';
 
 export interface VerifyRun {
@@ -43,4 +44,24 @@ export function checkOf(run: VerifyRun, name: string) {
   const check = run.report.checks.find((c) => c.name === name);
   if (check === undefined) throw new Error(`no "${name}" check in the report; verify printed:\n${run.output}`);
   return check;
+}
+
+/** Starts test/verify/faulty-service.ts with `fault` (docs/verify.md "It catches real faults") on a free port. */
+export async function startFaulty(fault: string): Promise<{ base: string; stop: () => Promise<void> }> {
+  const port = await findFreePort();
+  const child = spawn(process.execPath, [...scriptArgs('test/verify/faulty-service.ts'), fault, String(port)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const listening = new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve());
+    child.once('exit', (code) => reject(new Error(`${fault} service exited with ${code}`)));
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  await listening.finally(() => clearTimeout(timer));
+  const stop = async () => {
+    if (child.exitCode !== null) return;
+    child.kill('SIGTERM');
+    await once(child, 'exit');
+  };
+  return { base: `http://127.0.0.1:${port}`, stop };
 }

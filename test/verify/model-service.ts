@@ -11,7 +11,8 @@ export interface Decision {
 }
 export interface Limiter {
   policy: { limit: number; windowS: number };
-  check(identity: string): Decision;
+  /** May wait (a limiter over a network cache); the model awaits it. */
+  check(identity: string): Decision | Promise<Decision>;
 }
 interface Task {
   id: number;
@@ -19,13 +20,15 @@ interface Task {
 }
 export interface Parts {
   limiter: Limiter;
+  /** The word `Authorization` must start with (`Bearer`; DRF's TokenAuthentication takes only `Token`). */
+  scheme?: string;
   /** Lists tasks for the `cursor` style; the honest one keys the cursor on the last id. */
-  cursorPage?: (
-    tasks: Task[],
-    cursor: string,
-    size: number,
-    descending: boolean,
-  ) => { results: Task[]; next: string | null };
+  cursorPage?: (tasks: Task[], cursor: string, size: number, descending: boolean) => CursorPage;
+}
+export interface CursorPage {
+  results: Task[];
+  next: string | null;
+  previous: string | null;
 }
 export interface Answer {
   status: number;
@@ -52,13 +55,36 @@ export function slidingLog(limit: number, windowS: number): Limiter {
   };
 }
 
-export function keyedCursorPage(tasks: Task[], cursor: string, size: number, descending: boolean) {
-  const after = cursor === '' ? undefined : Number(Buffer.from(cursor, 'base64url').toString());
+/** A cursor token: the id to continue from, and whether it leads back (`previous`) or on (`next`). */
+const encode = (key: number, back: boolean) => Buffer.from(JSON.stringify({ key, back })).toString('base64url');
+
+/** The honest cursor: keyed on the id, forward after it or (a `previous` link) the page just before it. */
+export function keyedCursorPage(tasks: Task[], cursor: string, size: number, descending: boolean): CursorPage {
+  const at =
+    cursor === ''
+      ? undefined
+      : (JSON.parse(Buffer.from(cursor, 'base64url').toString()) as { key: number; back: boolean });
   const ordered = descending ? [...tasks].reverse() : tasks;
-  const rest = after === undefined ? ordered : ordered.filter((t) => (descending ? t.id < after : t.id > after));
+  const beyond = (t: Task, key: number) => (descending ? t.id < key : t.id > key);
+  const ahead = (t: Task, key: number) => (descending ? t.id > key : t.id < key);
+  if (at?.back) {
+    const before = ordered.filter((t) => ahead(t, at.key));
+    const results = before.slice(-size);
+    const more = before.length > size;
+    return {
+      results,
+      previous: more ? encode(results[0]!.id, true) : null,
+      next: encode(results.at(-1)?.id ?? at.key, false),
+    };
+  }
+  const rest = at === undefined ? ordered : ordered.filter((t) => beyond(t, at.key));
   const results = rest.slice(0, size);
   const more = rest.length > size;
-  return { results, next: more ? Buffer.from(String(results.at(-1)!.id)).toString('base64url') : null };
+  return {
+    results,
+    next: more ? encode(results.at(-1)!.id, false) : null,
+    previous: at === undefined ? null : encode(results[0]?.id ?? at.key, true),
+  };
 }
 
 /** The service's state: one per process, shared by every "host" a fault puts in front of it. */
@@ -70,24 +96,39 @@ export class Model {
 
   constructor(private readonly parts: Parts) {}
 
-  handle(method: string, url: URL, headers: http.IncomingHttpHeaders, body: Record<string, unknown>): Answer {
+  async handle(
+    method: string,
+    url: URL,
+    headers: http.IncomingHttpHeaders,
+    body: Record<string, unknown>,
+    address = 'anon',
+  ): Promise<Answer> {
     if (url.pathname === '/api/auth/token/' && method === 'POST') {
       const ok = USERS[String(body.username)] === body.password;
       return ok
         ? { status: 200, body: { token: `token-${String(body.username)}` } }
         : { status: 400, body: { non_field_errors: ['bad'] } };
     }
-    const user = /^Bearer token-(\w+)$/.exec(headers.authorization ?? '')?.[1];
-    const identity = user === undefined ? `ip:${headers['x-client'] ?? 'anon'}` : `user:${user}`;
-    const decision = this.parts.limiter.check(identity);
+    // As DRF does, an Authorization header of another scheme is ignored: the request is anonymous.
+    const [scheme, token] = (headers.authorization ?? '').split(' ');
+    const user = scheme === (this.parts.scheme ?? 'Bearer') ? /^token-(\w+)$/.exec(token ?? '')?.[1] : undefined;
+    const identity = user === undefined ? `ip:${address}` : `user:${user}`;
+    const decision = await this.parts.limiter.check(identity);
     const { limit, windowS } = this.parts.limiter.policy;
-    const policy = { 'RateLimit-Policy': `"user";q=${limit};w=${windowS}` };
+    const scope = user === undefined ? 'anon' : 'user';
+    const policy = { 'RateLimit-Policy': `"${scope}";q=${limit};w=${windowS}` };
     if (!decision.allowed) {
       const s = decision.retryAfterS;
       const detail = `Request was throttled. Expected available in ${s} second${s === 1 ? '' : 's'}.`;
       return { status: 429, body: { detail }, headers: { ...policy, 'Retry-After': String(s) } };
     }
-    const answer = method === 'GET' ? this.read(url) : this.write(method, url, headers, body);
+    const needsUser = method !== 'GET' || url.pathname === '/api/events/';
+    const answer =
+      needsUser && user === undefined
+        ? { status: 401, body: { detail: 'Authentication credentials were not provided.' } }
+        : method === 'GET'
+          ? this.read(url)
+          : this.write(method, url, headers, body);
     return { ...answer, headers: { ...policy, ...answer.headers } };
   }
 
@@ -120,7 +161,8 @@ export class Model {
     };
     if (q.has('cursor')) {
       const page = (this.parts.cursorPage ?? keyedCursorPage)(all, q.get('cursor')!, size, q.get('ordering') === '-id');
-      return { next: page.next === null ? null : link({ cursor: page.next }), previous: null, results: page.results };
+      const to = (cursor: string | null) => (cursor === null ? null : link({ cursor }));
+      return { next: to(page.next), previous: to(page.previous), results: page.results };
     }
     const offset = q.has('limit') ? Number(q.get('offset') ?? 0) : (Number(q.get('page') ?? 1) - 1) * size;
     const results = all.slice(offset, offset + size);
@@ -164,11 +206,12 @@ export class Model {
  */
 export function serve(model: Model, port: number, cacheTtlMs = 0): Promise<http.Server> {
   const cache = new Map<string, { answer: Answer; until: number }>();
-  const handle = (method: string, url: URL, headers: http.IncomingHttpHeaders, body: Record<string, unknown>) => {
-    const key = url.pathname + url.search;
+  const handle = async (request: http.IncomingMessage, url: URL, body: Record<string, unknown>) => {
+    const method = request.method ?? 'GET';
+    const key = url.pathname + url.search + (request.headers.authorization ?? '');
     const hit = method === 'GET' ? cache.get(key) : undefined;
     if (hit !== undefined && hit.until > Date.now()) return hit.answer;
-    const answer = model.handle(method, url, headers, body);
+    const answer = await model.handle(method, url, request.headers, body, request.socket.remoteAddress);
     if (method === 'GET' && cacheTtlMs > 0 && answer.status !== 429)
       cache.set(key, { answer, until: Date.now() + cacheTtlMs });
     return answer;
@@ -176,11 +219,11 @@ export function serve(model: Model, port: number, cacheTtlMs = 0): Promise<http.
   const server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
+    request.on('end', async () => {
       const text = Buffer.concat(chunks).toString();
       const body = text === '' ? {} : (JSON.parse(text) as Record<string, unknown>);
       const url = new URL(request.url ?? '/', `http://${request.headers.host ?? '127.0.0.1'}`);
-      const answer = handle(request.method ?? 'GET', url, request.headers, body);
+      const answer = await handle(request, url, body);
       response.writeHead(answer.status, { 'Content-Type': 'application/json', ...answer.headers });
       response.end(answer.body === undefined ? undefined : JSON.stringify(answer.body));
     });

@@ -15,13 +15,14 @@ const SEEDS = 8;
 const WRITE_GAP_MS = 400;
 /** A pause between pages, so that writes land while a walk is under way. */
 const PAGE_GAP_MS = 250;
+/** A walk longer than this (other clients writing very fast) is given up, not judged. */
 const MAX_PAGES = 400;
 /** Two walks of each style, spread over the check's duration. */
 const WALKS = 2 * STYLES.length;
 
 /**
  * Cursor walks lose nothing (docs/verify.md "Cursor walks lose nothing"): writers create and delete tasks
- * while walkers follow `next` in each style. Cursor walks must list every task that existed when they
+ * while walkers follow `next` (or, ascending, `previous`) in each style, over the run's own tasks. Cursor walks must list every task that existed when they
  * began exactly once, in order, and (ascending) every task acknowledged before they asked for their last
  * page; page-number and limit/offset walks are reported with their skips and repeats, which are expected.
  */
@@ -29,7 +30,6 @@ export async function checkCursor(ctx: RunContext, tasks: Tasks, durationMs: num
   const began = Date.now();
   for (let i = 0; i < SEEDS; i++) await tasks.create(`seed ${i}`);
   const walker = ctx.client('walker', { token: tasks.token });
-  const pageSize = await choosePageSize(walker);
   const deadline = Date.now() + durationMs;
   const walks: ReturnType<typeof analyseWalk>[] = [];
   let stopWriting = false;
@@ -41,7 +41,7 @@ export async function checkCursor(ctx: RunContext, tasks: Tasks, durationMs: num
   });
   for (let i = 0; i < WALKS; i++) {
     const style = STYLES[i % STYLES.length]!;
-    const pages = await walk(walker, style, pageSize, tasks.elements);
+    const pages = await walk(ctx, walker, style, tasks.elements);
     if (pages !== undefined) walks.push(analyseWalk(style, pages, tasks.elements));
     await sleep(Math.max(0, (deadline - Date.now()) / (WALKS - i)));
   }
@@ -50,7 +50,7 @@ export async function checkCursor(ctx: RunContext, tasks: Tasks, durationMs: num
   return judgeWalks(walks, {
     requests: ctx.history.countFor('cursor'),
     seconds: (Date.now() - began) / 1000,
-    pageSize,
+    pageSize: PAGE_SIZE,
   });
 }
 
@@ -94,34 +94,70 @@ function judgeWalks(
   return { ...base, verdict: 'holds' as const, summary } satisfies CheckResult;
 }
 
-/** Small pages make walks long enough to interleave with writes, yet a walk stays within MAX_PAGES. */
-async function choosePageSize(client: Client): Promise<number> {
-  const first = await client.sendPolitely({ path: 'api/tasks/', f: 'count' });
-  const count = Number((first.body as { count?: unknown } | undefined)?.count ?? 0);
-  return Math.min(100, Math.max(5, Math.ceil(count / (MAX_PAGES / 2))));
+/** Small pages, so that a walk over the run's few dozen tasks takes enough pages to interleave with writes. */
+const PAGE_SIZE = 3;
+
+/**
+ * The first page of a walk: every walk starts at the newest task (`ordering=-id`), so that it covers the run's
+ * own tasks in a few pages however long the collection is (docs/verify.md "Bounded on any collection").
+ */
+function firstPage(ctx: RunContext, style: WalkStyle): string {
+  const list = style.startsWith('cursor') ? ctx.options.cursorPath : 'api/tasks/';
+  const url = new URL(list, ctx.options.base);
+  url.searchParams.set('ordering', '-id');
+  url.searchParams.set(style === 'limit/offset' ? 'limit' : 'page_size', String(PAGE_SIZE));
+  if (style === 'limit/offset') url.searchParams.delete('page_size');
+  return url.href;
 }
 
-function firstPage(style: WalkStyle, pageSize: number): string {
-  if (style === 'cursor ascending') return `api/tasks/?cursor=&page_size=${pageSize}`;
-  if (style === 'cursor descending') return `api/tasks/?cursor=&ordering=-id&page_size=${pageSize}`;
-  if (style === 'page number') return `api/tasks/?page_size=${pageSize}`;
-  return `api/tasks/?limit=${pageSize}`;
-}
+type Body = { next?: unknown; previous?: unknown; results?: { id: number }[] } | undefined;
 
-/** Follows `next` to the end (a descending walk stops once past the run's oldest task). */
-async function walk(client: Client, style: WalkStyle, pageSize: number, elements: Map<number, Element>) {
-  const oldest = Math.min(...elements.keys());
-  const pages: WalkPage[] = [];
-  for (let url: string | null = firstPage(style, pageSize); url !== null && pages.length < MAX_PAGES;) {
-    const page = await client.sendPolitely({ path: url, f: `walk ${style}` });
-    const body = page.body as { next?: unknown; results?: { id: number }[] } | undefined;
+/**
+ * Follows `next` from the newest task until a page reaches past the run's oldest task (or the list ends).
+ * `pause` spaces the pages of a judged walk; the descent that positions an ascending walk does not pause.
+ */
+async function descend(client: Client, url: string, style: WalkStyle, oldest: number, pause: boolean) {
+  const pages: (WalkPage & { previous: string | null })[] = [];
+  for (let next: string | null = url; next !== null;) {
+    if (pages.length === MAX_PAGES) return undefined;
+    const page = await client.sendPolitely({ path: next, f: `walk ${style}` });
+    const body = page.body as Body;
     if (page.status !== 200 || !Array.isArray(body?.results)) return undefined;
     const ids = body.results.map((task) => task.id);
-    pages.push({ invoke: page.invoke, complete: page.complete, ids });
-    url = typeof body.next === 'string' ? body.next : null;
-    await sleep(PAGE_GAP_MS);
-    if (style === 'cursor descending' && ids.length > 0 && ids.at(-1)! < oldest) return pages;
-    if (url !== null && pages.length === MAX_PAGES) return undefined;
+    const previous = typeof body.previous === 'string' ? body.previous : null;
+    pages.push({ invoke: page.invoke, complete: page.complete, ids, previous });
+    next = typeof body.next === 'string' ? body.next : null;
+    if (ids.length > 0 && ids.at(-1)! < oldest) break;
+    if (pause) await sleep(PAGE_GAP_MS);
   }
   return pages;
+}
+
+/**
+ * An ascending walk that starts just below the run's oldest task: a descent finds the page that reaches
+ * past it, then the walk follows `previous` up to the newest task. Each of those pages lists its tasks
+ * newest first, so the walk reads each page reversed: ascending order, the page below first.
+ */
+async function ascend(client: Client, url: string, oldest: number) {
+  const descent = await descend(client, url, 'cursor ascending', oldest, false);
+  const bottom = descent?.at(-1);
+  if (bottom === undefined) return undefined;
+  const pages: WalkPage[] = [{ ...bottom, ids: [...bottom.ids].reverse() }];
+  for (let previous = bottom.previous; previous !== null;) {
+    if (pages.length === MAX_PAGES) return undefined;
+    await sleep(PAGE_GAP_MS);
+    const page = await client.sendPolitely({ path: previous, f: 'walk cursor ascending' });
+    const body = page.body as Body;
+    if (page.status !== 200 || !Array.isArray(body?.results)) return undefined;
+    pages.push({ invoke: page.invoke, complete: page.complete, ids: body.results.map((t) => t.id).reverse() });
+    previous = typeof body.previous === 'string' ? body.previous : null;
+  }
+  return pages;
+}
+
+/** One walk of `style` over the run's tasks; undefined when it could not be completed (an error, too long). */
+async function walk(ctx: RunContext, client: Client, style: WalkStyle, elements: Map<number, Element>) {
+  const oldest = Math.min(...elements.keys());
+  if (style === 'cursor ascending') return ascend(client, firstPage(ctx, style), oldest);
+  return descend(client, firstPage(ctx, style), style, oldest, true);
 }

@@ -1,6 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { Client } from '../client.js';
-import { loops, type CheckResult, type RunContext } from '../context.js';
+import { ANONYMOUS, type CheckResult, type RunContext } from '../context.js';
 import type { Operation } from '../history.js';
 import {
   analyseLimits,
@@ -10,30 +8,30 @@ import {
   trailingCounts,
   type LimitFindings,
 } from './limits-analysis.js';
+import { runSchedules, SCHEDULES, sendAs, type Identity, type ScheduleName } from './limits-schedule.js';
 
 /** The longest window the check will wait out (a scope of an hour needs `--limit` with a shorter one). */
 const MAX_WINDOW_MS = 5 * 60_000;
-const PATH = 'api/tasks/?page_size=1';
 
-interface Identity {
-  name: string;
-  clients: Client[];
-  ops: Operation[];
+interface Policy {
+  limit: number;
+  windowMs: number;
 }
 
 /**
- * Limits are exact (docs/verify.md "Limits are exact"): concurrent keep-alive clients of one identity (the
- * last `--user`, or each `--source` address anonymously) push past the limit for a window and a bit; the
- * history must never show more than the limit inside one window, refusals must come only when the window is
- * full, every 429 must say its wait in `Retry-After` (and the same number in `detail`), and a request sent at the
- * second it states must be admitted (judged from the history, while demand goes on).
+ * Limits are exact (docs/verify.md "Limits are exact"): each identity (the limits user, or each `--source`
+ * address anonymously) runs the adversarial schedules of limits-schedule.ts; the history must never show more
+ * than the limit inside one window, refusals must come only when the window is full, every 429 must say its
+ * wait in `Retry-After` (and the same number in a `detail` that states one), and a request sent at the
+ * second it states must be admitted. Each finding names the schedules whose requests exposed it.
  */
-export async function checkLimits(ctx: RunContext): Promise<CheckResult> {
+export async function checkLimits(ctx: RunContext, user?: { name: string; token: string }): Promise<CheckResult> {
   const began = Date.now();
-  const identities = await identitiesOf(ctx);
-  const probe = await identities[0]!.clients[0]!.send({ path: PATH, f: 'limited read' });
-  identities[0]!.ops.push(probe);
-  const policy = ctx.options.limit ?? readPolicy(probe.headers['ratelimit-policy']);
+  const { options } = ctx;
+  const identities = identitiesOf(ctx, user);
+  const loneAt = Date.now();
+  const lones = await Promise.all(identities.map((i) => sendAs(i, i.clients[0]!, options.path, 'lone')));
+  const policy = options.limit ?? readPolicy(lones[0]!.headers['ratelimit-policy']);
   const result = (verdict: CheckResult['verdict'], summary: string, evidence: Record<string, unknown>) => ({
     name: 'limits' as const,
     verdict,
@@ -46,12 +44,15 @@ export async function checkLimits(ctx: RunContext): Promise<CheckResult> {
   if (policy.windowMs > MAX_WINDOW_MS) {
     return result('skipped', `a window of ${policy.windowMs / 1000} s is longer than the check waits`, { policy });
   }
-  const loadMs = policy.windowMs + Math.max(5_000, policy.windowMs * 0.15);
-  await pushPastLimit(ctx, identities, Date.now() + loadMs);
-  const verdicts = identities.map((identity) => judge(identity, policy, 1000 / ctx.options.rate));
-  const violated = verdicts.filter((v) => v.problems.length > 0);
-  const refusals = verdicts.reduce((sum, v) => sum + v.refused, 0);
-  const evidence = { policy, loadMs, identities: verdicts };
+  const rate = options.rate / identities.length;
+  const budget = { ...policy, rate, tailMs: Math.max(5_000, policy.windowMs * 0.15) };
+  // The identity check spent the user's (or this host's) first requests: a window opened by a first hit opened then.
+  const firstUse = ctx.firstUse.get(user?.token ?? (options.sources.length === 0 ? ANONYMOUS : '-')) ?? loneAt;
+  const anchor = Math.min(loneAt, firstUse);
+  await Promise.all(identities.map((identity) => runSchedules(identity, options.path, anchor, budget)));
+  const slackMs = (2 * options.connections * 1000) / rate + 250;
+  const verdicts = identities.map((identity) => judge(identity, policy, slackMs));
+  const evidence = { policy, path: options.path, schedules: SCHEDULES, identities: verdicts };
   const plot = {
     title: 'Admissions in the trailing window',
     kind: 'line' as const,
@@ -60,14 +61,22 @@ export async function checkLimits(ctx: RunContext): Promise<CheckResult> {
     series: verdicts.map((v) => ({ name: v.name, points: v.trailing })),
     level: { name: `limit ${policy.limit}`, y: policy.limit },
   };
+  const violated = verdicts.filter((v) => v.problems.length > 0);
   if (violated.length > 0) {
     const first = violated[0]!;
     return { ...result('violated', `${first.name}: ${first.problems.join('; ')}`, evidence), plot };
   }
-  if (refusals === 0)
-    return { ...result('skipped', 'the limit was never reached: send faster (--rate)', evidence), plot };
+  if (verdicts.every((v) => v.refused === 0)) {
+    const errors = verdicts.reduce((sum, v) => sum + v.otherErrors, 0);
+    const requests = verdicts.reduce((sum, v) => sum + v.requests, 0);
+    const why =
+      errors > requests / 2
+        ? `${errors} of ${requests} requests to /${options.path} answered an error: check --path`
+        : 'the limit was never reached: send faster (--rate)';
+    return { ...result('skipped', why, evidence), plot };
+  }
   const most = Math.max(...verdicts.map((v) => v.findings.maxInWindow));
-  const summary = `at most ${most} admissions in any ${policy.windowMs / 1000}-second window (limit ${policy.limit}); refusals only when full; Retry-After honest`;
+  const summary = `at most ${most} admissions in any ${policy.windowMs / 1000}-second window (limit ${policy.limit}) under every schedule; refusals only when full; Retry-After honest`;
   return { ...result('holds', summary, evidence), plot };
 }
 
@@ -76,41 +85,19 @@ export async function checkLimits(ctx: RunContext): Promise<CheckResult> {
  * each (spread over the `--source` addresses): separate connections, so that a balancer or a cluster's
  * round robin spreads them over every host and process.
  */
-async function identitiesOf(ctx: RunContext): Promise<Identity[]> {
+function identitiesOf(ctx: RunContext, user: { name: string; token: string } | undefined): Identity[] {
   const { options } = ctx;
-  const user = options.users.length >= 2 ? options.users.at(-1) : undefined;
-  const token = user === undefined ? undefined : await ctx.logIn(user, 'limits');
   const sources = options.sources.length > 0 ? options.sources : [undefined];
   const perSource = Math.max(1, Math.ceil(options.connections / sources.length));
+  const token = user?.token;
   const clientsFor = (source: string | undefined, i: number) =>
     Array.from({ length: perSource }, (_, c) => ctx.client(`limits-${i}-${c}`, { localAddress: source, token }));
-  if (token !== undefined) {
-    return [{ name: `user ${user!.username}`, clients: sources.flatMap(clientsFor), ops: [] }];
-  }
-  return sources.map((source, i) => ({
-    name: `anonymous from ${source ?? 'this host'}`,
-    clients: clientsFor(source, i),
-    ops: [],
-  }));
+  const identity = (name: string, clients: Identity['clients']) => ({ name, clients, ops: [], scheduleOf: new Map() });
+  if (user !== undefined) return [identity(`user ${user.name}`, sources.flatMap(clientsFor))];
+  return sources.map((source, i) => identity(`anonymous from ${source ?? 'this host'}`, clientsFor(source, i)));
 }
 
-/** Sends at most `rate` requests a second, spread over every identity's connections, until `deadline`. */
-async function pushPastLimit(ctx: RunContext, identities: Identity[], deadline: number): Promise<void> {
-  const lanes = identities.flatMap((identity) => identity.clients.map((client) => ({ identity, client })));
-  const gapMs = 1000 / ctx.options.rate;
-  let slot = Date.now();
-  await loops(lanes.length, deadline, async (loop) => {
-    const lane = lanes[loop % lanes.length]!;
-    slot = Math.max(slot + gapMs, Date.now());
-    const wait = slot - Date.now();
-    if (wait > 0) await sleep(wait);
-    if (Date.now() >= deadline) return false;
-    lane.identity.ops.push(await lane.client.send({ path: PATH, f: 'limited read' }));
-    return true;
-  });
-}
-
-function judge(identity: Identity, policy: { limit: number; windowMs: number }, gapMs: number) {
+function judge(identity: Identity, policy: Policy, slackMs: number) {
   const ops = identity.ops;
   const admitted = ops.filter((op) => op.status !== null && op.status < 400);
   const refused = ops.filter((op) => op.status === 429);
@@ -122,26 +109,37 @@ function judge(identity: Identity, policy: { limit: number; windowMs: number }, 
     windowNs: policy.windowMs * 1e6,
     start: Math.min(...ops.map((op) => op.invoke)),
   });
-  const malformed = refused.filter((op) => !wellFormedRetryAfter(op));
+  const missing = refused.filter((op) => op.headers['retry-after'] === undefined);
+  const malformed = refused.filter((op) => op.headers['retry-after'] !== undefined && !wellFormedRetryAfter(op));
   const stated = refused
     .filter(wellFormedRetryAfter)
     .map((op) => ({ ...op, retryAfterS: Number(op.headers['retry-after']) }));
-  const slackNs = (2 * gapMs + 250) * 1e6;
-  const late = dishonestRetryAfter(stated, admitted, slackNs, Math.max(...ops.map((op) => op.invoke)));
+  const late = dishonestRetryAfter(stated, admitted, slackMs * 1e6, Math.max(...ops.map((op) => op.invoke)));
+  const by = (opNumbers: number[]) => exposedBy(identity.scheduleOf, opNumbers);
   const problems: string[] = [];
-  if (findings.overLimit) problems.push(`${findings.maxInWindow} admissions inside one window (limit ${policy.limit})`);
+  if (findings.overLimit)
+    problems.push(
+      `${findings.maxInWindow} admissions inside one window (limit ${policy.limit}), exposed by ${by(findings.overLimit)}`,
+    );
   if (findings.unjustified.length > 0)
-    problems.push(`${findings.unjustified.length} refusals while the window held fewer than ${policy.limit}`);
-  if (malformed.length > 0) problems.push(`${malformed.length} 429s without a Retry-After matching their detail`);
-  if (late.length > 0) problems.push(`${late.length} retries at the second Retry-After stated were still refused`);
-  const other = ops.filter((op) => op.status !== null && op.status >= 400 && op.status !== 429).length;
+    problems.push(
+      `${findings.unjustified.length} refusals while the window held fewer than ${policy.limit}, exposed by ${by(findings.unjustified.map((u) => u.op))}`,
+    );
+  if (missing.length > 0) problems.push(`${missing.length} 429s without Retry-After`);
+  if (malformed.length > 0)
+    problems.push(`${malformed.length} 429s whose Retry-After is not a whole number ≥ 1 matching their detail`);
+  if (late.length > 0)
+    problems.push(
+      `${late.length} retries at the second Retry-After stated were still refused, exposed by ${by(late.map((l) => l.op))}`,
+    );
   return {
     name: identity.name,
     requests: ops.length,
     admitted: admitted.length,
     refused: refused.length,
     noAnswer: ops.filter((op) => op.status === null).length,
-    otherErrors: other,
+    otherErrors: ops.filter((op) => op.status !== null && op.status >= 400 && op.status !== 429).length,
+    perSchedule: tally(identity),
     findings: {
       ...findings,
       overLimit: findings.overLimit?.slice(0, 50) ?? null,
@@ -149,13 +147,35 @@ function judge(identity: Identity, policy: { limit: number; windowMs: number }, 
     },
     retryAfterJudged: stated.length,
     retryAfterLate: late.slice(0, 20),
+    retryAfterMissing: missing.length,
     malformedRetryAfter: malformed.slice(0, 10).map((op) => ({ op: op.op, headers: op.headers, body: op.body })),
     problems,
     trailing: trailingCounts(admitted, policy.windowMs * 1e6).map(([t, n]) => [t / 1e9, n] as [number, number]),
   };
 }
 
-/** `Retry-After` is a whole number of seconds ≥ 1 and, where the detail states one, the same number. */
+/** The schedules whose requests are among `opNumbers`, in schedule order, as a phrase. */
+function exposedBy(scheduleOf: Map<number, ScheduleName>, opNumbers: number[]): string {
+  const names = new Set(opNumbers.map((op) => scheduleOf.get(op)));
+  const phrases = (Object.keys(SCHEDULES) as ScheduleName[]).filter((n) => names.has(n)).map((n) => SCHEDULES[n]);
+  return phrases.length <= 1
+    ? (phrases[0] ?? 'no schedule')
+    : `${phrases.slice(0, -1).join(', ')} and ${phrases.at(-1)}`;
+}
+
+/** Requests, admissions and refusals under each schedule. */
+function tally(identity: Identity) {
+  const rows: Record<string, { requests: number; admitted: number; refused: number }> = {};
+  for (const op of identity.ops) {
+    const row = (rows[identity.scheduleOf.get(op.op) ?? 'lone'] ??= { requests: 0, admitted: 0, refused: 0 });
+    row.requests++;
+    if (op.status !== null && op.status < 400) row.admitted++;
+    if (op.status === 429) row.refused++;
+  }
+  return rows;
+}
+
+/** `Retry-After` is a whole number of seconds ≥ 1 and, where a detail states one, the same number. */
 function wellFormedRetryAfter(op: Operation): boolean {
   const header = op.headers['retry-after'];
   if (header === undefined || !/^\d+$/.test(header) || Number(header) < 1) return false;

@@ -7,7 +7,7 @@ import { isReportId, reportPath, viewReport } from './report.view.js';
 import { readBody } from '../body.js';
 import { renderPage } from '../paginated.js';
 import type { ResourceRouter, RouteParts } from '../router.js';
-import { readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
+import { keepForOlderHosts, readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
 import { requireUser } from '../users.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { errorSchema, reportInput, reportPages, reportSchema } from '../openapi/schemas.js';
@@ -61,11 +61,10 @@ export function reportRoutes(router: ResourceRouter, { deps, guard }: RouteParts
   route(router, reportOperations.create, guard({ scope: 'reports' }), async (ctx) => {
     const user = requireUser(ctx);
     const params = parseReportInput(await readBody(ctx, config.BODY_LIMIT_BYTES), config.REPORT_MAX_DAYS);
-    const claim = readIdempotencyClaim(ctx, params);
-    const idempotency = claim && { ...claim, render: acceptReport };
+    const idempotency = readIdempotencyClaim(ctx, params);
     const outcome = await createReport(db, { userId: user.id, params, idempotency, now: deps.clock.now() });
     if (!outcome.ok) throw Errors.idempotencyMismatch();
-    if (outcome.replayed) return sendReplay(ctx, config, outcome.replayed);
+    if (outcome.replayed) return sendReplay(ctx, config, outcome.replayed, acceptReport);
     // The report is recorded; should Redis be down, the jobs child's sweeper enqueues it later.
     await deps.reportQueue?.enqueue(outcome.report.id).catch((error: unknown) => {
       // One line with the cause, no stack: the report is safe, only its queueing waits.
@@ -74,7 +73,9 @@ export function reportRoutes(router: ResourceRouter, { deps, guard }: RouteParts
         'report recorded but not enqueued; the sweeper will retry',
       );
     });
-    sendAnswer(ctx, config, acceptReport(outcome.report));
+    const answer = acceptReport(outcome.report);
+    sendAnswer(ctx, config, answer);
+    await keepForOlderHosts(deps, user.id, idempotency, answer);
   });
 
   route(router, reportOperations.list, guard(), async (ctx) => {
@@ -93,7 +94,10 @@ export function reportRoutes(router: ResourceRouter, { deps, guard }: RouteParts
   router.refuseOtherMethods(() => guard(), 'none');
 }
 
-/** A fresh report request's answer: 202 with the pending report and its `Location`. */
+/**
+ * A fresh report request's answer: 202 with the pending report and its `Location`. A replay is
+ * rendered by this function too, from the report as the idempotency record kept it.
+ */
 function acceptReport(report: ReportRecord) {
   return { status: 202, body: viewReport(report), resourcePath: reportPath(report.id) };
 }

@@ -4,6 +4,7 @@ import type { Database } from '../../../db/database.js';
 import type { Deps } from '../../deps.js';
 import { Errors } from '../../base/errors.js';
 import type { CommandOutcome, TaskState } from '../../events/domain/task.events.js';
+import type { RenderedAnswer } from '../../idempotency/idempotency.js';
 import { findTask, streamFacts, taskEventsSource, tasksSource } from '../../events/store/task.queries.js';
 import { readBody } from '../body.js';
 import type { ResourceRouter, RouteParts } from '../router.js';
@@ -11,7 +12,7 @@ import { readAnswer, readHeadAhead, sendList, sendNotModified, sendRead, startRe
 import { renderPage } from '../paginated.js';
 import { audienceOf, viewEvent } from '../events/event.view.js';
 import { etagOf, etagOfBody, matchesEtag, readIfMatch, readIfNoneMatch } from '../conditional.js';
-import { readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
+import { keepForOlderHosts, readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
 import { taskPath, viewTask, type TaskResource } from './task.view.js';
 import { parseTaskInput } from './task.input.js';
 import { requireUser } from '../users.js';
@@ -85,12 +86,14 @@ function createTask(deps: Deps) {
     const fields = parseTaskInput(await readBody(ctx, deps.config.BODY_LIMIT_BYTES), false) as Required<
       ReturnType<typeof parseTaskInput>
     >;
-    const claim = readIdempotencyClaim(ctx, fields);
-    const idempotency = claim && { ...claim, render: answerCreated };
+    const idempotency = readIdempotencyClaim(ctx, fields);
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
-    const answer = outcome.ok && outcome.replayed;
-    if (answer) sendReplay(ctx, deps.config, answer);
-    else sendAnswer(ctx, deps.config, answerCreated(expectTask(outcome)));
+    if (outcome.ok && outcome.replayed) sendReplay(ctx, deps.config, outcome.replayed, answerCreated);
+    else {
+      const answer = answerCreated(expectTask(outcome));
+      sendAnswer(ctx, deps.config, answer);
+      await keepForOlderHosts(deps, user.id, idempotency, answer);
+    }
     const etag = etagOfBody(ctx.body);
     if (etag) ctx.set('ETag', etag);
   };
@@ -121,8 +124,11 @@ function respondWithTask(ctx: Context, task: TaskResource) {
   ctx.body = task;
 }
 
-/** A create's answer, as sent and as stored for replays: 201 with the task and its `Location`. */
-function answerCreated(task: TaskState) {
+/**
+ * A create's answer: 201 with the task and its `Location`. A replay is rendered by this function
+ * too, from the task as the idempotency record kept it, so it repeats the first answer's bytes.
+ */
+function answerCreated(task: TaskState): RenderedAnswer {
   return { status: 201, body: viewTask(task), resourcePath: taskPath(task.id) };
 }
 

@@ -1,4 +1,4 @@
-import type { IdempotencyClaim, RenderAnswer, StoredAnswer } from '../../idempotency/idempotency.js';
+import type { IdempotencyClaim, Replay } from '../../idempotency/idempotency.js';
 
 /** The facts a task stream records, in the past tense. `data` is what `evolve` needs and no more. */
 export type TaskEvent =
@@ -65,7 +65,8 @@ export type TaskCommand =
       type: 'CreateTask';
       actor: Actor;
       fields: TaskFields;
-      idempotency?: IdempotencyClaim & { render: RenderAnswer<TaskState> };
+      /** Kept with the created task in the create's transaction; a repeat replays that task. */
+      idempotency?: IdempotencyClaim;
     }
   | {
       type: 'ChangeTask';
@@ -89,8 +90,11 @@ export type Rejection =
   | { ok: false; error: 'version_conflict'; currentVersion: number }
   | { ok: false; error: 'idempotency_mismatch' };
 
-/** What running a command gave: the task after it (null once deleted) and the events appended. */
+/**
+ * What running a command gave: the task after it (null once deleted) and the events appended; or,
+ * for a repeated create, the task as the first one created it (or an older record's rendered answer).
+ */
 export type CommandOutcome =
   | { ok: true; task: TaskState | null; events: StoredEvent[]; replayed?: undefined }
-  | { ok: true; replayed: StoredAnswer; task?: undefined; events?: undefined }
+  | { ok: true; replayed: Replay<TaskState>; task?: undefined; events?: undefined }
   | Rejection;

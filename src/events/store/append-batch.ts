@@ -5,6 +5,7 @@ import { decide } from '../domain/decide.js';
 import { evolve } from '../domain/evolve.js';
 import { loadBatchState, type BatchState } from './batch-state.js';
 import { writeBatch, type BatchWrites } from './batch-writes.js';
+import { taskFromJson } from './task.rows.js';
 import type { CommandOutcome, StoredEvent, TaskCommand, TaskState } from '../domain/task.events.js';
 
 /** Names the global append lock among PostgreSQL advisory locks. */
@@ -59,13 +60,11 @@ export async function appendBatch(
 }
 
 function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites, now: Date): CommandOutcome {
-  const claim =
-    command.type === 'CreateTask' && command.idempotency
-      ? { userId: command.actor.userId, ...command.idempotency }
-      : undefined;
+  const keyed = command.type === 'CreateTask' ? command.idempotency : undefined;
+  const claim = keyed && { userId: command.actor.userId, key: keyed.key, requestHash: keyed.requestHash };
   const earlier = claim && state.idempotency.get(claimId(claim));
   if (claim && earlier) {
-    const replay = decideReplay(earlier, claim);
+    const replay = decideReplay(earlier, claim, taskFromJson);
     return replay.ok ? { ok: true, replayed: replay.replay } : replay;
   }
   const streamId = command.type === 'CreateTask' ? writes.counters.lastTaskId + 1 : command.taskId;
@@ -93,9 +92,18 @@ function runCommand(command: TaskCommand, state: BatchState, writes: BatchWrites
   }
   if (task === null) writes.counters.taskCount -= 1;
   if (claim && task) {
-    const answer = claim.render(task);
-    state.idempotency.set(claimId(claim), { requestHash: claim.requestHash, ...answer });
-    writes.idempotency.push({ userId: claim.userId, key: claim.key, requestHash: claim.requestHash, ...answer });
+    // The record keeps the task as this command created it, not an HTTP answer: the store knows
+    // no HTTP, and the route cannot render the answer before this point (the id and the time are
+    // decided here, under the lock). writeBatch writes the record in this transaction with the
+    // task's events, so neither commits without the other. The route renders the first answer
+    // and every replay from this state with one function, so a replay repeats the first answer's
+    // bytes however the task changed since. A later command of this batch with the key replays
+    // it too, from the task as the record will read back (JSON).
+    state.idempotency.set(claimId(claim), {
+      requestHash: claim.requestHash,
+      created: JSON.parse(JSON.stringify(task)),
+    });
+    writes.idempotency.push({ ...claim, resource: task });
   }
   return { ok: true, task, events };
 }

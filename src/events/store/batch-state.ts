@@ -14,6 +14,7 @@ export interface Counters {
 export interface BatchState {
   counters: Readonly<Counters>;
   tasks: Map<number, TaskState | null>;
+  /** Records of the batch's keys, their tasks as JSON (as stored). */
   idempotency: Map<string, IdempotencyRecord>;
 }
 

@@ -1,6 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { Database } from '../../../db/database.js';
-import { storeClaims, type StoredAnswer, type UserClaim } from '../../idempotency/idempotency.js';
+import { storeClaims, type UserClaim } from '../../idempotency/idempotency.js';
 import { COUNTER_NAMES, type Counters } from './batch-state.js';
 import type { StoredEvent, TaskState } from '../domain/task.events.js';
 import { writeRangeDeltas } from './task-ranges.js';
@@ -12,7 +12,8 @@ export interface BatchWrites {
   tasks: Map<number, TaskState | null>;
   /** Ids of the tasks this batch created (some may be deleted again within it), for `task_ranges`. */
   created: number[];
-  idempotency: Array<UserClaim & StoredAnswer>;
+  /** The records of keyed creates, each with the task as created. */
+  idempotency: Array<UserClaim & { resource: TaskState }>;
   counters: Counters;
 }
 

@@ -12,7 +12,8 @@ import { request } from '../../helpers/http.js';
 
 // docs/throttling.md "Past capacity: admission and shedding", on the real entry point: one web worker
 // whose limit is pinned at 2 requests in progress (ADMISSION_LIMIT_MIN = MAX), so that two requests
-// whose bodies have not arrived hold every slot, and what comes next queues or is shed.
+// whose bodies have not arrived hold every slot, and what comes next queues or is shed. Connections go
+// straight to the worker (CONNECTION_DOOR=cluster), so a request without its body reaches admission.
 
 const test = suite('admission control: who is shed first, probes never, and no work for a client that left');
 let cluster: RunningCluster;
@@ -76,6 +77,9 @@ test.before(async () => {
     ADMISSION_LIMIT_MIN: '2',
     ADMISSION_LIMIT_MAX: '2',
     ADMISSION_QUEUE_SIZE: '2',
+    // The worker's own door, reached directly: a request whose body never comes is the worker's to hold
+    // (with the primary's door it waits there, test/cluster/edge/door.test.ts).
+    CONNECTION_DOOR: 'cluster',
   };
   [cluster, hasty] = await Promise.all([
     startCluster({ ...env, ADMISSION_QUEUE_MS: '20000' }, 120_000),
@@ -117,6 +121,31 @@ test('a full queue sheds docs first, then anonymous reads; probes are answered; 
   assert.equal([wrote.status, readAnswer.status], [201, 200]);
   assert.equal(answered.slice(2), ['write', 'read'], 'a freed slot goes to the highest class first');
   for (const raw of [docs, anonymous, read, written]) raw.socket.destroy();
+});
+
+test('an answer the worker keeps in memory is not held behind the requests that hold every slot', async () => {
+  const path = '/api/tasks/?limit=3';
+  // The same request as the one sent below (its Host is part of what is kept), twice: kept, then current.
+  for (let i = 0; i < 2; i += 1) {
+    const warm = send(cluster.port, `warm ${i}`, get(path, false));
+    assert.is((await warm.answer).status, 200);
+    warm.socket.destroy();
+  }
+  const held = await holdBothSlots(cluster.port);
+  const kept = send(cluster.port, 'kept', get(path, false));
+  try {
+    const answer = await Promise.race([kept.answer, sleep(5_000).then(() => ({ status: 0, text: 'none in 5 s' }))]);
+    assert.is(answer.status, 200, answer.text);
+    assert.ok(
+      held.every(({ socket }) => !socket.destroyed),
+      'while both slots were still held',
+    );
+  } finally {
+    for (const { socket } of held) socket.destroy();
+    kept.socket.destroy();
+  }
+  const metrics = await (await fetch(`${cluster.metricsBase}/metrics`)).text();
+  assert.match(metrics, /^paceline_admission_memory_total [1-9]/m);
 });
 
 test('a queued request whose client left does no work: the write it carried is never made', async () => {

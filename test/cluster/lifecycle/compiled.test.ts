@@ -169,7 +169,7 @@ Build('a syntax error fails the build, names the file and line, and leaves every
   writeFileSync(join(copy, 'src/base/clock.ts'), 'export const systemClock = { now: () => Date.now( };\n');
   const build = buildCopy();
   assert.is.not(build.status, 0);
-  assert.match(build.stderr, /src\/clock\.ts:\d+:\d+/);
+  assert.match(build.stderr, /src\/base\/clock\.ts:\d+:\d+/);
   assert.match(build.stderr, /build failed \(the errors above\): dist\/ is unchanged/);
   assert.equal(distContents(), before);
 });

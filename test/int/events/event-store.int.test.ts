@@ -297,5 +297,38 @@ Group('a batch the database refuses is retried command by command: only the bad 
   assert.is(late, 'refused');
 });
 
+Group('a keyed create keeps its task in its record, written in its own transaction: both or neither', async () => {
+  const { db } = app.deps;
+  const keyed = (title: string): TaskCommand => ({
+    type: 'CreateTask',
+    actor: actor(1, 'alice'),
+    fields: { title, description: '', completed: false },
+    idempotency: { key: 'store-key', requestHash: `hash of ${title}` },
+  });
+  const record = () => db.selectFrom('idempotency_keys').selectAll().where('key', '=', 'store-key').executeTakeFirst();
+  const last = (await readStore()).counter('tasks.last_id');
+  const refused = await appendBatch(db, [keyed('Rolled back')], async () => {
+    throw new Error('not published');
+  }).then(
+    () => 'committed',
+    (error: Error) => error.message,
+  );
+  assert.is(refused, 'not published');
+  assert.is(await record(), undefined, 'no record without its task');
+  assert.is((await readStore()).counter('tasks.last_id'), last, 'no task without its record');
+
+  const [created, again] = await appendBatch(db, [keyed('Kept'), keyed('Kept')]);
+  if (!created?.ok || !created.task) throw new Error(`not created: ${JSON.stringify(created)}`);
+  const task = created.task;
+  assert.equal(again, { ok: true, replayed: { created: task } }, 'a repeat in the same batch gets the task');
+  const row = await record();
+  assert.equal([row?.status, row?.body, row?.resource_path], [null, null, null], 'the record holds no HTTP answer');
+  await appendBatch(db, [
+    { type: 'ChangeTask', actor: actor(1, 'alice'), taskId: task.id, fields: { title: 'Changed since' } },
+  ]);
+  const [later] = await appendBatch(db, [keyed('Kept')]);
+  assert.equal(later, { ok: true, replayed: { created: task } }, 'a later repeat gets the task as it was created');
+});
+
 Replay.run();
 Group.run();

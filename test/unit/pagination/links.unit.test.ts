@@ -2,7 +2,13 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { buildLink, removeQueryParam, replaceQueryParam } from '../../../src/pagination/links.js';
 import { parsePythonInt } from '../../../src/pagination/python-int.js';
-import { encodeQuery, parseQuery, quotePlus, readLastValue, unquotePlus } from '../../../src/pagination/query-string.js';
+import {
+  encodeQuery,
+  parseQuery,
+  quotePlus,
+  readLastValue,
+  unquotePlus,
+} from '../../../src/pagination/query-string.js';
 
 const B = 'http://127.0.0.1:18000';
 const url = (search: string) => new URL(`${B}/api/tasks/${search}`);

@@ -120,6 +120,34 @@ Tasks('the sweep deletes only records past 24 hours, in batches of the size aske
   assert.is(repeat.headers.get('idempotent-replayed'), 'true', 'a live key still replays');
 });
 
+Tasks('a record that holds a rendered answer (written before records kept the task) still replays it', async () => {
+  const original = await post('/api/tasks/', { title: 'Older record' }, 'key-rendered');
+  // What a record of the release before 20261128000100_idempotency_resource holds.
+  await sql`update idempotency_keys
+    set status = 201, body = ${original.text}::json, resource_path = ${`/api/tasks/${original.body.id}/`},
+      resource = null
+    where key = 'key-rendered'`.execute(app.deps.db);
+  await request(app.base, 'DELETE', `/api/tasks/${original.body.id}/`, { token: alice });
+  const repeat = await post('/api/tasks/', { title: 'Older record' }, 'key-rendered');
+  assert.equal(visible(repeat), visible(original));
+  assert.is(repeat.headers.get('idempotent-replayed'), 'true');
+});
+
+Tasks(
+  'the record also holds the answer as rendered, which a host of the previous release replays as it is',
+  async () => {
+    const original = await post('/api/tasks/', { title: 'For older hosts' }, 'key-older-hosts');
+    const row = await app.deps.db
+      .selectFrom('idempotency_keys')
+      .select(['status', 'body', 'resource_path'])
+      .where('key', '=', 'key-older-hosts')
+      .executeTakeFirstOrThrow();
+    assert.is(row.status, 201);
+    assert.equal(row.body, original.body);
+    assert.is(row.resource_path, `/api/tasks/${original.body.id}/`);
+  },
+);
+
 Tasks('a key longer than 255 characters is refused', async () => {
   const response = await post('/api/tasks/', { title: 'Long key' }, 'k'.repeat(256));
   assert.is(response.status, 400);
@@ -161,6 +189,19 @@ Reports('a repeat replays, a different range is a 422, and another user gets the
   assert.is(theirs.status, 202);
   assert.is.not(theirs.body.id, original.body.id);
   assert.is(await countOf('reports'), 3);
+});
+
+Reports('a repeat after the report is done still replays the answer it first got', async () => {
+  const original = await post('/api/reports/', range, 'report-done');
+  await app.deps.db
+    .updateTable('reports')
+    .set({ status: 'done', attempts: 1, result: JSON.stringify({ done: true }), finished_at: new Date() })
+    .where('id', '=', original.body.id)
+    .execute();
+  const repeat = await post('/api/reports/', range, 'report-done');
+  assert.equal(visible(repeat), visible(original));
+  assert.is(repeat.body.status, 'pending');
+  assert.is(repeat.headers.get('idempotent-replayed'), 'true');
 });
 
 Reports('a key used for a task cannot be reused for a report', async () => {

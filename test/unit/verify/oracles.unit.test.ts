@@ -1,13 +1,13 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parseArgs, parseLimit } from '../../clients/verify/args.js';
-import { analyseWalk, breaksGuarantee, type Element } from '../../clients/verify/checks/cursor-analysis.js';
+import { parseArgs, parseLimit } from '../../../clients/verify/args.js';
+import { analyseWalk, breaksGuarantee, type Element } from '../../../clients/verify/checks/cursor-analysis.js';
 import {
   analyseLimits,
   dishonestRetryAfter,
   readPolicy,
   trailingCounts,
-} from '../../clients/verify/checks/limits-analysis.js';
+} from '../../../clients/verify/checks/limits-analysis.js';
 
 const S = 1e9;
 /** A request decided in a 10 ms round trip starting at `t` seconds. */

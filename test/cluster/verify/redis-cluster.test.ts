@@ -1,10 +1,16 @@
 import { join } from 'node:path';
 import { suite } from 'uvu';
-import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
-import { testStoresEnv } from '../helpers/test-stores-env.js';
-import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster.js';
-import { assertAllHold, databaseWithUsers, scratch, VERIFY_ARGS, VERIFY_SETTINGS } from '../helpers/verify-paceline.js';
-import { runVerify } from '../helpers/verify.js';
+import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { testStoresEnv } from '../../helpers/test-stores-env.js';
+import { startRedisCluster, type TestRedisCluster } from '../../helpers/redis-cluster.js';
+import {
+  assertAllHold,
+  databaseWithUsers,
+  scratch,
+  VERIFY_ARGS,
+  VERIFY_SETTINGS,
+} from '../../helpers/verify-paceline.js';
+import { runVerify } from '../../helpers/verify.js';
 
 // docs/verify.md: one Paceline host (two workers) on a Redis Cluster of three masters.
 

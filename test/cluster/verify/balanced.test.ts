@@ -3,12 +3,18 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { findFreePort } from '../../src/embedded/ports.js';
-import { startCluster, type RunningCluster } from '../fixtures/cluster.js';
-import { startHaproxy, type RunningHaproxy } from '../fixtures/haproxy.js';
-import { testStoresEnv } from '../helpers/test-stores-env.js';
-import { assertAllHold, databaseWithUsers, scratch, VERIFY_ARGS, VERIFY_SETTINGS } from '../helpers/verify-paceline.js';
-import { runVerify } from '../helpers/verify.js';
+import { findFreePort } from '../../../src/embedded/ports.js';
+import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { startHaproxy, type RunningHaproxy } from '../../fixtures/haproxy.js';
+import { testStoresEnv } from '../../helpers/test-stores-env.js';
+import {
+  assertAllHold,
+  databaseWithUsers,
+  scratch,
+  VERIFY_ARGS,
+  VERIFY_SETTINGS,
+} from '../../helpers/verify-paceline.js';
+import { runVerify } from '../../helpers/verify.js';
 
 // docs/verify.md: two Paceline hosts behind HAProxy on one PostgreSQL and one Redis.
 

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# npm run verify:zoo [-- member...]: installs what the zoo runs (node_modules, Debian's nginx-light, haproxy and
+# redis-server), then verify's default command against each member (ops/verify-zoo/zoo.ts).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source ops/ensure-tools.sh
+ensure_node_modules
+ensure_nginx
+ensure_haproxy
+ensure_redis_server --always
+exec node --import tsx ops/verify-zoo/zoo.ts "$@"

@@ -1,0 +1,191 @@
+import { Agent, request as httpRequest } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { connectDatabase } from '../../../db/connect.js';
+import { createUser } from '../../../src/auth/users.repository.js';
+import { childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { createTestDatabase } from '../../helpers/database.js';
+import { request } from '../../helpers/http.js';
+import { scrape } from '../../helpers/metrics.js';
+import { testStoresEnv } from '../../helpers/test-stores-env.js';
+
+// docs/throttling.md "Past capacity: admission and shedding": the primary's door (CONNECTION_DOOR=primary, the
+// default) accepts every connection on PORT, answers liveness probes itself and hands the rest to the web
+// workers with what it read. On the real entry point with two web workers.
+
+const test = suite("the primary's door: probes answered there, every other request whole to a worker");
+let cluster: RunningCluster;
+let token = '';
+let dropDatabase: () => Promise<void> = async () => {};
+
+test.before(async () => {
+  const database = await createTestDatabase('door');
+  dropDatabase = database.drop;
+  const db = connectDatabase(database.url, 1);
+  await createUser(db, 'ada', 'ada-pass-1234');
+  await db.destroy();
+  cluster = await startCluster(
+    {
+      ...testStoresEnv('door', database.url),
+      WEB_CONCURRENCY: '2',
+      THROTTLE_ANON: '100000/min',
+      THROTTLE_USER: '100000/min',
+      HTTP_HEADERS_TIMEOUT_MS: '1500',
+      HTTP_REQUEST_TIMEOUT_MS: '3000',
+    },
+    120_000,
+  );
+  const login = await request(cluster.base, 'POST', '/api/auth/token/', {
+    body: { username: 'ada', password: 'ada-pass-1234' },
+  });
+  token = login.body.token;
+});
+
+test.after(async () => {
+  await cluster?.stop();
+  await dropDatabase();
+});
+
+/** Sends `text` on a new connection (in `pieces`, `gapMs` apart) and reads the answer until the server closes. */
+async function raw(
+  text: string,
+  pieces = 1,
+  gapMs = 0,
+  deadlineMs = 10_000,
+): Promise<{ status: number; text: string }> {
+  const socket = connect({ port: cluster.port, host: '127.0.0.1' });
+  let answer = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (answer += chunk));
+  socket.on('error', () => {});
+  const size = Math.ceil(text.length / pieces);
+  for (let i = 0; i < pieces; i += 1) {
+    socket.write(text.slice(i * size, (i + 1) * size));
+    if (gapMs > 0 && i < pieces - 1) await sleep(gapMs);
+  }
+  const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const whole = () => {
+    const head = answer.indexOf('\r\n\r\n');
+    const length = /\r\ncontent-length: (\d+)/i.exec(answer);
+    return head !== -1 && length !== null && answer.length - head - 4 >= Number(length[1]);
+  };
+  for (const until = Date.now() + deadlineMs; !whole() && Date.now() < until;) await Promise.race([ended, sleep(10)]);
+  socket.destroy();
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0), text: answer };
+}
+
+const HEALTH = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+
+/** The web workers, by the role the primary gave them. */
+function webWorkers(): number[] {
+  return childPids(cluster.child.pid!).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes('PACELINE_CHILD_ROLE=web');
+    } catch {
+      return false;
+    }
+  });
+}
+
+test('a probe on a fresh connection is answered while a keep-alive crowd keeps both workers busy', async () => {
+  const agent = new Agent({ keepAlive: true, maxSockets: 400 });
+  let served = 0;
+  let stop = false;
+  const client = async () => {
+    while (!stop) {
+      const status = await new Promise<number>((resolve) => {
+        const req = httpRequest(
+          { agent, host: '127.0.0.1', port: cluster.port, path: `/api/tasks/?limit=50&offset=${served % 7}` },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.on('error', () => resolve(0));
+        req.end();
+      });
+      if (status === 200) served += 1;
+    }
+  };
+  const crowd = Array.from({ length: 400 }, () => client());
+  await sleep(500);
+  const probes: Array<{ status: number; text: string }> = [];
+  for (let i = 0; i < 30; i += 1) {
+    probes.push(await raw(HEALTH));
+    await sleep(50);
+  }
+  stop = true;
+  await Promise.all(crowd);
+  agent.destroy();
+  assert.ok(served > 100, `the crowd was served meanwhile (${served} pages)`);
+  assert.equal(
+    probes.map((p) => p.status),
+    probes.map(() => 200),
+    'every probe answered 200',
+  );
+  assert.match(probes[0]!.text, /\r\n\r\n\{"status":"ok"\}$/);
+  assert.match(probes[0]!.text, /\r\nAllow: GET, HEAD, OPTIONS\r\n/);
+});
+
+test('a request whose body arrives in pieces reaches its worker whole', async () => {
+  const body = JSON.stringify({ title: 'sent slowly, in four pieces' });
+  const text =
+    `POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const answer = await raw(text, 4, 200);
+  assert.is(answer.status, 201, answer.text);
+  assert.match(answer.text, /"title":"sent slowly, in four pieces"/);
+});
+
+test('a first request that does not arrive within its timeouts gets 408, as a worker answers it', async () => {
+  const headless = await raw('GET /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+  assert.is(headless.status, 408, headless.text);
+  assert.match(headless.text, /\{"detail":"Request timeout\."\}$/);
+  const bodiless = await raw('POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 40\r\n\r\n{"ti');
+  assert.is(bodiless.status, 408, bodiless.text);
+});
+
+test('with every web worker stopped, probes turn 503 once they have been silent for 5 s; back to 200 after', async () => {
+  const workers = webWorkers();
+  assert.is(workers.length, 2);
+  for (const pid of workers) process.kill(pid, 'SIGSTOP');
+  try {
+    let status = 0;
+    for (let i = 0; i < 100 && status !== 503; i += 1) {
+      status = (await raw(HEALTH, 1, 0, 2_000)).status;
+      if (status !== 503) await sleep(200);
+    }
+    assert.is(status, 503, 'a host whose workers do not turn is not live');
+  } finally {
+    for (const pid of workers) process.kill(pid, 'SIGCONT');
+  }
+  let back = 0;
+  for (let i = 0; i < 50 && back !== 200; i += 1) {
+    back = (await raw(HEALTH)).status;
+    if (back !== 200) await sleep(200);
+  }
+  assert.is(back, 200);
+  assert.is((await request(cluster.base, 'GET', '/api/tasks/', { token })).status, 200);
+});
+
+test('the door counts what it did, and its probes in the request series', async () => {
+  const { samples } = await scrape(cluster.metricsBase);
+  const door = (outcome: string) =>
+    samples.find((s) => s.name === 'paceline_door_connections_total' && s.labels.outcome === outcome)?.value ?? 0;
+  assert.ok(door('health') >= 30, `probes answered by the door: ${door('health')}`);
+  assert.ok(door('handed') > 0);
+  assert.ok(door('timeout') >= 2);
+  const probes = samples.find(
+    (s) =>
+      s.name === 'paceline_http_requests_total' &&
+      s.labels.route === '/healthz' &&
+      s.labels.method === 'GET' &&
+      s.labels.status === '200',
+  );
+  assert.ok((probes?.value ?? 0) >= 30, 'the probes are in paceline_http_requests_total');
+});
+
+test.run();
