@@ -76,8 +76,10 @@ export class AdaptiveLimit {
     // A baseline far above now (the load has passed): let it come down quickly rather than over 5 s.
     if (this.#longMs / shortMs > 2) this.#longMs *= 0.95;
     const gradient = clamp((TOLERANCE * this.#longMs) / Math.max(shortMs, 0.001), 0.5, 1);
-    // An idle worker learns nothing about its capacity: keep the limit where it is.
-    if (gradient === 1 && peak < this.#limit / 2) return;
+    // A worker that did not use half its limit learns nothing about its capacity, either way: its requests were
+    // not held back by the limit, so a slower one is not the limit's doing (a step of load while the baseline
+    // still remembers a quieter host), and shrinking a limit nobody reaches would only shed the next burst.
+    if (peak < this.#limit / 2) return;
     const estimate = this.#limit * gradient + Math.sqrt(this.#limit);
     this.#limit = clamp(this.#limit * (1 - SMOOTHING) + estimate * SMOOTHING, this.#min, this.#max);
   }

@@ -5,13 +5,17 @@ import type { PasswordCheck } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../base/errors.js';
 import type { Decision, ScopeRule } from '../throttle/index.js';
-import { clientIp, ipKey, loginIdent, longestWait, rateLimitHeaders, throttledDetail } from '../throttle/index.js';
+import { clientIp, createRefusalAnswers, ipKey, loginIdent, longestWait, rateLimitHeaders } from '../throttle/index.js';
+import { answerRefusal, refusalOf } from './refusal.js';
 import { forwardedHops } from '../server/client-address.js';
 import { createShadowLog, seriesFor, watchDecisions } from './throttle.js';
 import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
 
-/** Checks one login attempt against the budget of the username it names; throws its 429 or 503. */
-export type LoginLimit = (ctx: Context, username: string) => Promise<void>;
+/**
+ * Checks one login attempt against the budget of the username it names: true when it may go on; false when it
+ * was refused with a 429 (recorded by the one refusal writer, refusal.ts: the route returns); throws its 503.
+ */
+export type LoginLimit = (ctx: Context, username: string) => Promise<boolean>;
 
 /**
  * The per-account login budget (docs/security.md "Password guessing"): every attempt that names a username
@@ -29,8 +33,9 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
   const series = seriesFor(deps);
   const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
   const shadowLog = createShadowLog(deps);
+  const answers = createRefusalAnswers();
   return async (ctx, username) => {
-    if (!config.THROTTLE_ENABLED) return;
+    if (!config.THROTTLE_ENABLED) return true;
     const started = performance.now();
     const ident = loginIdent(username, cursorSecret);
     let decisions: Decision[];
@@ -41,7 +46,7 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
       storeError.inc();
       storeErrors.report(error);
       // A scope wholly in shadow never refuses, not even for want of Redis.
-      if (rule.inShadow) return;
+      if (rule.inShadow) return true;
       throw Errors.unavailable(
         'Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.',
         STORE_DOWN_RETRY_S,
@@ -49,7 +54,7 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
     }
     duration.observe((performance.now() - started) / 1000);
     if (!decisions[0]?.local) storeErrors.recovered();
-    const headers = rateLimitHeaders([...(ctx.state.rateLimit ?? []), ...decisions]);
+    const counted = [...(ctx.state.rateLimit ?? []), ...decisions];
     const rejected = longestWait(decisions);
     (rejected ? throttled : allowed).inc();
     if (decisions[0]?.shadowRefused) {
@@ -57,8 +62,15 @@ export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
       shadowLog(rule, ident);
     }
     watchDecisions(deps, series, decisions, ident);
-    if (rejected) throw Errors.throttled(rejected.retryAfterS, throttledDetail(rejected.retryAfterS), headers);
+    if (rejected) {
+      const seconds = rejected.retryAfterS;
+      const refusal = refusalOf(rule.scope, ident, seconds, rejected.local === true, deps.watch?.pseudonym(ident));
+      answerRefusal(ctx, refusal, answers(counted, seconds));
+      return false;
+    }
+    const headers = rateLimitHeaders(counted);
     for (const name in headers) ctx.set(name, headers[name] as string);
+    return true;
   };
 }
 

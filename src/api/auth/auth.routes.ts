@@ -48,7 +48,7 @@ export function authRoutes(router: ResourceRouter, { deps, guard }: RouteParts):
   route(router, authOperations.login, guard({ scope: 'token-obtain' }), async (ctx) => {
     const { username, password, errors } = readCredentials(await readBody(ctx, config.BODY_LIMIT_BYTES));
     // Counted before the other fields are judged and before any password work: a refused attempt costs no scrypt.
-    if (username !== '') await limitLogin(ctx, username);
+    if (username !== '' && !(await limitLogin(ctx, username))) return;
     if (errors) throw Errors.validation(errors);
     const attempt = hashing.verifierFor(ctx);
     const issued = await issueToken(db, username, password, config.TOKEN_TTL, clock.now(), attempt.verify);

@@ -31,6 +31,14 @@ Limit('an idle worker keeps its limit: using half of it says nothing about capac
   assert.is(limit.value, 20);
 });
 
+Limit('a worker that does not use half its limit keeps it even as its requests get slower', () => {
+  const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 40 });
+  const clock = { t: 0 };
+  feed(limit, 1_000, 5, () => 10, clock);
+  feed(limit, 1_000, 50, () => 15, clock); // ten times slower, but never more than 15 of 40 in progress
+  assert.is(limit.value, 40);
+});
+
 Limit('when requests get slower than 1.5x their baseline, the limit comes down, not below the minimum', () => {
   const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 40 });
   const clock = { t: 0 };
