@@ -54,6 +54,8 @@ export class Door {
   /** Connections whose first request is still arriving. */
   readonly #reading = new Set<Socket>();
   #next = 0;
+  /** Hand-overs sent to each worker and not yet taken. */
+  readonly #pending = new WeakMap<Worker, number>();
   /** Where it listens, once it does. */
   address: { host: string; port: number } | undefined;
 
@@ -169,6 +171,20 @@ export class Door {
     this.#waiting.add(waiting);
   }
 
+  /**
+   * The worker with the fewest hand-overs still on their way (Node passes one socket at a time to a worker and
+   * waits for it to take it, so a busy worker's hand-overs queue here), the next in turn among equals.
+   */
+  #choose(workers: Worker[]): Worker {
+    const start = this.#next++;
+    let chosen = workers[start % workers.length]!;
+    for (let i = 1; i < workers.length; i += 1) {
+      const worker = workers[(start + i) % workers.length]!;
+      if ((this.#pending.get(worker) ?? 0) < (this.#pending.get(chosen) ?? 0)) chosen = worker;
+    }
+    return chosen;
+  }
+
   #handOver(socket: Socket, head: Buffer): void {
     const workers = this.#parts.serving();
     if (workers.length === 0 || socket.destroyed) {
@@ -178,9 +194,11 @@ export class Door {
     // Whatever the socket read meanwhile goes with it.
     for (let more = socket.read() as Buffer | null; more !== null; more = socket.read() as Buffer | null)
       head = Buffer.concat([head, more]);
-    const worker = workers[this.#next++ % workers.length]!;
+    const worker = this.#choose(workers);
     this.#parts.count?.('handed');
+    this.#pending.set(worker, (this.#pending.get(worker) ?? 0) + 1);
     worker.send({ type: CONNECTION, head: head.toString('base64') }, socket, (error: Error | null) => {
+      this.#pending.set(worker, (this.#pending.get(worker) ?? 1) - 1);
       if (error) socket.destroy();
     });
   }
