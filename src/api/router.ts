@@ -126,8 +126,11 @@ export class ApiRoutes {
     let found = this.#found.get(key);
     if (found === undefined) {
       found = this.#choose(path, method);
-      if (this.#found.size >= LOOKUPS_KEPT) this.#found.clear();
-      this.#found.set(key, found);
+      // Only short paths a route takes are kept: a client's made-up paths cost a lookup, never memory.
+      if (found !== null && path.length <= KEPT_PATH_LENGTH) {
+        if (this.#found.size >= LOOKUPS_KEPT) this.#found.clear();
+        this.#found.set(key, found);
+      }
     }
     return found ?? undefined;
   }
@@ -159,5 +162,6 @@ export class ApiRoutes {
   }
 }
 
-/** Lookups kept by method and path: every declared path many times over, and a bound on made-up ones. */
+/** Lookups kept by method and path: every declared path many times over (ids included), within a bound. */
 const LOOKUPS_KEPT = 10_000;
+const KEPT_PATH_LENGTH = 256;

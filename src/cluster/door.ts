@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { BASE_FIELDS, JSON_TYPE } from '../edge/answer.js';
 import { CLIENT_ID, createRequestIds } from '../edge/request-context.js';
 import { CONNECTION } from '../server/server.js';
+import { FirstRequest } from './first-request.js';
 import type { Config } from '../settings/config.js';
 
 /** How the door saw one connection, for the metrics: a probe it answered, handed to a worker, or refused. */
@@ -27,8 +28,6 @@ export interface DoorParts {
   count?(outcome: DoorOutcome, probe?: { method: string; status: number; seconds: number }): void;
 }
 
-/** More than a request head and the largest body the API reads: hand it over as it is. */
-const HEAD_LIMIT = 64 * 1024;
 const LIVE_BODY = Buffer.from(JSON.stringify({ status: 'ok' }));
 const DOWN_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
 /** The workers' own text for a request past its timeout (src/server/client-errors.ts). */
@@ -115,34 +114,35 @@ export class Door {
   #accept(socket: Socket): void {
     socket.on('error', () => socket.destroy());
     this.#reading.add(socket);
-    let head: Buffer = Buffer.alloc(0);
     const { HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, BODY_LIMIT_BYTES } = this.#parts.config;
-    // As the workers' own limits (src/server/server.ts): the head within its timeout, the request within its
-    // own, else 408 and the connection closed. A socket the door has read from cannot change hands while its
-    // client is still sending (what arrives meanwhile would be lost), so it never does.
+    const request = new FirstRequest(BODY_LIMIT_BYTES);
+    // As the workers' own limits (src/server/server.ts): the head within its timeout, the whole request within
+    // its own from its first bytes, else 408 and the connection closed. A socket the door has read from cannot
+    // change hands while its client is still sending (what arrives meanwhile would be lost), so it never does.
     const timedOut = () => {
       this.#reading.delete(socket);
       socket.off('data', onData);
       this.#parts.count?.('timeout');
-      answer(socket, head, 408, TIMEOUT_BODY);
+      answer(socket, request.bytes(), 408, TIMEOUT_BODY);
     };
     let timer = setTimeout(timedOut, HTTP_HEADERS_TIMEOUT_MS);
     let startedAt = 0;
     const onData = (chunk: Buffer) => {
-      const headless = head.indexOf('\r\n\r\n') === -1;
-      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
-      if (headless) startedAt = performance.now(); // as Node times a request: from its first bytes
-      const state = arrived(head, BODY_LIMIT_BYTES);
-      if (state === 'body' && headless) {
+      if (startedAt === 0) startedAt = performance.now(); // as Node times a request: from its first bytes
+      const before = request.state;
+      const state = request.add(chunk);
+      if (state === 'body' && before === 'head') {
         clearTimeout(timer);
-        timer = setTimeout(timedOut, Math.max(0, HTTP_REQUEST_TIMEOUT_MS - HTTP_HEADERS_TIMEOUT_MS));
+        timer = setTimeout(timedOut, Math.max(0, startedAt + HTTP_REQUEST_TIMEOUT_MS - performance.now()));
+        // The client waits for this before it sends its body; the worker is not asked again (the field goes).
+        if (request.expectsContinue) socket.write('HTTP/1.1 100 Continue\r\n\r\n');
       }
       if (state !== 'whole') return;
       clearTimeout(timer);
       this.#reading.delete(socket);
       socket.off('data', onData);
       socket.pause();
-      if (!socket.destroyed) this.#route(socket, head, startedAt);
+      if (!socket.destroyed) this.#route(socket, request.bytes(), startedAt);
     };
     socket.on('data', onData);
     socket.once('close', () => {
@@ -198,27 +198,10 @@ export class Door {
     this.#parts.count?.('handed');
     this.#pending.set(worker, (this.#pending.get(worker) ?? 0) + 1);
     worker.send({ type: CONNECTION, head: head.toString('base64') }, socket, (error: Error | null) => {
-      this.#pending.set(worker, (this.#pending.get(worker) ?? 1) - 1);
+      this.#pending.set(worker, Math.max(0, (this.#pending.get(worker) ?? 1) - 1));
       if (error) socket.destroy();
     });
   }
-}
-
-/**
- * How much of a first request has arrived: `head` (not all of its head yet), `body` (its head, not all the body
- * its Content-Length or chunked encoding promises), or `whole` — also with `Expect: 100-continue` (the body waits
- * for an answer) and past what a request may hold (the worker answers it: 413, 431 or 400, and closes).
- */
-function arrived(bytes: Buffer, bodyLimit: number): 'head' | 'body' | 'whole' {
-  const end = bytes.indexOf('\r\n\r\n');
-  if (end === -1) return bytes.length > HEAD_LIMIT ? 'whole' : 'head';
-  const head = bytes.subarray(0, end).toString('latin1').toLowerCase();
-  const body = bytes.subarray(end + 4);
-  if (body.length > bodyLimit || /\r\nexpect:\s*100-continue/.test(head)) return 'whole';
-  if (/\r\ntransfer-encoding:/.test(head))
-    return body.subarray(0, 5).toString('latin1') === '0\r\n\r\n' || body.includes('\r\n0\r\n\r\n') ? 'whole' : 'body';
-  const length = /\r\ncontent-length:\s*(\d+)/.exec(head);
-  return length === null || body.length >= Number(length[1]) ? 'whole' : 'body';
 }
 
 /** Writes a probe's or a refusal's answer as the app writes its own (edge/answer.ts), then closes. */

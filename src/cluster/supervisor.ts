@@ -144,8 +144,12 @@ export class Supervisor {
     this.#slots.add(slot);
     worker.on('exit', (code, signal) => this.#onExit(slot, code, signal));
     worker.on('message', (message: { type?: string }) => {
-      if (message?.type === ALIVE) slot.aliveAt = performance.now();
-      else if (message?.type === HANDOFFS_PENDING && worker.isConnected()) worker.send({ type: HANDOFFS_SETTLED });
+      if (message?.type === ALIVE) {
+        const stale = performance.now() - slot.aliveAt > ALIVE_WITHIN_MS;
+        slot.aliveAt = performance.now();
+        // Serving again after a silence: what waits for a worker may go to it.
+        if (stale && slot.ready) this.options.onReady?.(role);
+      } else if (message?.type === HANDOFFS_PENDING && worker.isConnected()) worker.send({ type: HANDOFFS_SETTLED });
     });
     return new Promise((resolve) => {
       const ready = (message: unknown) => {

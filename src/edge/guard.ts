@@ -68,6 +68,9 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
         held = holdSlot ? await holdSlot(ctx) : undefined;
         if (held === 'refused') return;
         if (!(await countRate(ctx))) return void (await held?.release());
+      } catch (error) {
+        if (held !== undefined && held !== 'refused') await held.release(); // the rate check failed: a 503
+        throw error;
       } finally {
         identity.endTurn?.();
       }

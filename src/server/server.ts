@@ -91,6 +91,9 @@ export const CONNECTION = 'paceline:connection';
  */
 function takeConnections(http: Server, max: number): Set<Socket> {
   const open = new Set<Socket>();
+  // Node tracks a server's connections for its headers and request timeouts (and closeAllConnections) from its
+  // 'listening' event on; a server fed connections by hand never listens, so it is told it does.
+  http.emit('listening');
   process.on('message', (message: { type?: string; head?: string }, socket?: Socket) => {
     if (message?.type !== CONNECTION || !socket) return;
     if (open.size >= max) return void socket.destroy();

@@ -140,6 +140,44 @@ test('a request whose body arrives in pieces reaches its worker whole', async ()
   assert.match(answer.text, /"title":"sent slowly, in four pieces"/);
 });
 
+test('Expect: 100-continue is told to go on by the door, and its body reaches the worker whole', async () => {
+  const body = JSON.stringify({ title: 'after 100 Continue' });
+  const socket = connect({ port: cluster.port, host: '127.0.0.1' });
+  let answer = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (answer += chunk));
+  socket.write(
+    `POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nExpect: 100-continue\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
+  );
+  for (let i = 0; i < 100 && !answer.includes('100 Continue'); i += 1) await sleep(20);
+  assert.match(answer, /^HTTP\/1\.1 100 Continue\r\n\r\n/);
+  socket.write(body);
+  for (let i = 0; i < 250 && !/\r\n\r\n\{.*\}$/.test(answer.slice(25)); i += 1) await sleep(20);
+  socket.destroy();
+  assert.match(answer, /HTTP\/1\.1 201 Created/);
+  assert.match(answer, /"title":"after 100 Continue"/);
+});
+
+test('a later request on a handed connection is held to HTTP_REQUEST_TIMEOUT_MS by its worker', async () => {
+  const socket = connect({ port: cluster.port, host: '127.0.0.1' });
+  let answer = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (answer += chunk));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => {});
+  socket.write('GET /api/tasks/?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  for (let i = 0; i < 250 && !/\r\n\r\n\{.*\}$/.test(answer); i += 1) await sleep(20);
+  // The first request went whole to a worker, which answered it; the connection is now the worker's.
+  const first = answer;
+  assert.match(first, /^HTTP\/1\.1 200 OK/);
+  socket.write(`POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"ti`);
+  const outcome = await Promise.race([closed.then(() => 'closed'), sleep(10_000).then(() => 'still open')]);
+  socket.destroy();
+  assert.is(outcome, 'closed', `after: ${first.slice(0, 60)}`);
+  assert.match(answer.slice(first.length), /HTTP\/1\.1 408/);
+});
+
 test('a first request that does not arrive within its timeouts gets 408, as a worker answers it', async () => {
   const headless = await raw('GET /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\n');
   assert.is(headless.status, 408, headless.text);
