@@ -134,8 +134,6 @@ export class Door {
       if (state === 'body' && before === 'head') {
         clearTimeout(timer);
         timer = setTimeout(timedOut, Math.max(0, startedAt + HTTP_REQUEST_TIMEOUT_MS - performance.now()));
-        // The client waits for this before it sends its body; the worker is not asked again (the field goes).
-        if (request.expectsContinue) socket.write('HTTP/1.1 100 Continue\r\n\r\n');
       }
       if (state !== 'whole') return;
       clearTimeout(timer);

@@ -5,12 +5,13 @@ const HEAD_LIMIT = 64 * 1024;
  * A connection's first request as it arrives, read once, each byte scanned once however it is cut into chunks:
  * `head` (not all of its head yet), `body` (its head, not all the body its Content-Length or chunked encoding
  * promises), or `whole` — also past what a request may hold (a head over 64 KB, a body over BODY_LIMIT_BYTES, by
- * its Content-Length or as it arrives: the worker answers 431 or 413 and closes). Chunked trailers are not read:
+ * its Content-Length or as it arrives: the worker answers 431 or 413 and closes), and with `Expect: 100-continue`
+ * at its head (its worker tells it to go on). Chunked trailers are not read:
  * such a request waits for its timeout.
  */
 export class FirstRequest {
   state: 'head' | 'body' | 'whole' = 'head';
-  /** It asked to be told to go on before sending its body (the door says so; the field is removed). */
+  /** It waits to be told to go on before it sends its body: handed over with its head, for its worker to say so. */
   expectsContinue = false;
   readonly #chunks: Buffer[] = [];
   #length = 0;
@@ -41,16 +42,11 @@ export class FirstRequest {
     return (this.state = this.#bodyArrived(chunk));
   }
 
-  /** Everything read, as one buffer (the Expect field taken out of the head once the door answered it). */
+  /** Everything read, as one buffer. */
   bytes(): Buffer {
     const all = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);
     this.#chunks.splice(0, this.#chunks.length, all);
-    if (!this.expectsContinue || this.#bodyAt === -1) return all;
-    const head = all
-      .subarray(0, this.#bodyAt)
-      .toString('latin1')
-      .replace(/\r\nexpect:[^\r]*/i, '');
-    return Buffer.concat([Buffer.from(head, 'latin1'), all.subarray(this.#bodyAt)]);
+    return all;
   }
 
   #readHead(): void {
@@ -63,7 +59,8 @@ export class FirstRequest {
   /** Whether the body has arrived, given the bytes of it just read (the first ones after the head, or a chunk). */
   #bodyArrived(fresh: Buffer): 'body' | 'whole' {
     const body = this.#length - this.#bodyAt;
-    if (body > this.bodyLimit || this.#contentLength > this.bodyLimit) return 'whole';
+    // A client that waits for `100 Continue` sends nothing more until it gets it: its worker answers it.
+    if (body > this.bodyLimit || this.#contentLength > this.bodyLimit || this.expectsContinue) return 'whole';
     if (!this.#chunked) return body >= this.#contentLength ? 'whole' : 'body';
     const scanned = Buffer.concat([this.#tail, fresh]);
     this.#tail = scanned.subarray(-6);

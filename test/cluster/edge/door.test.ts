@@ -140,7 +140,7 @@ test('a request whose body arrives in pieces reaches its worker whole', async ()
   assert.match(answer.text, /"title":"sent slowly, in four pieces"/);
 });
 
-test('Expect: 100-continue is told to go on by the door, and its body reaches the worker whole', async () => {
+test('Expect: 100-continue: the worker tells the client to go on, and the body reaches it whole', async () => {
   const body = JSON.stringify({ title: 'after 100 Continue' });
   const socket = connect({ port: cluster.port, host: '127.0.0.1' });
   let answer = '';
