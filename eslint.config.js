@@ -5,6 +5,8 @@ import prettier from 'eslint-config-prettier';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
+/** The HTTP side of the service: what the domain, the stores and the caches never import. */
+const httpLayer = ['**/api/**', '**/edge/**', '**/server/**'];
 const outsideRuntime = {
   group: ['**/ops/**', '**/test/**'],
   message: 'Runtime code (src/, workers/, db/) never imports ops/ or test/.',
@@ -53,7 +55,7 @@ export default tseslint.config(
           patterns: [
             outsideRuntime,
             {
-              group: ['**/api/**', '**/edge/**', '**/server/**', 'koa', '@koa/*'],
+              group: [...httpLayer, 'koa', '@koa/*'],
               message: 'The domain knows no HTTP: views, status codes and query parsing live in src/api/.',
             },
             {
@@ -76,7 +78,7 @@ export default tseslint.config(
             outsideRuntime,
             embeddedLazily,
             {
-              group: ['koa', '@koa/*', '**/api/**', '**/edge/**', '**/server/**'],
+              group: ['koa', '@koa/*', ...httpLayer],
               message: 'Domain code never imports Koa or the HTTP layer.',
             },
           ],
@@ -123,7 +125,7 @@ export default tseslint.config(
             outsideRuntime,
             embeddedLazily,
             {
-              group: ['koa', '@koa/*', '**/api/**', '**/edge/**', '**/server/**', '**/base/errors.js'],
+              group: ['koa', '@koa/*', ...httpLayer, '**/base/errors.js'],
               message: 'Stores never import the HTTP layer or its answers (AppError).',
             },
           ],
@@ -141,7 +143,7 @@ export default tseslint.config(
             outsideRuntime,
             embeddedLazily,
             {
-              group: ['koa', '@koa/*', '**/api/**', '**/edge/**', '**/server/**'],
+              group: ['koa', '@koa/*', ...httpLayer],
               message: 'The read cache never imports the HTTP layer.',
             },
           ],

@@ -4,12 +4,10 @@
  * workers, its own embedded PostgreSQL and Redis, started as `npm start` does) and against each faulty
  * service of test/verify/, counting false alarms and faults found. Writes ops/bench/results/verify.md.
  */
-import { spawnSync } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findFreePort } from '../../src/embedded/ports.js';
-import { startCluster } from '../../test/fixtures/cluster.js';
+import { startVerifyHost } from '../../test/fixtures/verify-host.js';
 import { runVerify, startFaulty } from '../../test/helpers/verify.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
@@ -23,21 +21,10 @@ const FAULTS = {
   'ttl-cache': 'ryw',
 } as const;
 const FAULT_USERS = ['--user', 'alpha:alpha-pass', '--user', 'beta:beta-pass'];
-const PACELINE_USERS = ['--user', 'walker:walker-pass-123', '--user', 'pusher:pusher-pass-123'];
 
 async function main(): Promise<void> {
   const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-repeat-'));
-  // As root PostgreSQL runs as the postgres user, which must be able to enter this directory.
-  await chmod(scratch, 0o755);
-  const env = {
-    DATA_DIR: join(scratch, 'data'),
-    EMBEDDED_PG_PORT: String(await findFreePort()),
-    EMBEDDED_REDIS_PORT: String(await findFreePort()),
-    THROTTLE_USER: '60/3s',
-    WEB_CONCURRENCY: '2',
-    ACCESS_LOG: 'off',
-  };
-  const host = await startCluster(env, 180_000, 'tsx');
+  const { host, args: users } = await startVerifyHost(scratch);
   const tally: Record<string, { runs: number; expected: number; requests: number[] }> = {};
   const count = (name: string, ok: boolean, run: Awaited<ReturnType<typeof runVerify>>) => {
     const row = (tally[name] ??= { runs: 0, expected: 0, requests: [] });
@@ -46,13 +33,6 @@ async function main(): Promise<void> {
     row.requests.push(run.report.requests ?? 0);
   };
   try {
-    for (const name of ['walker', 'pusher']) {
-      const made = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'user:create', name], {
-        env: { ...process.env, ...env, PASSWORD: `${name}-pass-123` },
-        encoding: 'utf8',
-      });
-      if (made.status !== 0) throw new Error(`user:create ${name}: ${made.stderr}`);
-    }
     const faults = await Promise.all(
       (Object.keys(FAULTS) as (keyof typeof FAULTS)[]).map(async (fault) => [fault, await startFaulty(fault)] as const),
     );
@@ -60,7 +40,7 @@ async function main(): Promise<void> {
       for (let i = 1; i <= RUNS; i++) {
         const began = Date.now();
         const dir = (name: string) => join(scratch, `${name}-${i}`);
-        const paceline = runVerify(host.base, PACELINE_USERS, dir('paceline'));
+        const paceline = runVerify(host.base, users, dir('paceline'));
         const found = faults.map(([fault, service]) =>
           runVerify(service.base, FAULT_USERS, dir(fault)).then((run) => {
             const check = FAULTS[fault];

@@ -5,7 +5,7 @@
  * 60 per 3 s); verify's answer for each is one row of the table printed and written to
  * ops/verify-zoo/results.md, which docs/verify.md reproduces.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { startRedis, newRedisPassword } from '../../src/embedded/redis.js';
-import { startCluster } from '../../test/fixtures/cluster.js';
+import { startVerifyHost } from '../../test/fixtures/verify-host.js';
 import { runVerify, type VerifyRun } from '../../test/helpers/verify.js';
 
 interface Member {
@@ -91,24 +91,7 @@ export const MEMBERS: Member[] = [
     service: 'Paceline (2 workers, embedded PostgreSQL and Redis)',
     algorithm: 'sliding log in Redis (Lua), 60 per 3 s',
     async start(scratch) {
-      await chmod(scratch, 0o755);
-      const env = {
-        DATA_DIR: join(scratch, 'paceline'),
-        EMBEDDED_PG_PORT: String(await findFreePort()),
-        EMBEDDED_REDIS_PORT: String(await findFreePort()),
-        THROTTLE_USER: '60/3s',
-        WEB_CONCURRENCY: '2',
-        ACCESS_LOG: 'off',
-      };
-      const host = await startCluster(env, 180_000, 'tsx');
-      for (const name of ['walker', 'pusher']) {
-        const made = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'user:create', name], {
-          env: { ...process.env, ...env, PASSWORD: `${name}-pass-123` },
-          encoding: 'utf8',
-        });
-        if (made.status !== 0) throw new Error(`user:create ${name}: ${made.stderr}`);
-      }
-      const args = ['--user', 'walker:walker-pass-123', '--user', 'pusher:pusher-pass-123'];
+      const { host, args } = await startVerifyHost(scratch);
       return {
         base: host.base,
         args,

@@ -82,7 +82,7 @@ export class ApiRoutes {
           throw new Error(`${operation.operationId} is declared by a resource that does not list it`);
         this.#operations.push(operation);
         const method = operation.method.toUpperCase();
-        const guard = middleware.find((m): m is GuardMiddleware => 'refuseKnown' in m);
+        const guard = middleware.find(isGuard);
         this.router.register(operation.path, [method], [...middleware] as Parameters<Router['register']>[2]);
         const methods = method === 'GET' ? ['GET', 'HEAD'] : [method];
         this.#add(operation.path, methods, guard, operation.priority, operation.list?.cached === true);
@@ -98,7 +98,7 @@ export class ApiRoutes {
             if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
             ctx.status = 204; // with Allow, as every answer of the path
           });
-          this.#add(path, [], 'refuseKnown' in guard ? (guard as GuardMiddleware) : undefined, undefined, false);
+          this.#add(path, [], isGuard(guard) ? guard : undefined, undefined, false);
         }
       },
     };
@@ -165,3 +165,8 @@ export class ApiRoutes {
 /** Lookups kept by method and path: every declared path many times over (ids included), within a bound. */
 const LOOKUPS_KEPT = 10_000;
 const KEPT_PATH_LENGTH = 256;
+
+/** A route guard (src/edge/guard.ts), which carries its early refusal. */
+function isGuard(middleware: Middleware): middleware is GuardMiddleware {
+  return 'refuseKnown' in middleware;
+}

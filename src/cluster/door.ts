@@ -87,10 +87,11 @@ export class Door {
 
   /** A web worker became ready: connections waiting for one go to it. */
   workerReady(): void {
+    const workers = this.#parts.serving();
     for (const waiting of this.#waiting) {
       this.#waiting.delete(waiting);
       clearTimeout(waiting.timer);
-      this.#handOver(waiting.socket, waiting.head);
+      this.#handOver(waiting.socket, waiting.head, workers);
     }
   }
 
@@ -152,14 +153,15 @@ export class Door {
 
   /** A probe is answered; anything else is handed over, or waits for a worker. */
   #route(socket: Socket, head: Buffer, startedAt: number): void {
-    const serving = this.#parts.serving().length > 0;
+    const workers = this.#parts.serving();
+    const serving = workers.length > 0;
     if (HEALTH_LINE.test(head.subarray(0, 64).toString('latin1'))) {
       const status = serving ? 200 : 503;
       answer(socket, head, status, serving ? LIVE_BODY : DOWN_BODY);
       const method = head.subarray(0, 4).toString('latin1') === 'HEAD' ? 'HEAD' : 'GET';
       return this.#parts.count?.('health', { method, status, seconds: (performance.now() - startedAt) / 1000 });
     }
-    if (serving) return this.#handOver(socket, head);
+    if (serving) return this.#handOver(socket, head, workers);
     const timer = setTimeout(() => {
       this.#waiting.delete(waiting);
       this.#parts.count?.('unavailable');
@@ -183,8 +185,7 @@ export class Door {
     return chosen;
   }
 
-  #handOver(socket: Socket, head: Buffer): void {
-    const workers = this.#parts.serving();
+  #handOver(socket: Socket, head: Buffer, workers: Worker[]): void {
     if (workers.length === 0 || socket.destroyed) {
       this.#parts.count?.('dropped');
       return void socket.destroy();
