@@ -1,21 +1,38 @@
 /**
- * What a refusal costs beside an answer: one node:cluster worker running the service's server and Koa stack
- * (anon 20/min, user 100000/s, access log at info to /dev/null), measured by autocannon on
- * 127.0.0.1 in interleaved rounds of three loads:
+ * What a refusal costs beside an answer, and what a shed answer costs beside a refusal: node:cluster workers
+ * running the service's server and listener (anon 20/min, user 100000/s, access log at info to /dev/null),
+ * measured by autocannon on 127.0.0.1 in interleaved rounds of these loads:
  *
- *   flood    GET /api/tasks/ from one anonymous address (X-Forwarded-For) refused for the minute
+ *   flood    GET /api/tasks/ from one anonymous address (X-Forwarded-For) refused for the minute (429)
  *   page-1   GET /api/tasks/ with a user's token (answered 200 from the read cache)
  *   healthz  GET /healthz
+ *   shed     GET /api/tasks/ from another anonymous address, shed by admission control (503 + Retry-After)
  *
  *   node --import tsx ops/bench/refusal-cost.ts [seconds per load and round = 3] [rounds = 2] [connections = 20]
  *
- * Prints req/s and the worker's CPU time per request (process.cpuUsage: on a busy 2-core host
- * the load generator sways req/s more than the CPU figure) per load, and the ratio flood / page-1. With PROFILE_DIR set the worker runs under
- * `--cpu-prof` and writes its profile there; with LOADS=flood (a comma list) only those loads run; LOADS may also name anon-page-1 (its own address) and task (one task, with
- * the token). Starts its own throwaway PostgreSQL and redis-server.
+ * The shed answers come from a second worker, forked from the same code with the same settings and logging but
+ * ADMISSION_LIMIT_MIN=ADMISSION_LIMIT_MAX=1 and ADMISSION_QUEUE_SIZE=0: one raw connection holds its only slot
+ * for the whole run with an authenticated POST /api/tasks/ whose body arrives a byte a second
+ * (HTTP_REQUEST_TIMEOUT_MS, an hour in both workers, lets it wait), so every anonymous GET is shed at once
+ * (src/edge/admission-listener.ts `shedRequest`). Not in the first worker: a limit of 1 would shed page-1's
+ * authenticated reads too, and the flood passes admission before its refusal (the early refusal runs inside
+ * the admitted app, src/api/app.ts), unless the worker keeps page 1 in memory. The run checks what it measures:
+ * a sample shed answer must be a 503 with Retry-After, the shed worker must report its slot held before
+ * and after the rounds, and its count of shed requests must grow by the shed load's answers, all of them 503.
+ *
+ * Prints per load req/s, the answers' statuses and the measured worker's CPU time per request (process.cpuUsage:
+ * on a busy 2-core host the load generator sways req/s more than the CPU figure), then flood / page-1 and
+ * flood / healthz (req/s) and shed / flood (CPU per request). With PROFILE_DIR set each worker runs under
+ * `--cpu-prof` and writes its profiles there (answers/ for the first worker, shed/ for the shed worker; the main
+ * thread's has thread id 0 in its name); with
+ * LOADS=flood (a comma list) only those loads run (the shed worker is forked only when shed is named); LOADS may
+ * also name anon-page-1 (its own address), task (one task, with the token) and shed-healthz (/healthz on the shed
+ * worker: whether the two workers cost alike). Starts its own throwaway
+ * PostgreSQL and redis-server.
  */
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import { createUser } from '../../src/auth/users.repository.js';
@@ -28,7 +45,18 @@ import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 import pino from 'pino';
 
-type Setup = BenchSetup;
+/** A worker's stores and port, and whether it is the one whose single admission slot is held (the shed load's). */
+type Setup = BenchSetup & { shed: boolean };
+
+/** What a worker reports of its admission control: requests shed, started from memory, and in progress now. */
+interface AdmissionCounts {
+  shed: number;
+  memory: number;
+  inProgress: number;
+}
+
+/** The holder's announced body: at a byte a second, longer than any run. */
+const HELD_BODY_BYTES = 60_000;
 
 async function serve(setup: Setup): Promise<void> {
   const config = loadConfig({
@@ -40,6 +68,9 @@ async function serve(setup: Setup): Promise<void> {
     THROTTLE_ANON: process.env.ANON_RATE ?? '20/min',
     THROTTLE_USER: '100000/s',
     THROTTLE_TOKEN_OBTAIN: '100000/s',
+    // The slot holder's request must not time out (the holder never completes its body).
+    HTTP_REQUEST_TIMEOUT_MS: '3600000',
+    ...(setup.shed ? { ADMISSION_LIMIT_MIN: '1', ADMISSION_LIMIT_MAX: '1', ADMISSION_QUEUE_SIZE: '0' } : {}),
   });
   const { deps } = await buildDeps(config, 'bench');
   deps.logger = pino({ level: 'info', base: { pid: process.pid, role: 'web' } }, pino.destination('/dev/null'));
@@ -47,25 +78,90 @@ async function serve(setup: Setup): Promise<void> {
   createApiServer(config, createApiListener(deps)).listen(setup.httpPort, '127.0.0.1', () =>
     process.send?.('listening'),
   );
-  process.on('message', (message) => message === 'cpu' && process.send?.(process.cpuUsage()));
+  const { metrics } = deps;
+  const sum = async (metric: { get(): Promise<{ values: { value: number }[] }> }) =>
+    (await metric.get()).values.reduce((total, { value }) => total + value, 0);
+  process.on('message', (message) => {
+    if (message === 'cpu') process.send?.(process.cpuUsage());
+    if (message === 'admission')
+      void Promise.all([
+        sum(metrics.admissionShed),
+        sum(metrics.admissionMemory),
+        sum(metrics.admissionInProgress),
+      ]).then(([shed, memory, inProgress]) => process.send?.({ shed, memory, inProgress } satisfies AdmissionCounts));
+  });
   process.once('disconnect', () => process.exit(0));
+}
+
+/**
+ * Forks a worker serving `setup`, under `--cpu-prof` into `profileDir`/`name` when given: one profile per thread
+ * (tsx's module hooks run in one of their own), the worker's main thread's named with thread id 0 (`*.0.*.cpuprofile`).
+ */
+async function forkWorker(setup: Setup, name: string, profileDir: string | undefined): Promise<Worker> {
+  const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}/${name}`] : [];
+  cluster.setupPrimary({ execArgv: [...process.execArgv, ...profile] });
+  const worker = cluster.fork();
+  await once(worker, 'message');
+  worker.send(setup);
+  await once(worker, 'message');
+  return worker;
+}
+
+/** Asks a worker for its CPU time so far (µs, user + system) or its admission counts. */
+async function ask(worker: Worker, question: 'cpu'): Promise<number>;
+async function ask(worker: Worker, question: 'admission'): Promise<AdmissionCounts>;
+async function ask(worker: Worker, question: 'cpu' | 'admission'): Promise<number | AdmissionCounts> {
+  worker.send(question);
+  const [answer] = (await once(worker, 'message')) as [NodeJS.CpuUsage | AdmissionCounts];
+  return 'user' in answer ? answer.user + answer.system : answer;
+}
+
+/**
+ * Takes the only admission slot of the worker on `port`: an authenticated POST /api/tasks/ (a write, admitted
+ * while the slot is free) that announces HELD_BODY_BYTES and sends one of them a second, so the app waits for its
+ * body. Any answer to it means the slot was given back: `answered` says so.
+ */
+async function holdSlot(port: number, token: string): Promise<{ answered: () => string; release(): void }> {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  socket.on('error', () => {});
+  socket.write(
+    `POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${HELD_BODY_BYTES}\r\n\r\n`,
+  );
+  const trickle = setInterval(() => socket.write(' '), 1_000);
+  return {
+    answered: () => answer.split('\r\n', 1)[0]!,
+    release() {
+      clearInterval(trickle);
+      socket.destroy();
+    },
+  };
+}
+
+/** Waits up to 5 s for `worker` to report `inProgress` requests in progress; false if it never does. */
+async function untilInProgress(worker: Worker, inProgress: number): Promise<boolean> {
+  for (let tries = 0; tries < 50; tries += 1) {
+    if ((await ask(worker, 'admission')).inProgress === inProgress) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
 }
 
 async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
   const { postgres, redis, cleanUp } = await startBenchStores();
+  let holder: Awaited<ReturnType<typeof holdSlot>> | undefined;
   try {
     const { url: databaseUrl, db } = await createBenchDatabase(postgres.url, 'bench_refusal');
     await createUser(db, 'bench', 'bench-pass-123');
     await db.destroy();
-    const httpPort = await findFreePort();
+    const stores = { databaseUrl, redisUrl: redis.url };
+    const named = process.env.LOADS?.split(',');
     const profileDir = process.env.PROFILE_DIR;
-    cluster.setupPrimary({
-      execArgv: [...process.execArgv, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
-    });
-    const worker = cluster.fork();
-    await once(worker, 'message');
-    worker.send({ databaseUrl, redisUrl: redis.url, httpPort } satisfies Setup);
-    await once(worker, 'message');
+    const httpPort = await findFreePort();
+    const worker = await forkWorker({ ...stores, httpPort, shed: false }, 'answers', profileDir);
     const base = `http://127.0.0.1:${httpPort}`;
     const login = await fetch(`${base}/api/auth/token/`, {
       method: 'POST',
@@ -89,35 +185,79 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
       'anon-page-1': { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.2' } },
       task: { url: `${base}/api/tasks/${taskId}/`, headers: { authorization: `Bearer ${token}` } },
     };
+    /** The worker each load is measured on. */
+    const servedBy = new Map<string, Worker>();
+    let shedWorker: Worker | undefined;
+    if (!named || named.includes('shed') || named.includes('shed-healthz')) {
+      const shedPort = await findFreePort();
+      shedWorker = await forkWorker({ ...stores, httpPort: shedPort, shed: true }, 'shed', profileDir);
+      holder = await holdSlot(shedPort, token);
+      if (!(await untilInProgress(shedWorker, 1)))
+        throw new Error(`the shed worker's slot is not held (holder's answer: ${holder.answered() || 'none'})`);
+      const shed = { url: `http://127.0.0.1:${shedPort}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.3' } };
+      const sample = await fetch(shed.url, { headers: shed.headers });
+      await sample.arrayBuffer();
+      if (sample.status !== 503 || !sample.headers.has('retry-after'))
+        throw new Error(
+          `a shed sample was answered ${sample.status}, Retry-After ${sample.headers.get('retry-after')}`,
+        );
+      loads.shed = shed;
+      servedBy.set('shed', shedWorker);
+      // Only when named: /healthz on the shed worker, against healthz on the first (do the two workers cost alike?).
+      extra['shed-healthz'] = { url: `http://127.0.0.1:${shedPort}/healthz` };
+      servedBy.set('shed-healthz', shedWorker);
+    }
     // LOADS=flood (a comma list) measures only those: a profile of one load alone.
-    const named = process.env.LOADS?.split(',');
     for (const name of Object.keys(loads)) if (named && !named.includes(name)) delete loads[name];
     for (const name of named ?? []) if (extra[name]) loads[name] = extra[name];
-    const totals = new Map<string, { requests: number; seconds: number; non2xx: number; cpuUs: number }>();
-    /** CPU time (µs, user + system) the worker has used so far. */
-    const cpu = async () => {
-      worker.send('cpu');
-      const [usage] = (await once(worker, 'message')) as [NodeJS.CpuUsage];
-      return usage.user + usage.system;
-    };
+    const totals = new Map<
+      string,
+      { requests: number; seconds: number; non2xx: number; cpuUs: number; statuses: Map<string, number> }
+    >();
     for (const load of Object.values(loads)) await autocannon({ ...load, connections, duration: 1 });
+    const shedBefore = shedWorker && (await ask(shedWorker, 'admission'));
+    const answersBefore = await ask(worker, 'admission');
     for (let round = 0; round < rounds; round += 1) {
       const names = round % 2 === 0 ? Object.keys(loads) : Object.keys(loads).reverse();
       for (const name of names) {
-        const before = await cpu();
+        const measured = servedBy.get(name) ?? worker;
+        const before = await ask(measured, 'cpu');
         const result = await autocannon({ ...loads[name]!, connections, duration: seconds });
-        const total = totals.get(name) ?? { requests: 0, seconds: 0, non2xx: 0, cpuUs: 0 };
-        total.cpuUs += (await cpu()) - before;
+        const total = totals.get(name) ?? { requests: 0, seconds: 0, non2xx: 0, cpuUs: 0, statuses: new Map() };
+        total.cpuUs += (await ask(measured, 'cpu')) - before;
         total.requests += result.requests.total;
         total.seconds += result.duration;
         total.non2xx += result.non2xx;
+        for (const [status, { count = 0 }] of Object.entries(result.statusCodeStats ?? {}))
+          total.statuses.set(status, (total.statuses.get(status) ?? 0) + count);
         totals.set(name, total);
       }
     }
+    if (shedWorker && shedBefore) {
+      // What was measured as shed was shed: the slot still held, every answer a 503, and as many counted shed.
+      const after = await ask(shedWorker, 'admission');
+      const shed = totals.get('shed')!;
+      const counted = after.shed - shedBefore.shed;
+      const problems = [
+        after.inProgress === 1 ? '' : `${after.inProgress} requests in progress, not the holder's 1`,
+        holder?.answered() ? `the holder was answered ${holder.answered()}` : '',
+        shed.statuses.get('503') === shed.requests ? '' : `statuses ${[...shed.statuses]} for ${shed.requests} answers`,
+        // Up to one request per connection and round is still in flight when autocannon stops: shed, not counted there.
+        counted >= shed.requests && counted <= shed.requests + connections * rounds
+          ? ''
+          : `${counted} shed counted for ${shed.requests} answers`,
+      ].filter(Boolean);
+      if (problems.length > 0) throw new Error(`the shed load was not all shed: ${problems.join('; ')}`);
+    }
+    // Which way the first worker's anonymous requests went: started from memory (page 1 kept) or through a slot.
+    const answersAfter = await ask(worker, 'admission');
+    const memory = answersAfter.memory - answersBefore.memory;
+    const answersShed = answersAfter.shed - answersBefore.shed;
     const rate = (name: string) => Math.round(totals.get(name)!.requests / totals.get(name)!.seconds);
+    const cpuPerRequest = (name: string) => totals.get(name)!.cpuUs / totals.get(name)!.requests;
     console.log(
-      `node ${process.version}, 1 worker, ${connections} connections, ${seconds} s × ${rounds} interleaved rounds, ` +
-        `load average ${loadavg()
+      `node ${process.version}, 1 worker per load, ${connections} connections, ${seconds} s × ${rounds} interleaved ` +
+        `rounds, load average ${loadavg()
           .map((load) => load.toFixed(1))
           .join(' ')}`,
     );
@@ -125,17 +265,26 @@ async function runPrimary(seconds: number, rounds: number, connections: number):
       [...totals].map(([name, t]) => ({
         load: name,
         reqPerS: rate(name),
+        statuses: [...t.statuses].map(([status, count]) => `${status}×${count}`).join(' '),
         non2xx: t.non2xx,
-        workerCpuUsPerReq: Math.round(t.cpuUs / t.requests),
+        workerCpuUsPerReq: Math.round(cpuPerRequest(name)),
       })),
     );
-    if (totals.size === 3)
+    if (totals.has('flood') && totals.has('page-1') && totals.has('healthz'))
       console.log(
         `flood / page-1 = ${(rate('flood') / rate('page-1')).toFixed(2)}×, flood / healthz = ${(rate('flood') / rate('healthz')).toFixed(2)}×`,
       );
-    worker.disconnect();
-    await once(worker, 'exit');
+    console.log(`first worker: ${memory} requests started from memory without a slot, ${answersShed} shed`);
+    if (totals.has('flood') && totals.has('shed'))
+      console.log(`shed / flood CPU per request = ${(cpuPerRequest('shed') / cpuPerRequest('flood')).toFixed(2)}×`);
+    holder?.release();
+    for (const each of [worker, shedWorker]) {
+      if (!each) continue;
+      each.disconnect();
+      await once(each, 'exit');
+    }
   } finally {
+    holder?.release();
     await cleanUp();
   }
 }

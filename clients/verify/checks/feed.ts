@@ -3,7 +3,7 @@ import type { Client } from '../client.js';
 import type { CheckResult, RunContext } from '../context.js';
 import type { Tasks } from './tasks.js';
 
-const WRITES = 12;
+const WRITES = 8;
 const PAGE = 50;
 const MAX_READS = 200;
 
@@ -101,14 +101,17 @@ async function readAll(client: Client, from: number): Promise<FeedEvent[]> {
   return all;
 }
 
-/** The log's last position, found in a few dozen reads however long the log is. */
+/**
+ * A position at most PAGE below the log's last one, found in a few dozen reads however long the log is: the
+ * first poll reads the rest.
+ */
 async function endOfLog(client: Client): Promise<number> {
   const exists = async (position: number) => (await readAfterOne(client, position - 1)) !== undefined;
   let high = 1;
   while (await exists(high)) high *= 2;
   let low = high / 2;
   if (!(await exists(low))) return 0;
-  while (high - low > 1) {
+  while (high - low > PAGE) {
     const middle = Math.floor((low + high) / 2);
     if (await exists(middle)) low = middle;
     else high = middle;

@@ -2,7 +2,8 @@ import type { CheckResult, RunContext } from '../context.js';
 import type { Tasks } from './tasks.js';
 
 const ROUNDS = 3;
-const RETRIES = 6;
+/** Concurrent sends of one create; one more follows once they are answered. */
+const RETRIES = 4;
 
 /**
  * Idempotency under retries (docs/verify.md "Idempotency"): concurrent POSTs of one create with one
