@@ -14,20 +14,24 @@
  * ADMISSION_LIMIT_MIN=ADMISSION_LIMIT_MAX=1 and ADMISSION_QUEUE_SIZE=0: one raw connection holds its only slot
  * for the whole run with an authenticated POST /api/tasks/ whose body arrives a byte a second
  * (HTTP_REQUEST_TIMEOUT_MS, an hour in both workers, lets it wait), so every anonymous GET is shed at once
- * (src/edge/admission-listener.ts `shedRequest`). Not in the first worker: a limit of 1 would shed page-1's
- * authenticated reads too, and the flood passes admission before its refusal (the early refusal runs inside
- * the admitted app, src/api/app.ts), unless the worker keeps page 1 in memory. The run checks what it measures:
- * a sample shed answer must be a 503 with Retry-After, the shed worker must report its slot held before
- * and after the rounds, and its count of shed requests must grow by the shed load's answers, all of them 503.
+ * (src/edge/admission-listener.ts `shedRequest`). The other loads stay on the first worker, whose admission is
+ * the default: a limit of 1 would shed page-1's authenticated reads too, and an anonymous request the worker
+ * keeps no answer for passes admission before its early refusal (src/api/app.ts), so a held slot would shed
+ * the flood. There the flood is started from memory, without a slot (the worker keeps page 1 for anonymous
+ * clients; the run prints how many were), then refused before Koa. Both workers run the same listener and
+ * server; each load's CPU time is its own worker's. The run checks what it measures: a sample shed answer must
+ * be a 503 with Retry-After, the shed worker must report its slot held before and after the rounds, and its
+ * count of shed requests must grow by the shed load's answers (up to one more per connection and round, in
+ * flight as autocannon stops), all of them 503.
  *
  * Prints per load req/s, the answers' statuses and the measured worker's CPU time per request (process.cpuUsage:
  * on a busy 2-core host the load generator sways req/s more than the CPU figure), then flood / page-1 and
  * flood / healthz (req/s) and shed / flood (CPU per request). With PROFILE_DIR set each worker runs under
- * `--cpu-prof` and writes its profiles there (answers/ for the first worker, shed/ for the shed worker; the main
- * thread's has thread id 0 in its name); with
- * LOADS=flood (a comma list) only those loads run (the shed worker is forked only when shed is named); LOADS may
- * also name anon-page-1 (its own address), task (one task, with the token) and shed-healthz (/healthz on the shed
- * worker: whether the two workers cost alike). Starts its own throwaway
+ * `--cpu-prof` and writes its profiles there (answers/ for the first worker, shed/ for the shed worker, one per
+ * thread: the worker's own has thread id 0 in its name, the other is tsx's module loader). With LOADS=flood (a
+ * comma list) only those loads run; the shed worker is forked only when shed or shed-healthz is named. LOADS may
+ * also name anon-page-1 (its own address), task (one task, with the token) and shed-healthz (/healthz on the
+ * shed worker, against healthz on the first: whether the two workers cost alike). Starts its own throwaway
  * PostgreSQL and redis-server.
  */
 import cluster, { type Worker } from 'node:cluster';
@@ -95,7 +99,7 @@ async function serve(setup: Setup): Promise<void> {
 
 /**
  * Forks a worker serving `setup`, under `--cpu-prof` into `profileDir`/`name` when given: one profile per thread
- * (tsx's module hooks run in one of their own), the worker's main thread's named with thread id 0 (`*.0.*.cpuprofile`).
+ * (tsx's module hooks run in their own), the worker's main thread's with thread id 0 in its name.
  */
 async function forkWorker(setup: Setup, name: string, profileDir: string | undefined): Promise<Worker> {
   const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}/${name}`] : [];
