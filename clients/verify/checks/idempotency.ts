@@ -3,7 +3,7 @@ import type { Tasks } from './tasks.js';
 
 const ROUNDS = 3;
 /** Concurrent sends of one create; one more follows once they are answered. */
-const RETRIES = 4;
+const RETRIES = 3;
 
 /**
  * Idempotency under retries (docs/verify.md "Idempotency"): concurrent POSTs of one create with one
