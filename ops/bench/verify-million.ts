@@ -211,6 +211,9 @@ async function countTasks(host: RunningCluster, token: string): Promise<{ count:
 
 interface VerifyRun {
   command: string;
+  /** The commit, and the tracked files that differed from it, when verify started (its code is read then). */
+  commit: string;
+  changed: string[];
   code: number | null;
   seconds: number;
   output: string;
@@ -224,6 +227,7 @@ async function runVerify(base: string, scratch: string): Promise<VerifyRun> {
   args.push('--history', join(scratch, 'history.jsonl'));
   const command = `npm ${args.join(' ')}`.replaceAll(scratch, '$TMP');
   console.log(`running: ${command}`);
+  const [measured, changed] = [commit(), changedFiles()];
   const began = Date.now();
   const child: ChildProcess = spawn('npm', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const stopGroup = (signal: NodeJS.Signals) => {
@@ -248,7 +252,7 @@ async function runVerify(base: string, scratch: string): Promise<VerifyRun> {
     (text) => JSON.parse(text) as VerifyReport,
     () => undefined,
   );
-  return { command, code, seconds, output, report };
+  return { command, commit: measured, changed, code, seconds, output, report };
 }
 
 async function readHistory(file: string): Promise<Request[]> {
@@ -384,11 +388,15 @@ function describe(r: {
     ...others,
   ];
   const vacuumNote = `${seed.vacuumed} of ${seed.userTables} tables vacuumed and ${seed.analyzed} analysed; PostgreSQL said ${said.length > 0 ? said.join('; ') : 'nothing'}`;
-  const working = changedFiles();
+  // The task checks' budget: every request with the first user's token (its identity check's included).
+  const taskToken = r.history.filter((q) => !/^limits-|-(login|anonymous)$/.test(q.process));
+  const refusedTasks = taskToken.filter((q) => q.status === 429).length;
+  const feedEnd = r.history.filter((q) => q.f === 'feed end');
+  const feedEndRefused = feedEnd.filter((q) => q.status === 429).length;
   return `# verify against a million tasks
 
-\`node --import tsx ops/bench/verify-million.ts ${TASKS}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit()}${
-    working.length > 0 ? ` with uncommitted changes to ${working.map((f) => `\`${f}\``).join(', ')}` : ''
+\`node --import tsx ops/bench/verify-million.ts ${TASKS}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${run.commit}${
+    run.changed.length > 0 ? ` with uncommitted changes to ${run.changed.map((f) => `\`${f}\``).join(', ')}` : ''
   }; node ${process.version}, ${availableParallelism()} CPUs shared with whatever else ran (load average ${loadavg()
     .map((x) => x.toFixed(2))
     .join(', ')} at the end).
@@ -421,6 +429,12 @@ goal: ≤ ${GOAL_SECONDS} s — ${met ? 'met' : 'not met'} (${s(run.seconds)} s;
 Times are seconds since verify's first request. The task phases follow each other (the cursor check's writer
 included); limits runs beside them with the second user. "busy" sums the requests' latencies (overlapping ones
 counted each); the rest of a phase is pauses of the checks themselves and waits for \`Retry-After\` after a 429.
+
+The first user's token (the task checks, one after another, and the clean-up; budget \`THROTTLE_USER\` 100 a
+minute) sent ${n(taskToken.length)} requests: ${n(taskToken.length - refusedTasks)} admitted, ${refusedTasks} refused with 429.
+The feed check's search for the end of the log took ${feedEnd.length} of them (\`feed end\`: ${
+    feedEnd.length - feedEndRefused
+  } reads answered, ${feedEndRefused} refused and sent again).
 
 | phase | from → to s | wall s | requests | 429s | busy s | median ms | slowest ms (client, operation, URL) |
 |---|---|---:|---:|---|---:|---:|---|
