@@ -2,7 +2,15 @@ import type { Worker } from 'node:cluster';
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { Admission, LEVEL_NAMES, SHED_BODY, shedRetryAfterS, type Level, type ShedReason } from '../edge/admission.js';
+import {
+  Admission,
+  LEVEL_NAMES,
+  SHED_BODY,
+  STANDING_AFTER_MS,
+  shedRetryAfterS,
+  type Level,
+  type ShedReason,
+} from '../edge/admission.js';
 import { BASE_FIELDS, JSON_TYPE } from '../edge/answer.js';
 import { CLIENT_ID, createRequestIds } from '../edge/request-context.js';
 import { CONNECTION } from '../server/server.js';
@@ -58,8 +66,8 @@ const SHED_LOG_EVERY_MS = 60_000;
  * once per turn of its event loop: past capacity, new connections would queue here for seconds. With
  * ADMISSION_CONTROL=on they wait in the door's own admission instead (edge/admission.ts, by the class the first
  * request's head tells, `classOf`): at most one hand-over on its way per serving worker, the highest class first,
- * and a connection that waited past ADMISSION_QUEUE_MS in a standing queue is answered 503 here, as a worker
- * sheds, and closed. A request that needs a worker to answer about health (`/readyz`) is never shed.
+ * and a connection that waited longer than the burst allowance (STANDING_AFTER_MS, or ADMISSION_QUEUE_MS if
+ * longer) is answered 503 here, as a worker sheds, and closed. A request that needs a worker to answer about health (`/readyz`) is never shed.
  */
 export class Door {
   readonly #server: Server;
@@ -95,7 +103,10 @@ export class Door {
               },
               sample() {},
             },
-            { queueSize: ADMISSION_QUEUE_SIZE, queueMs: ADMISSION_QUEUE_MS },
+            // A hand-over costs a worker little: the door sheds only a connection that waited out the burst
+            // allowance, never one that waited a standing queue's short target (a burst of new clients at a
+            // latency spike is served late, not refused).
+            { queueSize: ADMISSION_QUEUE_SIZE, queueMs: Math.max(ADMISSION_QUEUE_MS, STANDING_AFTER_MS) },
           )
         : undefined;
   }
@@ -250,7 +261,7 @@ export class Door {
     if (now - line.at < SHED_LOG_EVERY_MS) return;
     this.#parts.logger.warn(
       { class: LEVEL_NAMES[level], reason, shed: line.count, queued: this.#admission?.queued },
-      'the door shed new connections (503): no web worker took them within ADMISSION_QUEUE_MS',
+      'the door shed new connections (503): no web worker took them within a second',
     );
     Object.assign(line, { at: now, count: 0 });
   }

@@ -48,7 +48,7 @@ export function createPrimaryMetrics(topWindowMs: number) {
       help:
         "Connections the primary's door took on PORT (CONNECTION_DOOR=primary), by outcome: health (a liveness " +
         'probe answered by the primary), handed (to a web worker), shed (503: no worker took it within ' +
-        'ADMISSION_QUEUE_MS), unavailable (503: no worker served in time), ' +
+        'the burst allowance, 1 s), unavailable (503: no worker served in time), ' +
         'timeout (408: the first request did not arrive in time), dropped (closed while handed over).',
     }),
     // The connections the door sheds, in the same series as the workers' sheds (summed by the hub).
