@@ -267,10 +267,10 @@ export class Door {
   }
 
   /** `taken` is told once the socket is on its way to the worker (or could not be), whichever comes first. */
-  #handOver(socket: Socket, head: Buffer, workers: Worker[], taken = () => {}): void {
+  #handOver(socket: Socket, head: Buffer, workers: Worker[], taken?: () => void): void {
     if (workers.length === 0 || socket.destroyed) {
       this.#parts.count?.('dropped');
-      taken();
+      taken?.();
       return void socket.destroy();
     }
     // Whatever the socket read meanwhile goes with it.
@@ -283,12 +283,13 @@ export class Door {
     const settle = () => {
       if (done) return;
       done = true;
-      worker.off('exit', settle);
+      if (taken) worker.off('exit', settle);
       this.#pending.set(worker, Math.max(0, (this.#pending.get(worker) ?? 1) - 1));
-      taken();
+      taken?.();
     };
-    // A worker that exits before it takes the socket frees its place in the door's admission all the same.
-    worker.once('exit', settle);
+    // A worker that exits before it takes the socket frees its place in the door's admission all the same (at
+    // most two such hand-overs per worker at a time: the door's admission bounds them).
+    if (taken) worker.once('exit', settle);
     worker.send({ type: CONNECTION, head: head.toString('base64') }, socket, (error: Error | null) => {
       if (error) socket.destroy();
       settle();
