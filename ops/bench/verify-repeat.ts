@@ -1,88 +1,372 @@
 /**
- * `npm run bench:verify [-- runs]`: the goals of docs/verify.md "It catches real faults" measured by
- * repetition — verify's default command run `runs` times (default 20) against Paceline (one host, 2 web
- * workers, its own embedded PostgreSQL and Redis, started as `npm start` does) and against each faulty
- * service of test/verify/, counting false alarms and faults found. Writes ops/bench/results/verify.md.
+ * `npm run bench:verify [-- runs [minutes]]`: the goals of docs/verify.md "It catches real faults" measured by
+ * repetition. Verify's default command (users only, or the zoo's arguments) runs `runs` times (default 20)
+ * against each target below, started once for all runs:
+ *   - Paceline on one host (2 web workers, its own embedded PostgreSQL and Redis, as `npm start` runs it), two
+ *     Paceline hosts behind HAProxy on one PostgreSQL and Redis, one Paceline host on a Redis Cluster of three
+ *     masters, and the exact sliding log of test/verify/ (`honest`): every check must hold (no false alarm);
+ *   - each faulty service of test/verify/: the check its fault breaks must be violated;
+ *   - each third-party limiter of the zoo (ops/verify-zoo/zoo.ts): the limits check must be violated.
+ * Within a run the groups go one after another (the targets of a group at once), so that the timing-bound
+ * limits checks of Paceline do not share the 2 cores with a dozen other verify runs. With `minutes`, no run
+ * starts once another would end past that budget. Writes ops/bench/results/verify.md after every run.
+ * Needs nginx, haproxy, redis-server and redis-cli (ops/bench/verify-repeat.sh installs them).
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startVerifyHost } from '../../test/fixtures/verify-host.js';
-import { runVerify, startFaulty } from '../../test/helpers/verify.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SCHEDULES } from '../../clients/verify/checks/limits-schedule.js';
+import { findFreePort } from '../../src/embedded/ports.js';
+import { MEMBERS } from '../verify-zoo/zoo.js';
+import { startCluster } from '../../test/fixtures/cluster.js';
+import { startHaproxy } from '../../test/fixtures/haproxy.js';
+import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/fixtures/verify-host.js';
+import { startRedisCluster } from '../../test/helpers/redis-cluster.js';
+import { testStoresEnv } from '../../test/helpers/test-stores-env.js';
+import type * as VerifyPaceline from '../../test/helpers/verify-paceline.js';
+import { runVerify, startFaulty, type VerifyRun } from '../../test/helpers/verify.js';
+import { startStores, type TestStores } from '../../test/runner/stores.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
-/** Each faulty service of test/verify/ and the check its fault must break under the default command. */
-const FAULTS = {
-  'fixed-window': 'limits',
-  'first-hit-window': 'limits',
-  'read-then-write': 'limits',
-  'per-process': 'limits',
-  'offset-cursor': 'cursor',
-  'ttl-cache': 'ryw',
-} as const;
+const BUDGET_MS = process.argv[3] === undefined ? Infinity : Number(process.argv[3]) * 60_000;
+const RESULTS = 'ops/bench/results/verify.md';
+/** Between two runs against one target, longer than its longest window (the zoo's 5 s): no run sees another's. */
+const QUIET_MS = 6_000;
 const FAULT_USERS = ['--user', 'alpha:alpha-pass', '--user', 'beta:beta-pass'];
+/**
+ * Each run logs verify's two users in once; at a run every 70 s the default THROTTLE_LOGIN (10 per 15 min per
+ * username) refuses the eleventh with a Retry-After of minutes, which verify honours past its deadline.
+ */
+const LOGIN = { THROTTLE_LOGIN: '1000/15min' };
 
-async function main(): Promise<void> {
-  const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-repeat-'));
-  const { host, args: users } = await startVerifyHost(scratch);
-  const tally: Record<string, { runs: number; expected: number; requests: number[] }> = {};
-  const count = (name: string, ok: boolean, run: Awaited<ReturnType<typeof runVerify>>) => {
-    const row = (tally[name] ??= { runs: 0, expected: 0, requests: [] });
-    row.runs++;
-    if (ok) row.expected++;
-    row.requests.push(run.report.requests ?? 0);
-  };
-  try {
-    const faults = await Promise.all(
-      (Object.keys(FAULTS) as (keyof typeof FAULTS)[]).map(async (fault) => [fault, await startFaulty(fault)] as const),
-    );
-    try {
-      for (let i = 1; i <= RUNS; i++) {
-        const began = Date.now();
-        const dir = (name: string) => join(scratch, `${name}-${i}`);
-        const paceline = runVerify(host.base, users, dir('paceline'));
-        const found = faults.map(([fault, service]) =>
-          runVerify(service.base, FAULT_USERS, dir(fault)).then((run) => {
-            const check = FAULTS[fault];
-            const verdict = run.report.checks.find((c) => c.name === check)?.verdict;
-            count(`${fault} (${check})`, verdict === 'violated', run);
-          }),
-        );
-        const run = await paceline;
-        count('Paceline (all five checks)', run.code === 0, run);
-        if (run.code !== 0) console.log(`run ${i}: Paceline was reported:\n${run.output}`);
-        await Promise.all(found);
-        console.log(`run ${i}/${RUNS} in ${((Date.now() - began) / 1000).toFixed(0)} s`);
-      }
-    } finally {
-      await Promise.all(faults.map(([, service]) => service.stop()));
-    }
-  } finally {
-    await host.stop();
-    await rm(scratch, { recursive: true, force: true });
-  }
-  await writeResults(tally);
+type Group = 'Paceline' | 'test/verify/' | 'zoo';
+type Started = { base: string; args: string[]; stop: () => Promise<void> };
+interface Target {
+  name: string;
+  group: Group;
+  /** `holds`: every check holds; otherwise the check that must be violated. */
+  expect: 'holds' | 'limits' | 'cursor' | 'ryw';
+  start(scratch: string): Promise<Started>;
 }
 
-async function writeResults(tally: Record<string, { runs: number; expected: number; requests: number[] }>) {
+/** Each faulty service of test/verify/ and the check its fault must break under the default command. */
+const FAULTS = {
+  'fixed-window': ['limits', 'a fixed window on the clock, 10 per 2 s'],
+  'first-hit-window': ['limits', 'a fixed window opened by the first hit, 10 per 2 s'],
+  'read-then-write': ['limits', 'DRF’s cache throttle (read, check, write back), 10 per 2 s'],
+  'per-process': ['limits', 'a sliding log per process behind 2 workers, 10 per 2 s'],
+  'offset-cursor': ['cursor', 'an `OFFSET`-based "cursor"'],
+  'ttl-cache': ['ryw', 'a 5-second read cache on each of two hosts behind a balancer'],
+} as const;
+
+/** The PostgreSQL and Redis the two multi-host deployments share, started as `npm test` starts its own. */
+let stores: Promise<{ stores: TestStores; helpers: typeof VerifyPaceline }> | undefined;
+function testStores(scratch: string) {
+  stores ??= (async () => {
+    const root = join(scratch, 'stores');
+    await mkdir(join(root, 'scratch'), { recursive: true, mode: 0o755 });
+    const started = await startStores(root, join(root, 'scratch'));
+    for (const key of ['TEST_DATABASE_URL', 'TEST_SERVICE_DATABASE_URL', 'TEST_REDIS_URL', 'TEST_TMP_DIR'])
+      process.env[key] = started.env[key];
+    // Read once the variables above are set: it takes its scratch directory from TEST_TMP_DIR.
+    return { stores: started, helpers: await import('../../test/helpers/verify-paceline.js') };
+  })();
+  return stores;
+}
+
+const TARGETS: Target[] = [
+  {
+    name: 'Paceline, one host (2 workers, embedded PostgreSQL and Redis)',
+    group: 'Paceline',
+    expect: 'holds',
+    async start(scratch) {
+      const { host, args } = await startVerifyHost(scratch, LOGIN);
+      return { base: host.base, args, stop: async () => void (await host.stop()) };
+    },
+  },
+  {
+    name: 'Paceline, two hosts (1 worker each) behind HAProxy, one PostgreSQL and Redis',
+    group: 'Paceline',
+    expect: 'holds',
+    async start(scratch) {
+      const { helpers } = await testStores(scratch);
+      const database = await helpers.databaseWithUsers('verify-balanced');
+      const shared = { ...testStoresEnv('verify-balanced', database.url), ...helpers.VERIFY_SETTINGS, ...LOGIN };
+      const hosts = await Promise.all(
+        ['h1', 'h2'].map(async (name) =>
+          startCluster(
+            { ...shared, WEB_CONCURRENCY: '1', PORT: String(await findFreePort()), DATA_DIR: join(scratch, name) },
+            180_000,
+            'tsx',
+          ),
+        ),
+      );
+      const balancer = await startHaproxy(
+        scratch,
+        hosts.map((host, i) => ({ name: `host${i + 1}`, address: `127.0.0.1:${host.port}` })),
+      );
+      const stop = async () => {
+        await balancer.stop();
+        await Promise.allSettled(hosts.map((host) => host.stop()));
+        await database.drop();
+      };
+      return { base: balancer.base, args: VERIFY_USER_ARGS, stop };
+    },
+  },
+  {
+    name: 'Paceline, one host (2 workers) on a Redis Cluster of three masters',
+    group: 'Paceline',
+    expect: 'holds',
+    async start(scratch) {
+      const { helpers } = await testStores(scratch);
+      const [cluster, database] = await Promise.all([
+        startRedisCluster(join(scratch, 'redis-cluster'), { masters: 3 }),
+        helpers.databaseWithUsers('verify-clustered'),
+      ]);
+      const env = {
+        ...testStoresEnv('verify-clustered', database.url),
+        ...helpers.VERIFY_SETTINGS,
+        ...LOGIN,
+        REDIS_URL: '',
+        REDIS_CLUSTER_NODES: cluster.seeds,
+        WEB_CONCURRENCY: '2',
+        DATA_DIR: join(scratch, 'clustered'),
+      };
+      const host = await startCluster(env, 180_000, 'tsx');
+      const stop = async () => {
+        await host.stop();
+        await cluster.stop();
+        await database.drop();
+      };
+      return { base: host.base, args: VERIFY_USER_ARGS, stop };
+    },
+  },
+  {
+    name: 'an exact sliding log, 40 per 2 s (test/verify/ `honest`)',
+    group: 'test/verify/',
+    expect: 'holds',
+    start: async () => ({ ...(await startFaulty('honest')), args: FAULT_USERS }),
+  },
+  ...Object.entries(FAULTS).map(([fault, [check, what]]): Target => ({
+    name: `${what} (\`${fault}\`)`,
+    group: 'test/verify/',
+    expect: check,
+    start: async () => ({ ...(await startFaulty(fault)), args: FAULT_USERS }),
+  })),
+  // The zoo's Paceline member is the first target above.
+  ...MEMBERS.filter((member) => !member.service.startsWith('Paceline')).map((member): Target => ({
+    name: `${member.service}: ${member.algorithm}`,
+    group: 'zoo',
+    expect: 'limits',
+    ...member,
+  })),
+];
+
+interface Row {
+  target: Target;
+  runs: number;
+  expected: number;
+  requests: number[];
+  seconds: number[];
+  /** The expected check's summary, in each run where it was violated. */
+  summaries: string[];
+  /** What the runs that did not give the expected verdict said instead (`limits violated`, `exit 4`), counted. */
+  instead: Map<string, number>;
+}
+
+interface Surprise {
+  run: number;
+  target: string;
+  excerpt: string;
+}
+
+async function main(): Promise<void> {
+  const began = Date.now();
+  const loadBefore = loadavg();
+  const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-repeat-'));
+  // As root PostgreSQL and Redis run as their own users, which must be able to enter it.
+  await chmod(scratch, 0o755);
+  const started: { target: Target; running: Started; lastEnd: number }[] = [];
+  const rows = new Map<Target, Row>(
+    TARGETS.map((t) => [
+      t,
+      { target: t, runs: 0, expected: 0, requests: [], seconds: [], summaries: [], instead: new Map() },
+    ]),
+  );
+  const surprises: Surprise[] = [];
+  let cleaning: Promise<void> | undefined;
+  const cleanUp = () =>
+    (cleaning ??= (async () => {
+      await Promise.allSettled(started.map(({ running }) => running.stop()));
+      if (stores !== undefined) await (await stores).stores.stop();
+      await rm(scratch, { recursive: true, force: true });
+    })());
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  let done = 0;
+  try {
+    const startBegan = Date.now();
+    // One at a time: each start is CPU-heavy (tsx, PostgreSQL's initdb), and a failure names its target.
+    for (const [i, target] of TARGETS.entries()) {
+      const dir = join(scratch, `target-${i}`);
+      await mkdir(dir, { recursive: true, mode: 0o755 });
+      const running = await target.start(dir).catch((error: unknown) => {
+        throw new Error(`starting ${target.name}: ${String(error)}`);
+      });
+      started.push({ target, running, lastEnd: 0 });
+    }
+    console.log(`${started.length} targets started in ${((Date.now() - startBegan) / 1000).toFixed(0)} s`);
+    const groups = [...new Set(TARGETS.map((t) => t.group))];
+    for (let i = 1; i <= RUNS; i++) {
+      const runBegan = Date.now();
+      const perRun = done === 0 ? 0 : (runBegan - startBegan) / done;
+      if (done > 0 && runBegan - began + perRun > BUDGET_MS) {
+        console.log(`stopping after ${done} runs: another would end past the ${BUDGET_MS / 60_000}-minute budget`);
+        break;
+      }
+      for (const group of groups) {
+        await Promise.all(
+          started
+            .filter((s) => s.target.group === group)
+            .map(async (s) => {
+              await sleep(Math.max(0, s.lastEnd + QUIET_MS - Date.now()));
+              const runStart = Date.now();
+              const report = join(scratch, `report-${i}-${TARGETS.indexOf(s.target)}`);
+              const run = await runVerify(s.running.base, s.running.args, report);
+              s.lastEnd = Date.now();
+              const surprise = record(rows.get(s.target)!, run, (s.lastEnd - runStart) / 1000);
+              if (surprise !== undefined) {
+                surprises.push({ run: i, target: s.target.name, excerpt: surprise });
+                console.log(`run ${i}: ${s.target.name}: unexpected verdict\n${run.output}`);
+              }
+            }),
+        );
+      }
+      done = i;
+      console.log(`run ${i}/${RUNS} in ${((Date.now() - runBegan) / 1000).toFixed(0)} s`);
+      await writeResults([...rows.values()], surprises, { began, done, loadBefore });
+    }
+  } finally {
+    await cleanUp();
+  }
+  console.log(await writeResults([...rows.values()], surprises, { began, done, loadBefore, ended: true }));
+  if (surprises.length > 0 || done < RUNS) process.exitCode = 1;
+}
+
+/** Counts one run; returns an excerpt of verify's output when the verdict was not the expected one. */
+function record(row: Row, run: VerifyRun, wallSeconds: number): string | undefined {
+  row.runs++;
+  row.requests.push(run.report.requests ?? 0);
+  row.seconds.push((run.report as { seconds?: number }).seconds ?? wallSeconds);
+  const { expect } = row.target;
+  const check = run.report.checks.find((c) => c.name === expect);
+  const ok =
+    expect === 'holds'
+      ? run.code === 0 && run.report.checks.length > 0 && run.report.checks.every((c) => c.verdict === 'holds')
+      : check?.verdict === 'violated';
+  if (check?.verdict === 'violated') row.summaries.push(check.summary);
+  if (ok) {
+    row.expected++;
+    return undefined;
+  }
+  const said = run.report.checks.filter((c) => (expect === 'holds' ? c.verdict !== 'holds' : c.name === expect));
+  const ended = run.code === null ? 'killed at the 180-s deadline' : `exit ${run.code}`;
+  for (const what of said.length > 0 ? said.map((c) => `${c.name} ${c.verdict}`) : [ended])
+    row.instead.set(what, (row.instead.get(what) ?? 0) + 1);
+  const lines = run.output.trim().split('\n');
+  const verdicts = lines.filter((line) => /^(holds|violated|skipped)\s/.test(line) || line.startsWith('verify'));
+  return [...(verdicts.length > 0 ? verdicts : lines.slice(-10)), `(${ended})`].join('\n');
+}
+
+/**
+ * What the runs found: each kind of problem of the expected check with its range and the runs that showed it,
+ * then (limits) in how many runs each schedule exposed it.
+ */
+function findings(row: Row): string {
+  const instead = [...row.instead].map(([what, runs]) => `${what} (${runs})`).join(', ');
+  if (row.target.expect === 'holds')
+    return row.expected === row.runs ? 'every check held in every run' : `instead: ${instead}; see below`;
+  const missed = instead === '' ? '' : `; not found in ${row.runs - row.expected} runs: ${instead}`;
+  if (row.summaries.length === 0) return `never violated${missed}`;
+  const kinds = new Map<string, { runs: number; min: number; max: number }>();
+  const schedules = new Map<string, number>();
+  for (const summary of row.summaries) {
+    const problems = row.target.expect === 'limits' ? summary.replace(/^[^:]*: /, '').split('; ') : [summary];
+    for (const problem of problems) {
+      const [, count = '0', rest = problem] = /^(\d+) (.*?)(?:, exposed by .*| \(first, .*)?$/.exec(problem) ?? [];
+      const kind = kinds.get(rest) ?? { runs: 0, min: Infinity, max: -Infinity };
+      kinds.set(rest, { runs: kind.runs + 1, min: Math.min(kind.min, +count), max: Math.max(kind.max, +count) });
+    }
+    for (const phrase of Object.values(SCHEDULES))
+      if (summary.includes(phrase)) schedules.set(phrase, (schedules.get(phrase) ?? 0) + 1);
+  }
+  const n = row.summaries.length;
+  const range = (k: { min: number; max: number }) => (k.min === k.max ? `${k.min}` : `${k.min}–${k.max}`);
+  const found = [...kinds].map(([rest, k]) => `${range(k)} ${rest}${k.runs < n ? ` (${k.runs} runs)` : ''}`);
+  const exposed = [...schedules].map(([phrase, runs]) => `${phrase} (${runs})`);
+  return found.join('; ') + (exposed.length > 0 ? `; exposed by ${exposed.join(', ')}` : '') + missed;
+}
+
+async function writeResults(
+  rows: Row[],
+  surprises: Surprise[],
+  at: { began: number; done: number; loadBefore: number[]; ended?: boolean },
+): Promise<string> {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-  const rows = Object.entries(tally).map(([name, row]) => {
-    const what = name.startsWith('Paceline') ? 'every check held (no false alarm)' : 'the fault was reported';
-    return `| ${name} | ${row.runs} | ${row.expected} of ${row.runs}: ${what} | ${median(row.requests)} |`;
-  });
-  const text = `# verify, repeated
+  const load = (l: number[]) => l.map((n) => n.toFixed(2)).join(', ');
+  const minutes = ((Date.now() - at.began) / 60_000).toFixed(1);
+  const runs = (n: number) => `${n} run${n === 1 ? '' : 's'}`;
+  const expectation = (row: Row) =>
+    row.target.expect === 'holds' ? 'every check holds' : `${row.target.expect} violated`;
+  const table = rows.map(
+    (row) =>
+      `| ${row.target.name} | ${expectation(row)} | ${row.runs} | ${row.expected} | ${findings(row)} | ${median(row.requests)} | ${median(row.seconds).toFixed(1)} |`,
+  );
+  const missed = rows.filter((r) => r.target.expect !== 'holds').reduce((n, r) => n + r.runs - r.expected, 0);
+  const alarms = rows.filter((r) => r.target.expect === 'holds').reduce((n, r) => n + r.runs - r.expected, 0);
+  const status = at.ended
+    ? at.done < RUNS
+      ? `${at.done} of the ${RUNS} runs asked for (it stopped at the ${BUDGET_MS / 60_000}-minute budget)`
+      : runs(at.done)
+    : `${at.done} of ${RUNS} runs so far (still running)`;
+  const text = `# verify, repeated (\`npm run bench:verify\`)
 
-\`npm run bench:verify -- ${RUNS}\` on ${new Date().toISOString().slice(0, 10)}, load average ${loadavg()
-    .map((n) => n.toFixed(1))
-    .join(', ')} at the end. Each run: verify against one Paceline host (2 web workers, \`THROTTLE_USER=60/3s\`)
-with all five checks, and at the same time against each faulty service of \`test/verify/\`.
+${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit()}, node ${process.version}; ${status}
+in ${minutes} min, starting the targets included. Load average (1, 5, 15 min) before: ${load(at.loadBefore)};
+after: ${load(loadavg())}. One 2-core machine runs the targets, their stores and every verify process.
 
-| service (checks) | runs | result | median requests per run |
-|---|---:|---|---:|
-${rows.join('\n')}
-`;
-  await writeFile('ops/bench/results/verify.md', text);
-  console.log(text);
+Each run is verify's default command (\`npm run verify -- <base> <users>\`, no tuning; the zoo's limiters
+\`--anonymous\`, with \`--limit 10/5s\` where they send no \`RateLimit-Policy\`) against every target below,
+each started once for all runs. A run takes the groups one after another (the Paceline deployments, then the
+services of \`test/verify/\`, then the zoo), the targets of a group at once; a target rests ${QUIET_MS / 1000} s between
+its runs. Paceline runs with \`THROTTLE_USER=60/3s\` and \`THROTTLE_LOGIN=${LOGIN.THROTTLE_LOGIN}\` (each run logs
+both users in, more often than the default 10 per 15 minutes allows); the two multi-host deployments also
+with the suite's \`VERIFY_SETTINGS\` (\`THROTTLE_TIMEOUT_MS=5000\`, \`DATABASE_POOL_SIZE=4\`).
+
+**${missed} missed faults and ${alarms} false alarms** in ${runs(at.done)}.
+
+| target | expected | runs | as expected | what the runs found (range over runs; runs per schedule) | median requests | median seconds |
+|---|---|---:|---:|---|---:|---:|
+${table.join('\n')}
+${
+  surprises.length === 0
+    ? ''
+    : `\n## Unexpected verdicts\n\n${surprises
+        .map((s) => `Run ${s.run}, ${s.target}:\n\n\`\`\`\n${s.excerpt}\n\`\`\``)
+        .join('\n\n')}\n`
+}`;
+  await writeFile(RESULTS, text);
+  return text;
+}
+
+function commit(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
 }
 
 await main();
