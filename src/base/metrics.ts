@@ -123,7 +123,9 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionShed: new Counter({
       name: 'paceline_admission_shed_total',
-      help: ADMISSION_SHED_HELP,
+      help:
+        'Requests answered 503 by admission control, by class and reason: full (no room in the queue), ' +
+        'displaced (a higher class took its place), waited (queued past ADMISSION_QUEUE_MS).',
       labelNames: ['class', 'reason'] as const,
       registers,
     }),
@@ -233,11 +235,6 @@ export function methodLabel(method: string): string {
 }
 
 /** The request series' texts and buckets, shared with the primary's door (cluster/primary-metrics.ts). */
-/** Shared with the primary, whose door sheds new connections by the same classes and reasons (cluster/door.ts). */
-export const ADMISSION_SHED_HELP =
-  'Requests answered 503 by admission control (a web worker, or the primary’s door for a new connection), by ' +
-  'class and reason: full (no room in the queue), displaced (a higher class took its place), waited (queued ' +
-  'past ADMISSION_QUEUE_MS).';
 export const HTTP_REQUESTS_HELP =
   'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and status code.';
 export const HTTP_DURATION_HELP =

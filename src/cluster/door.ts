@@ -2,15 +2,6 @@ import type { Worker } from 'node:cluster';
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import {
-  Admission,
-  LEVEL_NAMES,
-  SHED_BODY,
-  STANDING_AFTER_MS,
-  shedRetryAfterS,
-  type Level,
-  type ShedReason,
-} from '../edge/admission.js';
 import { BASE_FIELDS, JSON_TYPE } from '../edge/answer.js';
 import { CLIENT_ID, createRequestIds } from '../edge/request-context.js';
 import { CONNECTION } from '../server/server.js';
@@ -18,7 +9,7 @@ import { FirstRequest } from './first-request.js';
 import type { Config } from '../settings/config.js';
 
 /** How the door saw one connection, for the metrics: a probe it answered, handed to a worker, or refused. */
-export type DoorOutcome = 'health' | 'handed' | 'shed' | 'unavailable' | 'timeout' | 'dropped';
+export type DoorOutcome = 'health' | 'handed' | 'unavailable' | 'timeout' | 'dropped';
 
 export interface DoorParts {
   config: Pick<
@@ -29,28 +20,21 @@ export interface DoorParts {
     | 'HTTP_REQUEST_TIMEOUT_MS'
     | 'HTTP_MAX_CONNECTIONS'
     | 'BODY_LIMIT_BYTES'
-    | 'ADMISSION_CONTROL'
-    | 'ADMISSION_QUEUE_MS'
-    | 'ADMISSION_QUEUE_SIZE'
   >;
   logger: Logger;
   /** The web workers that take connections now: ready and not draining (supervisor.ts). */
   serving(): Worker[];
   /** Counts what it did with a connection; a probe it answered also as a request (metrics-hub.ts). */
   count?(outcome: DoorOutcome, probe?: { method: string; status: number; seconds: number }): void;
-  /** Counts a new connection the door shed, by its class and why (metrics-hub.ts). */
-  countShed?(level: Level, reason: ShedReason): void;
 }
 
 const LIVE_BODY = Buffer.from(JSON.stringify({ status: 'ok' }));
-const DOWN_BODY = SHED_BODY;
+const DOWN_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
 /** The workers' own text for a request past its timeout (src/server/client-errors.ts). */
 const TIMEOUT_BODY = Buffer.from(JSON.stringify({ detail: 'Request timeout.' }));
 const HEALTH_LINE = /^(GET|HEAD) \/healthz(\?[^ ]*)? HTTP\/1\.[01]\r\n/;
 const nextId = createRequestIds();
 const REASONS = { 200: 'OK', 408: 'Request Timeout', 503: 'Service Unavailable' } as const;
-/** One log line per class and reason at most this often, with the number shed since the last. */
-const SHED_LOG_EVERY_MS = 60_000;
 
 /**
  * The host's door (docs/throttling.md "Past capacity: admission and shedding"): the primary accepts every
@@ -61,13 +45,6 @@ const SHED_LOG_EVERY_MS = 60_000;
  * (a client sends nothing more before its answer, so nothing is in flight while the socket changes hands).
  * A connection that arrives while no worker serves (a start, a crash) waits for one, up to
  * HTTP_HEADERS_TIMEOUT_MS, then gets 503.
- *
- * Node passes a worker one socket at a time and waits until the worker takes it, which a saturated worker does
- * once per turn of its event loop: past capacity, new connections would queue here for seconds. With
- * ADMISSION_CONTROL=on they wait in the door's own admission instead (edge/admission.ts, by the class the first
- * request's head tells, `classOf`): at most one hand-over on its way per serving worker, the highest class first,
- * and a connection that waited longer than the burst allowance (STANDING_AFTER_MS, or ADMISSION_QUEUE_MS if
- * longer) is answered 503 here, as a worker sheds, and closed. A request that needs a worker to answer about health (`/readyz`) is never shed.
  */
 export class Door {
   readonly #server: Server;
@@ -78,12 +55,6 @@ export class Door {
   #next = 0;
   /** Hand-overs sent to each worker and not yet taken. */
   readonly #pending = new WeakMap<Worker, number>();
-  /** New connections waiting for a worker to take them (ADMISSION_CONTROL=on), at most one per serving worker. */
-  readonly #admission: Admission | undefined;
-  /** The serving workers as of the last connection routed. */
-  #workers: Worker[] = [];
-  /** Per class and reason: when the last shed line was logged, and how many were shed since. */
-  readonly #shedLog = new Map<string, { at: number; count: number }>();
   /** Where it listens, once it does. */
   address: { host: string; port: number } | undefined;
 
@@ -92,23 +63,6 @@ export class Door {
     this.#server = createServer({ pauseOnConnect: true, noDelay: true }, (socket) => this.#accept(socket));
     // Connections still being read here; each worker bounds the ones it was handed by the same setting.
     this.#server.maxConnections = parts.config.HTTP_MAX_CONNECTIONS;
-    const { ADMISSION_CONTROL, ADMISSION_QUEUE_MS, ADMISSION_QUEUE_SIZE } = parts.config;
-    const workers = () => this.#workers;
-    this.#admission =
-      ADMISSION_CONTROL === 'on'
-        ? new Admission(
-            {
-              get value() {
-                return Math.max(1, workers().length);
-              },
-              sample() {},
-            },
-            // A hand-over costs a worker little: the door sheds only a connection that waited out the burst
-            // allowance, never one that waited a standing queue's short target (a burst of new clients at a
-            // latency spike is served late, not refused).
-            { queueSize: ADMISSION_QUEUE_SIZE, queueMs: Math.max(ADMISSION_QUEUE_MS, STANDING_AFTER_MS) },
-          )
-        : undefined;
   }
 
   /** Listens on PORT; fails with the setting named, as a port taken by another process does at start. */
@@ -149,9 +103,7 @@ export class Door {
     if (!this.#server.listening) return;
     this.#server.close();
     const until = performance.now() + withinMs;
-    const queued = () => this.#admission?.queued ?? 0;
-    while ((this.#reading.size > 0 || queued() > 0) && performance.now() < until) await sleep(20);
-    this.#admission?.close();
+    while (this.#reading.size > 0 && performance.now() < until) await sleep(20);
     for (const socket of this.#reading) socket.destroy();
     for (const { socket, timer } of this.#waiting) {
       clearTimeout(timer);
@@ -209,7 +161,7 @@ export class Door {
       const method = head.subarray(0, 4).toString('latin1') === 'HEAD' ? 'HEAD' : 'GET';
       return this.#parts.count?.('health', { method, status, seconds: (performance.now() - startedAt) / 1000 });
     }
-    if (serving) return this.#admit(socket, head, workers);
+    if (serving) return this.#handOver(socket, head, workers);
     const timer = setTimeout(() => {
       this.#waiting.delete(waiting);
       this.#parts.count?.('unavailable');
@@ -233,44 +185,9 @@ export class Door {
     return chosen;
   }
 
-  /** Hands the connection over now, or through the door's admission (ADMISSION_CONTROL=on). */
-  #admit(socket: Socket, head: Buffer, workers: Worker[]): void {
-    const level = classOf(head);
-    const admission = this.#admission;
-    if (admission === undefined || level === 'health') return this.#handOver(socket, head, workers);
-    this.#workers = workers;
-    admission.admit({
-      level,
-      queuedAt: performance.now(),
-      start: () => this.#handOver(socket, head, this.#workers, () => admission.finish(0, 0)),
-      shed: (reason) => this.#shed(socket, head, level, reason),
-      gone: () => socket.destroyed,
-    });
-  }
-
-  #shed(socket: Socket, head: Buffer, level: Level, reason: ShedReason): void {
-    if (socket.destroyed) return this.#parts.count?.('dropped');
-    this.#parts.count?.('shed');
-    this.#parts.countShed?.(level, reason);
-    answer(socket, head, 503, DOWN_BODY, shedRetryAfterS());
-    const key = `${LEVEL_NAMES[level]} ${reason}`;
-    const now = Date.now();
-    const line = this.#shedLog.get(key) ?? { at: -Infinity, count: 0 };
-    line.count += 1;
-    this.#shedLog.set(key, line);
-    if (now - line.at < SHED_LOG_EVERY_MS) return;
-    this.#parts.logger.warn(
-      { class: LEVEL_NAMES[level], reason, shed: line.count, queued: this.#admission?.queued },
-      'the door shed new connections (503): no web worker took them within a second',
-    );
-    Object.assign(line, { at: now, count: 0 });
-  }
-
-  /** `taken` is told once the socket is on its way to the worker (or could not be), whichever comes first. */
-  #handOver(socket: Socket, head: Buffer, workers: Worker[], taken?: () => void): void {
+  #handOver(socket: Socket, head: Buffer, workers: Worker[]): void {
     if (workers.length === 0 || socket.destroyed) {
       this.#parts.count?.('dropped');
-      taken?.();
       return void socket.destroy();
     }
     // Whatever the socket read meanwhile goes with it.
@@ -279,51 +196,20 @@ export class Door {
     const worker = this.#choose(workers);
     this.#parts.count?.('handed');
     this.#pending.set(worker, (this.#pending.get(worker) ?? 0) + 1);
-    let done = false;
-    const settle = () => {
-      if (done) return;
-      done = true;
-      if (taken) worker.off('exit', settle);
-      this.#pending.set(worker, Math.max(0, (this.#pending.get(worker) ?? 1) - 1));
-      taken?.();
-    };
-    // A worker that exits before it takes the socket frees its place in the door's admission all the same (at
-    // most two such hand-overs per worker at a time: the door's admission bounds them).
-    if (taken) worker.once('exit', settle);
     worker.send({ type: CONNECTION, head: head.toString('base64') }, socket, (error: Error | null) => {
+      this.#pending.set(worker, Math.max(0, (this.#pending.get(worker) ?? 1) - 1));
       if (error) socket.destroy();
-      settle();
     });
   }
 }
 
-const DOCS_PATH = /^\/api\/(schema|docs)\//;
-const PROBE_PATH = /^\/(readyz|healthz)(\?|$)/;
-
-/**
- * A new connection's class for the door's admission, from its first request's head as the workers classify by
- * the route (src/api/app.ts `classifyRequests`): `/readyz` (and a `/healthz` the door does not answer itself) is a probe, never shed; docs and schema; anonymous
- * without `Authorization`; an authenticated read (GET, HEAD, OPTIONS); an authenticated write.
- */
-export function classOf(head: Buffer): Level | 'health' {
-  const text = head.toString('latin1', 0, Math.min(head.length, 8_192));
-  const line = /^([A-Z]+) (\S+)/.exec(text);
-  const method = line?.[1] ?? 'GET';
-  const path = line?.[2] ?? '/';
-  if (PROBE_PATH.test(path)) return 'health';
-  if (DOCS_PATH.test(path)) return 0;
-  const end = text.indexOf('\r\n\r\n');
-  if (!/\r\nauthorization:/i.test(end === -1 ? text : text.slice(0, end))) return 1;
-  return method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 2 : 3;
-}
-
 /** Writes a probe's or a refusal's answer as the app writes its own (edge/answer.ts), then closes. */
-function answer(socket: Socket, head: Buffer, status: 200 | 408 | 503, body: Buffer, retryAfterS = 1): void {
+function answer(socket: Socket, head: Buffer, status: 200 | 408 | 503, body: Buffer): void {
   const given = /\r\nx-request-id:[ \t]*([^\r\n]*)/i.exec(head.toString('latin1'))?.[1]?.trim() ?? '';
   const requestId = CLIENT_ID.test(given) ? given : nextId();
   const headOnly = head.subarray(0, 5).toString('latin1') === 'HEAD ';
   const fields = ['X-Request-Id', requestId, ...BASE_FIELDS, ...JSON_TYPE, 'Content-Length', String(body.length)];
-  if (status === 503) fields.push('Retry-After', String(retryAfterS));
+  if (status === 503) fields.push('Retry-After', '1');
   if (status === 200) fields.push('Allow', 'GET, HEAD, OPTIONS');
   fields.push('Date', new Date().toUTCString(), 'Connection', 'close');
   let text = `HTTP/1.1 ${status} ${REASONS[status]}\r\n`;

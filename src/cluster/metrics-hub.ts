@@ -9,7 +9,6 @@ import type { ChildRole } from './supervisor.js';
 import type { WatchedScope } from '../throttle/throttle-watch.js';
 import { mergeWatched, type HostTop } from './top-clients-merge.js';
 import type { DoorOutcome } from './door.js';
-import { LEVEL_NAMES, type Level, type ShedReason } from '../edge/admission.js';
 import { createPrimaryMetrics, type PrimaryMetrics } from './primary-metrics.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
@@ -83,11 +82,6 @@ export class MetricsHub {
     if (!probe) return;
     this.#own.httpRequests.inc({ method: probe.method, route: '/healthz', status: String(probe.status) });
     this.#own.httpDuration.observe({ method: probe.method, route: '/healthz' }, probe.seconds);
-  }
-
-  /** Counts a new connection the door shed (503), in the workers' series of sheds. */
-  countDoorShed(level: Level, reason: ShedReason): void {
-    this.#own.admissionShed.inc({ class: LEVEL_NAMES[level], reason });
   }
 
   /** Counts a settings reload, applied or refused. */

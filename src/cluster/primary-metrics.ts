@@ -6,7 +6,7 @@
  * them to every exposition.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ADMISSION_SHED_HELP, HTTP_DURATION_BUCKETS, HTTP_DURATION_HELP, HTTP_REQUESTS_HELP } from '../base/metrics.js';
+import { HTTP_DURATION_BUCKETS, HTTP_DURATION_HELP, HTTP_REQUESTS_HELP } from '../base/metrics.js';
 import type { DoorOutcome } from './door.js';
 import type { ChildRole } from './supervisor.js';
 
@@ -47,16 +47,8 @@ export function createPrimaryMetrics(topWindowMs: number) {
       registers,
       help:
         "Connections the primary's door took on PORT (CONNECTION_DOOR=primary), by outcome: health (a liveness " +
-        'probe answered by the primary), handed (to a web worker), shed (503: no worker took it within ' +
-        'the burst allowance, 1 s), unavailable (503: no worker served in time), ' +
+        'probe answered by the primary), handed (to a web worker), unavailable (503: no worker served in time), ' +
         'timeout (408: the first request did not arrive in time), dropped (closed while handed over).',
-    }),
-    // The connections the door sheds, in the same series as the workers' sheds (summed by the hub).
-    admissionShed: new Counter({
-      name: 'paceline_admission_shed_total',
-      labelNames: ['class', 'reason'] as const,
-      registers,
-      help: ADMISSION_SHED_HELP,
     }),
     // The probes the door answers, in the same series as the children's answers (summed by the hub).
     httpRequests: new Counter({
@@ -81,7 +73,7 @@ export function createPrimaryMetrics(topWindowMs: number) {
   metrics.topWindow.set(topWindowMs / 1000);
   for (const role of ['web', 'jobs'] satisfies ChildRole[]) metrics.restarts.inc({ role }, 0);
   for (const outcome of ['applied', 'refused']) metrics.reloads.inc({ outcome }, 0);
-  for (const outcome of ['health', 'handed', 'shed', 'unavailable', 'timeout', 'dropped'] satisfies DoorOutcome[])
+  for (const outcome of ['health', 'handed', 'unavailable', 'timeout', 'dropped'] satisfies DoorOutcome[])
     metrics.doorConnections.inc({ outcome }, 0);
   return metrics;
 }

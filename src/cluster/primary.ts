@@ -39,7 +39,6 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
           logger,
           serving: () => supervisor?.serving() ?? [],
           count: (outcome, probe) => hub?.countDoor(outcome, probe),
-          countShed: (level, reason) => hub?.countDoorShed(level, reason),
         })
       : undefined;
   await claimHost(config, life, door);

@@ -1,5 +1,3 @@
-import type { ConcurrencyLimit } from './admission.js';
-
 /**
  * How many requests a web worker lets run at once, learnt from their latency alone: Netflix's
  * Gradient2 (concurrency-limits), chosen over Vegas, which needs the minimum latency of an idle
@@ -34,7 +32,7 @@ const SMOOTHING = 0.2;
 const UPDATE_MS = 100;
 const MIN_SAMPLES = 5;
 
-export class AdaptiveLimit implements ConcurrencyLimit {
+export class AdaptiveLimit {
   readonly #min: number;
   readonly #max: number;
   #limit: number;

@@ -2,15 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { Config } from '../settings/config.js';
 import type { Metrics } from '../base/metrics.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
-import {
-  Admission,
-  LEVEL_NAMES,
-  SHED_BODY,
-  SHED_REASONS,
-  shedRetryAfterS,
-  type Level,
-  type ShedReason,
-} from './admission.js';
+import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
 import { JSON_TYPE, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
 
 /** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
@@ -31,6 +23,7 @@ export interface EdgeParts {
   >;
 }
 
+const SHED_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
 const LIVE_BODY = Buffer.from(JSON.stringify({ status: 'ok' }));
 
 /**
@@ -112,7 +105,7 @@ function shedRequest(
 ): void {
   if (res.headersSent || req.socket.destroyed) return;
   const requestId = parts.recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
-  const retryAfterS = shedRetryAfterS();
+  const retryAfterS = 1 + Math.floor(Math.random() * 3);
   const name = LEVEL_NAMES[route.level];
   parts.metrics.admissionShed.labels({ class: name, reason }).inc();
   const refusal = { scope: 'admission', client: `${name} ${reason}`, retryAfterS, local: true };

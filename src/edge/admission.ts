@@ -1,3 +1,5 @@
+import type { AdaptiveLimit } from './adaptive-limit.js';
+
 /**
  * A request's class, from first shed to last: 0 docs and schema, 1 anonymous, 2 authenticated
  * reads, 3 authenticated writes. Health probes have none: they are never shed.
@@ -16,14 +18,6 @@ const SHARE: readonly number[] = [0.5, 0.75, 0.9, 1];
 export const SHED_REASONS = ['full', 'displaced', 'waited'] as const;
 export type ShedReason = (typeof SHED_REASONS)[number];
 
-/** DRF's text for a service unavailable: a shed request's answer, from a worker or the primary's door. */
-export const SHED_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
-
-/** A shed request's `Retry-After`: 1 to 3 s, spread so that the shed do not all come back together. */
-export function shedRetryAfterS(): number {
-  return 1 + Math.floor(Math.random() * 3);
-}
-
 /** A request waiting for its turn: started, shed, or dropped when its client left meanwhile. */
 export interface Waiter {
   level: Level;
@@ -34,12 +28,6 @@ export interface Waiter {
   gone(): boolean;
   /** Called when a waiter leaves the queue, however it left. */
   left?(): void;
-}
-
-/** How many may be in progress at once, and what it learns from each that ended (adaptive-limit.ts). */
-export interface ConcurrencyLimit {
-  readonly value: number;
-  sample(durationMs: number, inFlight: number, now: number): void;
 }
 
 export interface AdmissionSettings {
@@ -71,7 +59,7 @@ export class Admission {
   #sweeper: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly limit: ConcurrencyLimit,
+    readonly limit: AdaptiveLimit,
     private readonly settings: AdmissionSettings,
     private readonly now: () => number = () => performance.now(),
   ) {

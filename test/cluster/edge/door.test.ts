@@ -209,39 +209,6 @@ test('with every web worker stopped, probes turn 503 once they have been silent 
   assert.is((await request(cluster.base, 'GET', '/api/tasks/', { token })).status, 200);
 });
 
-test('while no worker takes connections, the door sheds new ones with a spread 503 and probes stay 200', async () => {
-  // Stopped workers take no socket: each holds the one or two already on their way, the rest wait in the door's
-  // admission and are shed after its burst allowance (1 s), well before the workers' 5 s of silence.
-  const workers = webWorkers();
-  assert.is(workers.length, 2);
-  const anonymous = 'GET /api/tasks/?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
-  let answers: { status: number; text: string }[] = [];
-  let probe = 0;
-  for (const pid of workers) process.kill(pid, 'SIGSTOP');
-  try {
-    const sent = Promise.all(Array.from({ length: 8 }, () => raw(anonymous, 1, 0, 2_000)));
-    await sleep(1_300);
-    probe = (await raw(HEALTH, 1, 0, 1_000)).status;
-    answers = await sent;
-  } finally {
-    for (const pid of workers) process.kill(pid, 'SIGCONT');
-  }
-  assert.is(probe, 200, 'a probe is answered by the door while the workers are stopped');
-  const shed = answers.filter((a) => a.status === 503);
-  assert.ok(shed.length >= 4, `shed: ${answers.map((a) => a.status).join(' ')}`);
-  for (const { text } of shed) {
-    assert.match(text, /\r\nRetry-After: [123]\r\n/i);
-    assert.match(text, /\r\nConnection: close\r\n/i);
-    assert.ok(text.endsWith('{"detail":"Service temporarily unavailable, try again later."}'), text);
-  }
-  const { samples } = await scrape(cluster.metricsBase);
-  const value = (name: string, labels: Record<string, string>) =>
-    samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value ?? 0;
-  assert.ok(value('paceline_door_connections_total', { outcome: 'shed' }) >= shed.length);
-  assert.ok(value('paceline_admission_shed_total', { class: 'anonymous', reason: 'waited' }) >= shed.length);
-  assert.is((await request(cluster.base, 'GET', '/api/tasks/', { token })).status, 200);
-});
-
 test('the door counts what it did, and its probes in the request series', async () => {
   const { samples } = await scrape(cluster.metricsBase);
   const door = (outcome: string) =>
