@@ -23,6 +23,9 @@ export interface ConnectOptions {
   answerDeadlineMs?: number;
 }
 
+/** How long a pool keeps a connection no query has used: long enough to span a quiet spell. */
+export const IDLE_CONNECTION_MS = 300_000;
+
 /** Opens a pooled kysely handle. `destroy()` on it closes the pool. */
 export function connectDatabase(
   url: string,
@@ -35,6 +38,9 @@ export function connectDatabase(
     max: poolSize,
     application_name: applicationName,
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+    // pg's default closes a connection idle for 10 s: after a quiet spell, the next burst opened the whole pool
+    // again (each with its SCRAM exchange) and stalled half a second (docs/scaling.md "Sizing").
+    idleTimeoutMillis: IDLE_CONNECTION_MS,
     ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),
   });
   pool.on('error', () => {
