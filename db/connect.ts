@@ -24,7 +24,7 @@ export interface ConnectOptions {
 }
 
 /** How long a pool keeps a connection no query has used: long enough to span a quiet spell. */
-export const IDLE_CONNECTION_MS = 300_000;
+const IDLE_CONNECTION_MS = 300_000;
 
 /** Opens a pooled kysely handle. `destroy()` on it closes the pool. */
 export function connectDatabase(

@@ -81,6 +81,14 @@ ensure_nginx() {
   paceline_require nginx nginx-light "npm run verify:zoo"
 }
 
+# Everything the verify zoo starts (ops/verify-zoo/), for npm run verify:zoo and npm run bench:verify.
+ensure_zoo_tools() {
+  ensure_node_modules
+  ensure_nginx
+  ensure_haproxy
+  ensure_redis_server --always
+}
+
 # wrk: the HTTP load generator of npm run bench.
 ensure_wrk() {
   paceline_require wrk wrk "npm run bench"

@@ -4,8 +4,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 source ops/ensure-tools.sh
-ensure_node_modules
-ensure_nginx
-ensure_haproxy
-ensure_redis_server --always
+ensure_zoo_tools
 exec node --import tsx ops/bench/verify-repeat.ts "$@"

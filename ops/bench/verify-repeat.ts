@@ -18,13 +18,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SCHEDULES } from '../../clients/verify/checks/limits-schedule.js';
-import { findFreePort } from '../../src/embedded/ports.js';
 import { MEMBERS } from '../verify-zoo/zoo.js';
-import { startCluster } from '../../test/fixtures/cluster.js';
-import { startHaproxy } from '../../test/fixtures/haproxy.js';
 import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/fixtures/verify-host.js';
-import { startRedisCluster } from '../../test/helpers/redis-cluster.js';
-import { testStoresEnv } from '../../test/helpers/test-stores-env.js';
 import type * as VerifyPaceline from '../../test/helpers/verify-paceline.js';
 import { runVerify, startFaulty, type VerifyRun } from '../../test/helpers/verify.js';
 import { startStores, type TestStores } from '../../test/runner/stores.js';
@@ -92,27 +87,7 @@ const TARGETS: Target[] = [
     expect: 'holds',
     async start(scratch) {
       const { helpers } = await testStores(scratch);
-      const database = await helpers.databaseWithUsers('verify-balanced');
-      const shared = { ...testStoresEnv('verify-balanced', database.url), ...helpers.VERIFY_SETTINGS, ...LOGIN };
-      const hosts = await Promise.all(
-        ['h1', 'h2'].map(async (name) =>
-          startCluster(
-            { ...shared, WEB_CONCURRENCY: '1', PORT: String(await findFreePort()), DATA_DIR: join(scratch, name) },
-            180_000,
-            'tsx',
-          ),
-        ),
-      );
-      const balancer = await startHaproxy(
-        scratch,
-        hosts.map((host, i) => ({ name: `host${i + 1}`, address: `127.0.0.1:${host.port}` })),
-      );
-      const stop = async () => {
-        await balancer.stop();
-        await Promise.allSettled(hosts.map((host) => host.stop()));
-        await database.drop();
-      };
-      return { base: balancer.base, args: VERIFY_USER_ARGS, stop };
+      return { ...(await helpers.startBalanced(LOGIN, 'tsx')), args: VERIFY_USER_ARGS };
     },
   },
   {
@@ -121,26 +96,7 @@ const TARGETS: Target[] = [
     expect: 'holds',
     async start(scratch) {
       const { helpers } = await testStores(scratch);
-      const [cluster, database] = await Promise.all([
-        startRedisCluster(join(scratch, 'redis-cluster'), { masters: 3 }),
-        helpers.databaseWithUsers('verify-clustered'),
-      ]);
-      const env = {
-        ...testStoresEnv('verify-clustered', database.url),
-        ...helpers.VERIFY_SETTINGS,
-        ...LOGIN,
-        REDIS_URL: '',
-        REDIS_CLUSTER_NODES: cluster.seeds,
-        WEB_CONCURRENCY: '2',
-        DATA_DIR: join(scratch, 'clustered'),
-      };
-      const host = await startCluster(env, 180_000, 'tsx');
-      const stop = async () => {
-        await host.stop();
-        await cluster.stop();
-        await database.drop();
-      };
-      return { base: host.base, args: VERIFY_USER_ARGS, stop };
+      return { ...(await helpers.startOnRedisCluster(LOGIN, 'tsx')), args: VERIFY_USER_ARGS };
     },
   },
   {
