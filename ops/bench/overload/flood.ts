@@ -1,7 +1,6 @@
-import { Agent } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { newTally, record, summarise, type Outcome, type Summary } from './outcomes.js';
-import { sendRequest } from './send.js';
+import { HttpPool } from './send.js';
 
 export interface FloodRun {
   base: string;
@@ -32,20 +31,20 @@ const RETRY_PAUSE_MS = 100;
  */
 export async function runFlood(run: FloodRun): Promise<FloodResult> {
   const tally = newTally();
-  const agents: Agent[] = [];
+  const pools: HttpPool[] = [];
   const started = performance.now();
   const deadline = started + run.seconds * 1000;
   let stopped = false;
   let mostOpen = 0;
   let clientsAnswered = 0;
   const client = async () => {
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    agents.push(agent);
+    const pool = new HttpPool(run.base);
+    pools.push(pool);
     let answered = false;
     while (!stopped) {
       const outcome = await new Promise<Outcome>((resolve) => {
         tally.planned += 1;
-        sendRequest(agent, run.base, PAGE_1, performance.now(), run.timeoutMs, resolve);
+        pool.send(PAGE_1, performance.now(), run.timeoutMs, resolve);
       });
       if (stopped) {
         tally.planned -= 1;
@@ -59,12 +58,19 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
       if (outcome === 'error') await sleep(RETRY_PAUSE_MS);
     }
   };
-  const counting = setInterval(() => (mostOpen = Math.max(mostOpen, openSockets(agents))), 250);
+  const counting = setInterval(
+    () =>
+      (mostOpen = Math.max(
+        mostOpen,
+        pools.reduce((open, pool) => open + pool.open, 0),
+      )),
+    250,
+  );
   const clients = Array.from({ length: run.connections }, client);
   await sleep(Math.max(0, deadline - performance.now()));
   stopped = true;
   clearInterval(counting);
-  for (const agent of agents) agent.destroy();
+  for (const pool of pools) pool.destroy();
   await Promise.all(clients);
   return {
     connections: run.connections,
@@ -72,13 +78,4 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
     mostOpen,
     page1: summarise(tally, run.seconds),
   };
-}
-
-/** Connections the agents hold, busy or free. */
-function openSockets(agents: readonly Agent[]): number {
-  let open = 0;
-  for (const agent of agents)
-    for (const pool of [agent.sockets, agent.freeSockets])
-      for (const list of Object.values(pool)) open += list?.length ?? 0;
-  return open;
 }

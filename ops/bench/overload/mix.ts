@@ -1,4 +1,3 @@
-import { Agent } from 'node:http';
 import {
   mergeTallies,
   newTally,
@@ -11,7 +10,7 @@ import {
 } from './outcomes.js';
 import { createConnectionQueue, planArrivals, realClock, runOpenLoop } from '../../../test/fixtures/open-loop.js';
 import { random as seededRandom } from '../../../test/helpers/random.js';
-import { sendRequest, type RequestSpec } from './send.js';
+import { HttpPool, type RequestSpec } from './send.js';
 
 /** The request classes of the mix and their shares of its arrivals. */
 export const CLASSES = [
@@ -71,7 +70,7 @@ export async function runMix(run: MixRun): Promise<MixResult> {
   const weights = CLASSES.map((c) => c.weight);
   const plan = planArrivals({ ratePerS: run.ratePerS, seconds: run.seconds, weights, seed: run.seed });
   const random = seededRandom(run.seed ^ 0x5eed);
-  const agent = new Agent({ keepAlive: true, maxSockets: run.sockets, maxFreeSockets: run.sockets });
+  const pool = new HttpPool(run.base);
   const queue = createConnectionQueue(run.sockets, run.timeoutMs);
   const sweep = setInterval(queue.expireDue, 20);
   const tallies: Tally[] = CLASSES.map(() => newTally());
@@ -95,7 +94,7 @@ export async function runMix(run: MixRun): Promise<MixResult> {
       plannedAt,
       expire: () => settle('unsent'),
       send: (release) =>
-        sendRequest(agent, run.base, spec, plannedAt, run.timeoutMs, (outcome) => {
+        pool.send(spec, plannedAt, run.timeoutMs, (outcome) => {
           release();
           settle(outcome);
         }),
@@ -103,7 +102,7 @@ export async function runMix(run: MixRun): Promise<MixResult> {
   });
   await finished;
   clearInterval(sweep);
-  agent.destroy();
+  pool.destroy();
   late.sort();
   return {
     classes: tallies.map((tally) => summarise(tally, run.seconds)),

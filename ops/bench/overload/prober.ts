@@ -5,7 +5,7 @@
  * ends it once every probe sent has its outcome (at most PROBE_TIMEOUT_MS later), then `{ drained }` is sent.
  */
 import { PROBE_INTERVAL_MS, PROBE_TIMEOUT_MS, type Probe } from './outcomes.js';
-import { sendRequest } from './send.js';
+import { sendOnce } from './send.js';
 
 let target: string | null = null;
 let stopped = false;
@@ -27,7 +27,7 @@ while (!stopped) {
   if (base !== null) {
     const sentAt = Date.now();
     outstanding += 1;
-    sendRequest(false, base, { method: 'GET', path: '/healthz' }, performance.now(), PROBE_TIMEOUT_MS, (outcome) => {
+    sendOnce(base, { method: 'GET', path: '/healthz' }, performance.now(), PROBE_TIMEOUT_MS, (outcome) => {
       outstanding -= 1;
       if (process.connected) process.send!({ target: base, sentAt, outcome } satisfies Probe);
       drainedIfDone();
