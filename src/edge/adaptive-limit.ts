@@ -26,6 +26,8 @@ const TOLERANCE = 1.5;
  * that is (a baseline counted in requests forgets a saturated event loop within a fraction of a second).
  */
 const LONG_WEIGHT = 0.02;
+/** How many times slower the baseline rises while the worker fills its limit. */
+const BOUND_SLOWER = 10;
 /** How far each update moves the limit toward its new estimate. */
 const SMOOTHING = 0.2;
 /** The limit is updated every UPDATE_MS, from the requests that finished in it (at least MIN_SAMPLES). */
@@ -72,14 +74,19 @@ export class AdaptiveLimit {
     const shortMs = this.#windowSum / this.#windowCount;
     const peak = this.#windowPeak;
     this.#windowSum = this.#windowCount = this.#windowPeak = 0;
-    this.#longMs = this.#longMs === 0 ? shortMs : this.#longMs + (shortMs - this.#longMs) * LONG_WEIGHT;
+    // A worker that fills its limit is where a longer latency is the limit's doing: there the baseline rises ten
+    // times slower (it still falls at once), or it would follow an overload up, and the limit with it (Gradient2's
+    // drift: at 6,000 requests/s of the overload bench's mix, the host's limit went from 151 to 263 in 10 s).
+    const bound = peak >= this.#limit / 2;
+    const weight = bound && shortMs > this.#longMs ? LONG_WEIGHT / BOUND_SLOWER : LONG_WEIGHT;
+    this.#longMs = this.#longMs === 0 ? shortMs : this.#longMs + (shortMs - this.#longMs) * weight;
     // A baseline far above now (the load has passed): let it come down quickly rather than over 5 s.
     if (this.#longMs / shortMs > 2) this.#longMs *= 0.95;
     const gradient = clamp((TOLERANCE * this.#longMs) / Math.max(shortMs, 0.001), 0.5, 1);
     // A worker that did not use half its limit learns nothing about its capacity, either way: its requests were
     // not held back by the limit, so a slower one is not the limit's doing (a step of load while the baseline
     // still remembers a quieter host), and shrinking a limit nobody reaches would only shed the next burst.
-    if (peak < this.#limit / 2) return;
+    if (!bound) return;
     const estimate = this.#limit * gradient + Math.sqrt(this.#limit);
     this.#limit = clamp(this.#limit * (1 - SMOOTHING) + estimate * SMOOTHING, this.#min, this.#max);
   }

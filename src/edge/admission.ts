@@ -37,8 +37,9 @@ export interface AdmissionSettings {
 }
 
 /**
- * CoDel's interval: a queue that has not emptied for this long is standing, and its requests are
- * shed past `queueMs`; before that, a burst may wait up to this long.
+ * CoDel's interval: a queue the worker has not emptied (by starting what waited, not by shedding it)
+ * for this long is standing, and its requests are shed past `queueMs`; before that, a burst may
+ * wait up to this long.
  */
 export const STANDING_AFTER_MS = 1_000;
 
@@ -46,15 +47,16 @@ export const STANDING_AFTER_MS = 1_000;
  * One web worker's admission: at most `limit` requests in progress (each class its SHARE of it),
  * the rest in a short queue per class, highest class first when a slot frees. A full queue sheds
  * the newest of a lower class to make room, else the newcomer. As CoDel does (in the form servers
- * use): while the queue empties now and then, a burst may wait up to STANDING_AFTER_MS; once it has
- * not emptied for that long it is a standing backlog, and a request that waited past `queueMs` is
- * shed rather than served late. One whose client left is dropped before any work.
+ * use): while the worker empties its queue now and then, a burst may wait up to STANDING_AFTER_MS;
+ * once it has not for that long it is a standing backlog, and a request that waited past `queueMs`
+ * is shed rather than served late, until the worker catches up again. A class whose oldest waiter
+ * is past `queueMs` is served newest first. One whose client left is dropped before any work.
  */
 export class Admission {
   #inFlight = 0;
   readonly #queues: Waiter[][] = [[], [], [], []];
   #queued = 0;
-  /** When the queue was last empty. */
+  /** When the worker last caught up: a request started with none waiting, or the queue emptied by starting. */
   #emptyAt: number;
   #sweeper: NodeJS.Timeout | undefined;
 
@@ -117,23 +119,33 @@ export class Admission {
   }
 
   #drain(): void {
+    let caughtUp = false;
     for (let level = 3; level >= 0; level -= 1) {
       const queue = this.#queues[level]!;
       while (queue.length > 0 && this.#fits(level as Level)) {
-        const waiter = queue.shift()!;
+        // Once its oldest has waited past queueMs, a class's queue is not keeping up: the newest goes first, so what
+        // is served has hardly waited, and the oldest wait for the sweep's verdict (Facebook's adaptive LIFO).
+        const waiter = this.now() - queue[0]!.queuedAt > this.settings.queueMs ? queue.pop()! : queue.shift()!;
         this.#queued -= 1;
         waiter.left?.();
+        caughtUp = false;
         if (waiter.gone()) continue;
         if (this.now() - waiter.queuedAt > this.#patience()) waiter.shed('waited');
-        else this.#start(waiter);
+        else {
+          this.#start(waiter);
+          caughtUp = this.#queued === 0;
+        }
       }
     }
+    // Only a queue the worker emptied by starting its requests ends a standing backlog; one emptied by shedding
+    // them has not caught up, and would otherwise let the next second's requests wait as a burst's may.
+    if (caughtUp) this.#emptyAt = this.now();
     if (this.#queued === 0) this.#stopSweeper();
   }
 
   /** How long a queued request may wait now: `queueMs` in a standing queue, STANDING_AFTER_MS in a burst. */
   #patience(): number {
-    const standing = this.#queued > 0 && this.now() - this.#emptyAt > STANDING_AFTER_MS;
+    const standing = this.now() - this.#emptyAt > STANDING_AFTER_MS;
     return standing ? this.settings.queueMs : Math.max(STANDING_AFTER_MS, this.settings.queueMs);
   }
 
@@ -154,7 +166,6 @@ export class Admission {
   }
 
   #stopSweeper(): void {
-    this.#emptyAt = this.now();
     clearInterval(this.#sweeper);
     this.#sweeper = undefined;
   }

@@ -50,6 +50,23 @@ Limit('when requests get slower than 1.5x their baseline, the limit comes down, 
   assert.ok(limit.value >= 4, `never under the minimum: ${limit.value}`);
 });
 
+Limit('under a sustained overload the limit stays down: the baseline does not follow the slower requests up', () => {
+  const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 40 });
+  const clock = { t: 0 };
+  feed(limit, 1_000, 20, (value) => value, clock);
+  feed(limit, 20_000, 200, (value) => value, clock); // 20 s of requests ten times slower, the limit always full
+  assert.ok(limit.value <= 12, `limit ${limit.value}, baseline ${limit.baselineMs.toFixed(0)} ms`);
+});
+
+Limit('a worker that does not fill its limit learns a slower baseline within seconds', () => {
+  const limit = new AdaptiveLimit({ min: 4, max: 64, initial: 40 });
+  const clock = { t: 0 };
+  feed(limit, 1_000, 20, () => 5, clock);
+  feed(limit, 20_000, 200, () => 5, clock);
+  assert.ok(limit.baselineMs > 190, `baseline ${limit.baselineMs.toFixed(0)} ms`);
+  assert.is(limit.value, 40);
+});
+
 const Queue = suite('admission: the queue, its classes and its deadline');
 
 interface Probe {
@@ -96,21 +113,75 @@ Queue(
   },
 );
 
-Queue('a burst may wait up to a second; in a queue that has not emptied for a second, past queueMs is shed', () => {
+/** Lets the queue's sweeper (every queueMs / 4 of real time) run once at least. */
+const sweep = () => new Promise((resolve) => setTimeout(resolve, 60));
+
+Queue(
+  'a burst may wait up to a second; in a queue that has not emptied for a second, past queueMs is shed',
+  async () => {
+    const now = { t: 0 };
+    const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
+    const { events, waiter } = probe();
+    admission.admit(waiter('running', 3));
+    admission.admit(waiter('burst', 2, 0));
+    now.t = 500;
+    admission.finish(500, 1);
+    assert.equal(events, ['start running', 'start burst'], 'a burst: 500 ms of wait is served');
+    admission.admit(waiter('left', 3, 500, () => true));
+    admission.admit(waiter('slow', 2, 500));
+    now.t = 1_600; // the queue has not emptied since 500: standing
+    admission.admit(waiter('fresh', 2, 1_600));
+    admission.finish(1_100, 1);
+    assert.equal(events.slice(2), ['start fresh'], 'the newest first, once the oldest is past queueMs');
+    await sweep();
+    assert.equal(events.slice(3), ['shed slow waited'], 'the client that left gets neither');
+    admission.close();
+  },
+);
+
+Queue(
+  'a queue emptied by shedding is still standing: the next request waits queueMs at most, not a second',
+  async () => {
+    const now = { t: 0 };
+    const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
+    const { events, waiter } = probe();
+    admission.admit(waiter('running', 3));
+    admission.admit(waiter('a', 2, 0));
+    admission.admit(waiter('b', 2, 0));
+    now.t = 1_200;
+    await sweep();
+    assert.equal(events, ['start running', 'shed b waited', 'shed a waited']);
+    admission.admit(waiter('c', 2, 1_200));
+    now.t = 1_350;
+    admission.finish(1_350, 1);
+    assert.equal(events.slice(3), ['shed c waited'], '150 ms in a backlog the worker never caught up with');
+    admission.admit(waiter('d', 2, 1_350)); // a slot is free and nothing waits: the worker has caught up
+    now.t = 1_400;
+    admission.admit(waiter('e', 2, 1_400));
+    now.t = 1_900;
+    admission.finish(550, 1);
+    assert.equal(events.slice(4), ['start d', 'start e'], 'a burst again: 500 ms of wait is served');
+    admission.close();
+  },
+);
+
+Queue('while its oldest has waited under queueMs a class is served in order; past it, newest first', () => {
   const now = { t: 0 };
   const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
   const { events, waiter } = probe();
   admission.admit(waiter('running', 3));
-  admission.admit(waiter('burst', 2, 0));
-  now.t = 500;
-  admission.finish(500, 1);
-  assert.equal(events, ['start running', 'start burst'], 'a burst: 500 ms of wait is served');
-  admission.admit(waiter('left', 3, 500, () => true));
-  admission.admit(waiter('slow', 2, 500));
-  now.t = 1_600; // the queue has not emptied since 500: standing
-  admission.admit(waiter('fresh', 2, 1_600));
-  admission.finish(1_100, 1);
-  assert.equal(events.slice(2), ['shed slow waited', 'start fresh'], 'the client that left gets neither');
+  admission.admit(waiter('a', 2, 0));
+  admission.admit(waiter('b', 2, 10));
+  now.t = 50;
+  admission.finish(50, 1);
+  assert.equal(events, ['start running', 'start a'], 'in order');
+  admission.admit(waiter('c', 2, 150));
+  now.t = 160;
+  admission.finish(110, 1);
+  assert.equal(events.slice(2), ['start c'], 'b has waited 150 ms: the newest goes first');
+  now.t = 170;
+  admission.finish(10, 1);
+  assert.equal(events.slice(3), ['start b'], 'still within its patience (a burst: a second)');
   admission.close();
 });
 
