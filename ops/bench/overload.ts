@@ -20,7 +20,7 @@ import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload
 import { machineFacts, settingsLine } from './overload/preamble.js';
 import { PROBE_TIMEOUT_MS } from './overload/outcomes.js';
 import { startLoadProcess, startProber, type LoadProcess, type Prober } from './overload/processes.js';
-import { classTable, floodTable, rampTable, scenarioTable } from './overload/report.js';
+import { admissionTable, classTable, floodTable, rampTable, scenarioTable } from './overload/report.js';
 import {
   healthOf,
   REST_MS,
@@ -188,6 +188,13 @@ async function main(): Promise<void> {
     '## Health checks, abandoned work and CPU, by run',
     '',
     scenarioTable(scenarios, scenarios.map(health)),
+    '',
+    '## The learnt limit, second by second (`on`)',
+    '',
+    'Summed over both web workers, read from `/metrics` once a second through each run: `paceline_admission_limit`, ' +
+      '`_in_progress` and `_queued`.',
+    '',
+    admissionTable(scenarios),
     '',
     `## ${connections.toLocaleString('en-US')} keep-alive connections`,
     '',

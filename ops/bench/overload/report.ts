@@ -127,3 +127,23 @@ export function floodTable(floods: readonly FloodScenario[], healths: readonly H
     ]),
   );
 }
+
+/**
+ * The limit each `on` run's workers learnt (their sum), with the requests in progress and queued, once a second:
+ * the limit settling under each load.
+ */
+export function admissionTable(scenarios: readonly MixScenario[]): string {
+  const series = (values: readonly number[]) => values.map((value) => int(value)).join(', ');
+  return table(
+    ['load', 'limit, each second', 'in progress', 'queued'],
+    1,
+    scenarios
+      .filter((scenario) => scenario.mode === 'on')
+      .map(({ label, admission }) => [
+        label,
+        series(admission.map((sample) => sample.limit)),
+        series(admission.map((sample) => sample.inProgress)),
+        series(admission.map((sample) => sample.queued)),
+      ]),
+  );
+}

@@ -2,7 +2,14 @@ import type { FloodResult } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
 import { PROBE_TIMEOUT_MS, quantile, type Probe } from './outcomes.js';
 import { cpuSeconds, type LoadProcess, type Prober } from './processes.js';
-import { serviceCpuSeconds, settle, type Counters, type Instance } from './service.js';
+import {
+  readAdmission,
+  serviceCpuSeconds,
+  settle,
+  type AdmissionSample,
+  type Counters,
+  type Instance,
+} from './service.js';
 
 /** Idle time before each run, once the instance has settled (see `settle`). */
 export const REST_MS = 4_000;
@@ -19,6 +26,8 @@ export interface Measured {
   /** CPU of the load process and of the service (primary and workers) over the run, in % of one core. */
   loadCpuPct: number;
   serviceCpuPct: number;
+  /** The instance's admission gauges once a second through the run (none with admission off). */
+  admission: AdmissionSample[];
 }
 
 export interface MixScenario extends Measured {
@@ -55,7 +64,19 @@ async function measure<T>(bench: Bench, instance: Instance, seconds: number, run
   const before = await settle(() => bench.read(instance), REST_MS);
   const cpuBefore = { load: cpuSeconds(bench.load.pid), service: serviceCpuSeconds(instance) };
   const from = Date.now();
-  const result = await run();
+  const admission: AdmissionSample[] = [];
+  const sampling =
+    instance.mode === 'on'
+      ? setInterval(
+          () =>
+            void readAdmission(instance).then(
+              (sample) => admission.push(sample),
+              () => {},
+            ),
+          1_000,
+        )
+      : undefined;
+  const result = await run().finally(() => clearInterval(sampling));
   const wall = (Date.now() - from) / 1000;
   const loadCpu = cpuSeconds(bench.load.pid) - cpuBefore.load;
   const serviceCpu = serviceCpuSeconds(instance) - cpuBefore.service;
@@ -74,6 +95,7 @@ async function measure<T>(bench: Bench, instance: Instance, seconds: number, run
       delta,
       loadCpuPct: (100 * loadCpu) / wall,
       serviceCpuPct: (100 * serviceCpu) / wall,
+      admission,
     },
   };
 }

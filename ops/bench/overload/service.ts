@@ -90,6 +90,20 @@ export function counterReader(monitor: Kysely<Database>) {
   };
 }
 
+/** The admission gauges of an instance at one moment, summed over its web workers. */
+export interface AdmissionSample {
+  limit: number;
+  inProgress: number;
+  queued: number;
+}
+
+/** Reads `paceline_admission_limit`, `_in_progress` and `_queued` from the instance's `/metrics`. */
+export async function readAdmission(instance: Instance): Promise<AdmissionSample> {
+  const text = await fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text());
+  const gauge = (name: string) => Number(new RegExp(`^paceline_admission_${name} (\\S+)$`, 'm').exec(text)?.[1]);
+  return { limit: gauge('limit'), inProgress: gauge('in_progress'), queued: gauge('queued') };
+}
+
 /**
  * Waits until the instance has finished what it was given: its count of finished requests still for 600 ms
  * (at most 15 s), so that a scenario neither starts on a queue left by the one before nor loses its tail; then
