@@ -82,7 +82,15 @@ export class Admission {
       this.#emptyAt = this.now();
       return this.#start(waiter);
     }
-    if (this.#queued >= this.settings.queueSize) {
+    if (this.#standing() && this.#queued >= Math.min(this.settings.queueSize, this.limit.value)) {
+      // A standing backlog holds no more than may run at once: served newest first, an older waiter would only
+      // be shed later, holding its client's connection until then (docs/throttling.md "Past capacity: admission
+      // and shedding"). The oldest of the lowest class at or below the newcomer's goes now instead.
+      const victim = this.#oldestUpTo(waiter.level);
+      if (!victim) return waiter.shed('full');
+      victim.left?.();
+      victim.shed('full');
+    } else if (this.#queued >= this.settings.queueSize) {
       const victim = this.#newestBelow(waiter.level);
       if (!victim) return waiter.shed('full');
       victim.left?.();
@@ -143,10 +151,14 @@ export class Admission {
     if (this.#queued === 0) this.#stopSweeper();
   }
 
+  /** Whether the worker has not caught up for STANDING_AFTER_MS: its queue is a standing backlog. */
+  #standing(): boolean {
+    return this.now() - this.#emptyAt > STANDING_AFTER_MS;
+  }
+
   /** How long a queued request may wait now: `queueMs` in a standing queue, STANDING_AFTER_MS in a burst. */
   #patience(): number {
-    const standing = this.now() - this.#emptyAt > STANDING_AFTER_MS;
-    return standing ? this.settings.queueMs : Math.max(STANDING_AFTER_MS, this.settings.queueMs);
+    return this.#standing() ? this.settings.queueMs : Math.max(STANDING_AFTER_MS, this.settings.queueMs);
   }
 
   /** Sheds the waiters past their patience and drops those whose client left, even while no slot frees. */
@@ -168,6 +180,17 @@ export class Admission {
   #stopSweeper(): void {
     clearInterval(this.#sweeper);
     this.#sweeper = undefined;
+  }
+
+  #oldestUpTo(level: Level): Waiter | undefined {
+    for (let lower = 0; lower <= level; lower += 1) {
+      const queue = this.#queues[lower]!;
+      if (queue.length > 0) {
+        this.#queued -= 1;
+        return queue.shift();
+      }
+    }
+    return undefined;
   }
 
   #newestBelow(level: Level): Waiter | undefined {

@@ -116,28 +116,24 @@ Queue(
 /** Lets the queue's sweeper (every queueMs / 4 of real time) run once at least. */
 const sweep = () => new Promise((resolve) => setTimeout(resolve, 60));
 
-Queue(
-  'a burst may wait up to a second; in a queue that has not emptied for a second, past queueMs is shed',
-  async () => {
-    const now = { t: 0 };
-    const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
-    const { events, waiter } = probe();
-    admission.admit(waiter('running', 3));
-    admission.admit(waiter('burst', 2, 0));
-    now.t = 500;
-    admission.finish(500, 1);
-    assert.equal(events, ['start running', 'start burst'], 'a burst: 500 ms of wait is served');
-    admission.admit(waiter('left', 3, 500, () => true));
-    admission.admit(waiter('slow', 2, 500));
-    now.t = 1_600; // the queue has not emptied since 500: standing
-    admission.admit(waiter('fresh', 2, 1_600));
-    admission.finish(1_100, 1);
-    assert.equal(events.slice(2), ['start fresh'], 'the newest first, once the oldest is past queueMs');
-    await sweep();
-    assert.equal(events.slice(3), ['shed slow waited'], 'the client that left gets neither');
-    admission.close();
-  },
-);
+Queue('a burst may wait up to a second; a standing backlog holds no more than the limit, oldest shed first', () => {
+  const now = { t: 0 };
+  const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
+  const { events, waiter } = probe();
+  admission.admit(waiter('running', 3));
+  admission.admit(waiter('burst', 2, 0));
+  now.t = 500;
+  admission.finish(500, 1);
+  assert.equal(events, ['start running', 'start burst'], 'a burst: 500 ms of wait is served');
+  admission.admit(waiter('left', 3, 500, () => true));
+  admission.admit(waiter('slow', 2, 500));
+  now.t = 1_600; // the worker has not caught up since 500: standing
+  admission.admit(waiter('fresh', 2, 1_600));
+  assert.equal(events.slice(2), ['shed slow full'], 'over the limit of 1 waiting: the oldest of the lowest class');
+  admission.finish(1_100, 1);
+  assert.equal(events.slice(3), ['start fresh'], 'the client that left gets neither');
+  admission.close();
+});
 
 Queue(
   'a queue emptied by shedding is still standing: the next request waits queueMs at most, not a second',
