@@ -76,7 +76,10 @@ export class Admission {
     return this.#queued;
   }
 
-  /** Starts `waiter` now, queues it, or sheds it (or a lower class's newest waiter in its place). */
+  /**
+   * Starts `waiter` now, queues it, or sheds it, or sheds another waiter in its place: the oldest of the lowest
+   * class in a standing backlog at its limit, a lower class's newest in a full queue.
+   */
   admit(waiter: Waiter): void {
     if (this.#fits(waiter.level) && this.#queued === 0) {
       this.#emptyAt = this.now();
