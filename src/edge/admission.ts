@@ -85,19 +85,16 @@ export class Admission {
       this.#emptyAt = this.now();
       return this.#start(waiter);
     }
-    if (this.#standing() && this.#queued >= Math.min(this.settings.queueSize, this.limit.value)) {
-      // A standing backlog holds no more than may run at once: served newest first, an older waiter would only
-      // be shed later, holding its client's connection until then (docs/throttling.md "Past capacity: admission
-      // and shedding"). The oldest of the lowest class at or below the newcomer's goes now instead.
-      const victim = this.#oldestUpTo(waiter.level);
+    // A standing backlog holds no more than may run at once: served newest first, an older waiter would only be
+    // shed later, holding its client's connection until then (docs/throttling.md "Past capacity: admission and
+    // shedding"), so the oldest of the lowest class at or below the newcomer's goes now instead. A full queue
+    // makes room by shedding a lower class's newest.
+    const standing = this.#standing();
+    if (this.#queued >= (standing ? Math.min(this.settings.queueSize, this.limit.value) : this.settings.queueSize)) {
+      const victim = standing ? this.#takeLowest(waiter.level + 1, 'oldest') : this.#takeLowest(waiter.level, 'newest');
       if (!victim) return waiter.shed('full');
       victim.left?.();
-      victim.shed('full');
-    } else if (this.#queued >= this.settings.queueSize) {
-      const victim = this.#newestBelow(waiter.level);
-      if (!victim) return waiter.shed('full');
-      victim.left?.();
-      victim.shed('displaced');
+      victim.shed(standing ? 'full' : 'displaced');
     }
     this.#queues[waiter.level]!.push(waiter);
     this.#queued += 1;
@@ -185,23 +182,13 @@ export class Admission {
     this.#sweeper = undefined;
   }
 
-  #oldestUpTo(level: Level): Waiter | undefined {
-    for (let lower = 0; lower <= level; lower += 1) {
-      const queue = this.#queues[lower]!;
+  /** Takes a waiter out of the lowest non-empty class under `end`: its newest or its oldest. */
+  #takeLowest(end: number, which: 'newest' | 'oldest'): Waiter | undefined {
+    for (let level = 0; level < end; level += 1) {
+      const queue = this.#queues[level]!;
       if (queue.length > 0) {
         this.#queued -= 1;
-        return queue.shift();
-      }
-    }
-    return undefined;
-  }
-
-  #newestBelow(level: Level): Waiter | undefined {
-    for (let lower = 0; lower < level; lower += 1) {
-      const queue = this.#queues[lower]!;
-      if (queue.length > 0) {
-        this.#queued -= 1;
-        return queue.pop();
+        return which === 'newest' ? queue.pop() : queue.shift();
       }
     }
     return undefined;

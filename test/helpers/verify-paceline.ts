@@ -74,19 +74,32 @@ export async function startBalanced(extra: Record<string, string> = {}, launch?:
     WEB_CONCURRENCY: '1',
     ...extra,
   };
-  const hosts = await Promise.all(
+  const started = await Promise.allSettled(
     ['h1', 'h2'].map(async (name) =>
       startCluster({ ...shared, PORT: String(await findFreePort()), DATA_DIR: join(scratch, name) }, 180_000, launch),
     ),
   );
+  const hosts = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const stopHosts = async () => {
+    await Promise.allSettled(hosts.map((host) => host.stop()));
+    await database.drop();
+  };
+  // A start that fails leaves nothing behind, as startOnRedisCluster's does.
+  const failed = started.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (failed) {
+    await stopHosts();
+    throw failed.reason;
+  }
   const balancer = await startHaproxy(
     scratch,
     hosts.map((host, i) => ({ name: `host${i + 1}`, address: `127.0.0.1:${host.port}` })),
-  );
+  ).catch(async (error: unknown) => {
+    await stopHosts();
+    throw error;
+  });
   const stop = async () => {
     await balancer.stop();
-    await Promise.allSettled(hosts.map((host) => host.stop()));
-    await database.drop();
+    await stopHosts();
   };
   return { base: balancer.base, stop };
 }

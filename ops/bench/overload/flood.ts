@@ -58,14 +58,8 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
       if (outcome === 'error') await sleep(RETRY_PAUSE_MS);
     }
   };
-  const counting = setInterval(
-    () =>
-      (mostOpen = Math.max(
-        mostOpen,
-        pools.reduce((open, pool) => open + pool.open, 0),
-      )),
-    250,
-  );
+  const openConnections = () => pools.reduce((open, pool) => open + pool.open, 0);
+  const counting = setInterval(() => (mostOpen = Math.max(mostOpen, openConnections())), 250);
   const clients = Array.from({ length: run.connections }, client);
   await sleep(Math.max(0, deadline - performance.now()));
   stopped = true;

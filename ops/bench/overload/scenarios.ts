@@ -65,17 +65,12 @@ async function measure<T>(bench: Bench, instance: Instance, seconds: number, run
   const cpuBefore = { load: cpuSeconds(bench.load.pid), service: serviceCpuSeconds(instance) };
   const from = Date.now();
   const admission: AdmissionSample[] = [];
-  const sampling =
-    instance.mode === 'on'
-      ? setInterval(
-          () =>
-            void readAdmission(instance).then(
-              (sample) => admission.push(sample),
-              () => {},
-            ),
-          1_000,
-        )
-      : undefined;
+  const sample = () =>
+    void readAdmission(instance).then(
+      (gauges) => admission.push(gauges),
+      () => {},
+    );
+  const sampling = instance.mode === 'on' ? setInterval(sample, 1_000) : undefined;
   const result = await run().finally(() => clearInterval(sampling));
   const wall = (Date.now() - from) / 1000;
   const loadCpu = cpuSeconds(bench.load.pid) - cpuBefore.load;

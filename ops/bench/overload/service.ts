@@ -81,13 +81,18 @@ export function counterReader(monitor: Kysely<Database>) {
         select coalesce(sum(s.calls), 0) as calls
         from pg_stat_statements s join pg_database d on d.oid = s.dbid
         where d.datname = ${instance.database} and s.query not like '%pg_stat_statements%'`.execute(monitor),
-      fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text()),
+      metricsText(instance),
     ]);
     let completions = 0;
     for (const match of text.matchAll(/^paceline_http_requests_total\{([^}]*)\} (\S+)$/gm))
       if (match[1]!.includes('route="/api/tasks/"')) completions += Number(match[2]);
     return { pgStatements: Number(rows[0]!.calls), completions };
   };
+}
+
+/** The instance's host `/metrics`, as text. */
+function metricsText(instance: Instance): Promise<string> {
+  return fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text());
 }
 
 /** The admission gauges of an instance at one moment, summed over its web workers. */
@@ -99,7 +104,7 @@ export interface AdmissionSample {
 
 /** Reads `paceline_admission_limit`, `_in_progress` and `_queued` from the instance's `/metrics`. */
 export async function readAdmission(instance: Instance): Promise<AdmissionSample> {
-  const text = await fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text());
+  const text = await metricsText(instance);
   const gauge = (name: string) => Number(new RegExp(`^paceline_admission_${name} (\\S+)$`, 'm').exec(text)?.[1]);
   return { limit: gauge('limit'), inProgress: gauge('in_progress'), queued: gauge('queued') };
 }
