@@ -166,7 +166,16 @@ async function untilJobWorkerReports(): Promise<void> {
   }
 }
 
-test.before(async () => {
+// uvu reports a `before` hook that throws as every test failed, without its error (its runner returns from a
+// `finally`): the hook prints its own error first, so that a failed start says why.
+test.before(() =>
+  startAll().catch((error: unknown) => {
+    console.error('prometheus.test.ts: the set-up failed:', error);
+    throw error;
+  }),
+);
+
+async function startAll(): Promise<void> {
   // npm test installs them (ops/ensure-tools.sh); without them these checks fail rather than pass unrun.
   assert.equal(missing, [], 'prometheus and promtool are installed (Debian: apt-get install prometheus)');
   const database = await createTestDatabase('prometheus');
@@ -200,7 +209,7 @@ test.before(async () => {
   await sendCrowd(cluster.port, crowd);
   await untilScraped();
   await sleep(2_500); // a few more scrapes and rule evaluations
-});
+}
 
 test.after(async () => {
   await prometheus?.stop();
