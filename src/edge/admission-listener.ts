@@ -19,7 +19,12 @@ export interface EdgeParts {
   metrics: Metrics;
   config: Pick<
     Config,
-    'ADMISSION_CONTROL' | 'ADMISSION_QUEUE_MS' | 'ADMISSION_QUEUE_SIZE' | 'ADMISSION_LIMIT_MIN' | 'ADMISSION_LIMIT_MAX'
+    | 'ADMISSION_CONTROL'
+    | 'ADMISSION_QUEUE_MS'
+    | 'ADMISSION_QUEUE_SIZE'
+    | 'ADMISSION_LIMIT_MIN'
+    | 'ADMISSION_LIMIT_MAX'
+    | 'BODY_LIMIT_BYTES'
   >;
 }
 
@@ -117,8 +122,13 @@ function shedRequest(
     seconds: 0,
     refusal,
   });
-  // A body the worker will not read: the connection closes after the answer rather than parse it.
-  const body = req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-  const fields = [...JSON_TYPE, 'Retry-After', String(retryAfterS), ...(body ? ['Connection', 'close'] : [])];
+  // A body no larger than the app accepts is read past and the connection kept, as for a throttle refusal: closing
+  // it would make its client connect again, through the host's door, for each shed write. A larger or chunked one
+  // is not read: the connection closes after the answer.
+  const length = req.headers['content-length'];
+  const close =
+    req.headers['transfer-encoding'] !== undefined ||
+    (length !== undefined && !(Number(length) <= parts.config.BODY_LIMIT_BYTES));
+  const fields = [...JSON_TYPE, 'Retry-After', String(retryAfterS), ...(close ? ['Connection', 'close'] : [])];
   writeEdgeAnswer(res, { status: 503, requestId, fields, body: SHED_BODY, allow: route.allow });
 }

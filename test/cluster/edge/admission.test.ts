@@ -167,6 +167,43 @@ test('a queued request whose client left does no work: the write it carried is n
   assert.ok(abandoned >= 1, `abandoned counted: ${abandoned}`);
 });
 
+test('a shed write keeps its connection for the next request; one whose body is chunked is closed', async () => {
+  const held = await holdBothSlots(cluster.port);
+  const queued = [1, 2].map((i) => {
+    const write = post(`queued ${i}`);
+    return send(cluster.port, `queued ${i}`, write.head, write.body);
+  });
+  await sleep(200); // both waiting: the queue (2) is full of writes, so the next write is shed at once
+  const write = post('shed at once');
+  const shed = send(cluster.port, 'shed write', write.head, write.body);
+  const first = await shed.answer;
+  assert.is(first.status, 503, first.text);
+  assert.not.match(first.text, /\r\nConnection: close\r\n/i, 'the connection is kept');
+  // The same connection, once the shed body was read past, carries the next request.
+  const next = new Promise<string>((resolve) => {
+    let text = '';
+    shed.socket.on('data', (chunk: string) => {
+      text += chunk;
+      if (/\{"status":"ok"\}$/.test(text)) resolve(text);
+    });
+    shed.socket.on('close', () => resolve(text));
+  });
+  shed.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  assert.match(await next, /^HTTP\/1\.1 200 /, 'answered on the kept connection');
+  const chunked = send(
+    cluster.port,
+    'chunked write',
+    `POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+      'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+  );
+  const refused = await chunked.answer;
+  assert.is(refused.status, 503, refused.text);
+  assert.match(refused.text, /\r\nConnection: close\r\n/i, 'a body of unknown length is not read');
+  for (const { socket } of held) socket.destroy();
+  for (const { answer } of queued) assert.is((await answer).status, 201);
+  for (const raw of [...queued, shed, chunked]) raw.socket.destroy();
+});
+
 test('a request left waiting in a standing queue, past ADMISSION_QUEUE_MS, is shed rather than served late', async () => {
   const held = await holdBothSlots(hasty.port);
   const late = send(hasty.port, 'late', get('/api/tasks/'));
