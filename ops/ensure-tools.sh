@@ -94,6 +94,11 @@ ensure_wrk() {
   paceline_require wrk wrk "npm run bench"
 }
 
+# ss (Debian's iproute2): the test that reads the listening socket's backlog.
+ensure_ss() {
+  paceline_require ss iproute2 "the test of the listening socket's backlog"
+}
+
 # chromium: the test that drives the docs page (GET /api/docs/) headless with playwright-core.
 ensure_chromium() {
   paceline_require chromium chromium "the docs page test"

@@ -8,7 +8,7 @@
  *
  * Tools: redis-server is installed (ops/ensure-tools.sh) whenever a chosen file needs the stores;
  * a file that runs another tool says so among its first lines: `// Needs: prometheus, haproxy`
- * (known: prometheus, haproxy, chromium). Nothing else is installed.
+ * (known: prometheus, haproxy, chromium, ss). Nothing else is installed.
  *
  * Order and concurrency: the unit files run two at a time while the tools install and the
  * stores start; then the other files run side by side, longest first, packed by the CPU they use:

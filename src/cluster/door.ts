@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { BASE_FIELDS, JSON_TYPE } from '../edge/answer.js';
 import { CLIENT_ID, createRequestIds } from '../edge/request-context.js';
-import { CONNECTION } from '../server/server.js';
+import { CONNECTION, LISTEN_BACKLOG } from '../server/server.js';
 import { FirstRequest } from './first-request.js';
 import type { Config } from '../settings/config.js';
 
@@ -77,7 +77,7 @@ export class Door {
           ),
         ),
       );
-      this.#server.listen({ port: PORT, host: HOST, exclusive: true }, () => {
+      this.#server.listen({ port: PORT, host: HOST, exclusive: true, backlog: LISTEN_BACKLOG }, () => {
         const address = this.#server.address();
         if (address === null || typeof address === 'string') return reject(new Error('PORT: no address'));
         resolve((this.address = { host: address.address, port: address.port }));

@@ -68,7 +68,7 @@ export async function serve(
   // A listen error (the port taken meanwhile) ends the start with one line, not an unhandled event.
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
-    http.listen(config.PORT, config.HOST, () => {
+    http.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG }, () => {
       http.off('error', reject);
       resolve();
     });
@@ -80,6 +80,14 @@ export async function serve(
     },
   };
 }
+
+/**
+ * The listening socket's queue of connections not yet accepted. Node's default, 511, overflows when a crowd of
+ * clients connects at once (2,000 in the overload bench's flood): the kernel then drops their SYNs, and a load
+ * balancer's probe among them waits for its retry, a second later. The kernel caps it at net.core.somaxconn
+ * (docs/throttling.md "Past capacity: admission and shedding").
+ */
+export const LISTEN_BACKLOG = 4_096;
 
 /** The message that hands a web worker a connection and the bytes the primary's door read of it (cluster/door.ts). */
 export const CONNECTION = 'paceline:connection';

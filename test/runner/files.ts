@@ -2,7 +2,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /** The Debian tools a test file may declare in its header; redis-server comes with the stores. */
-export const TOOLS = ['prometheus', 'haproxy', 'chromium'] as const;
+export const TOOLS = ['prometheus', 'haproxy', 'chromium', 'ss'] as const;
 export type Tool = (typeof TOOLS)[number];
 
 export type Kind = 'unit' | 'int' | 'cluster';

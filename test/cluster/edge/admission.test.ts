@@ -1,3 +1,4 @@
+// Needs: ss
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,6 +10,7 @@ import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
+import { listenBacklog } from '../../helpers/listen-backlog.js';
 
 // docs/throttling.md "Past capacity: admission and shedding", on the real entry point: one web worker
 // whose limit is pinned at 2 requests in progress (ADMISSION_LIMIT_MIN = MAX), so that two requests
@@ -202,6 +204,11 @@ test('a shed write keeps its connection for the next request; one whose body is 
   for (const { socket } of held) socket.destroy();
   for (const { answer } of queued) assert.is((await answer).status, 201);
   for (const raw of [...queued, shed, chunked]) raw.socket.destroy();
+});
+
+test('with node:cluster at the door (CONNECTION_DOOR=cluster), PORT also queues 4,096 connections not yet accepted', () => {
+  const { backlog, expected, listing } = listenBacklog(cluster.port);
+  assert.is(backlog, expected, listing);
 });
 
 test('a request left waiting in a standing queue, past ADMISSION_QUEUE_MS, is shed rather than served late', async () => {

@@ -1,3 +1,4 @@
+// Needs: ss
 import { Agent, request as httpRequest } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -9,6 +10,7 @@ import { createUser } from '../../../src/auth/users.repository.js';
 import { childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
+import { listenBacklog } from '../../helpers/listen-backlog.js';
 import { scrape } from '../../helpers/metrics.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 
@@ -128,6 +130,12 @@ test('a probe on a fresh connection is answered while a keep-alive crowd keeps b
   );
   assert.match(probes[0]!.text, /\r\n\r\n\{"status":"ok"\}$/);
   assert.match(probes[0]!.text, /\r\nAllow: GET, HEAD, OPTIONS\r\n/);
+});
+
+test('a crowd connecting at once waits to be accepted rather than being dropped: PORT queues 4,096', () => {
+  // Past its backlog the kernel drops a new connection, and its client (a probe among them) retries a second later.
+  const { backlog, expected, listing } = listenBacklog(cluster.port);
+  assert.is(backlog, expected, listing);
 });
 
 test('a request whose body arrives in pieces reaches its worker whole', async () => {
