@@ -113,14 +113,23 @@ Queue(
   },
 );
 
-/** Lets the queue's sweeper (every queueMs / 4 of real time) run once at least. */
-const sweep = () => new Promise((resolve) => setTimeout(resolve, 60));
-
-Queue('a burst may wait up to a second; a standing backlog holds no more than the limit, oldest shed first', () => {
+/**
+ * A worker whose limit is pinned at one request in progress (a queue of 10, queueMs 100, on a fake clock), its slot
+ * held by a write started at 0 ('start running').
+ */
+function busyWorker() {
   const now = { t: 0 };
   const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
   const { events, waiter } = probe();
   admission.admit(waiter('running', 3));
+  return { now, admission, events, waiter };
+}
+
+/** Lets the queue's sweeper (every queueMs / 4 of real time) run once at least. */
+const sweep = () => new Promise((resolve) => setTimeout(resolve, 60));
+
+Queue('a burst may wait up to a second; a standing backlog holds no more than the limit, oldest shed first', () => {
+  const { now, admission, events, waiter } = busyWorker();
   admission.admit(waiter('burst', 2, 0));
   now.t = 500;
   admission.finish(500, 1);
@@ -138,10 +147,7 @@ Queue('a burst may wait up to a second; a standing backlog holds no more than th
 Queue(
   'a queue emptied by shedding is still standing: the next request waits queueMs at most, not a second',
   async () => {
-    const now = { t: 0 };
-    const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
-    const { events, waiter } = probe();
-    admission.admit(waiter('running', 3));
+    const { now, admission, events, waiter } = busyWorker();
     admission.admit(waiter('a', 2, 0));
     admission.admit(waiter('b', 2, 0));
     now.t = 1_200;
@@ -162,10 +168,7 @@ Queue(
 );
 
 Queue('while its oldest has waited under queueMs a class is served in order; past it, newest first', () => {
-  const now = { t: 0 };
-  const admission = new Admission(pinned(1), { queueSize: 10, queueMs: 100 }, () => now.t);
-  const { events, waiter } = probe();
-  admission.admit(waiter('running', 3));
+  const { now, admission, events, waiter } = busyWorker();
   admission.admit(waiter('a', 2, 0));
   admission.admit(waiter('b', 2, 10));
   now.t = 50;
