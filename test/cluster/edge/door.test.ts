@@ -14,8 +14,8 @@ import { listenBacklog } from '../../helpers/listen-backlog.js';
 import { scrape } from '../../helpers/metrics.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 
-// docs/throttling.md "Past capacity: admission and shedding": the primary's door (CONNECTION_DOOR=primary, the
-// default) accepts every connection on PORT, answers liveness probes itself and hands the rest to the web
+// docs/throttling.md "Past capacity: admission and shedding": the primary's door (CONNECTION_DOOR=primary, not
+// the default) accepts every connection on PORT, answers liveness probes itself and hands the rest to the web
 // workers with what it read. On the real entry point with two web workers.
 
 const test = suite("the primary's door: probes answered there, every other request whole to a worker");
@@ -32,6 +32,7 @@ test.before(async () => {
   cluster = await startCluster(
     {
       ...testStoresEnv('door', database.url),
+      CONNECTION_DOOR: 'primary',
       WEB_CONCURRENCY: '2',
       THROTTLE_ANON: '100000/min',
       THROTTLE_USER: '100000/min',
