@@ -2,7 +2,9 @@
 # Paceline's image: the compiled service (dist/) on Node.js with its production dependencies only.
 # It needs DATABASE_URL, REDIS_URL and CURSOR_SECRET (no embedded stores in the image). Build from
 # the repository root:  docker build -t paceline .   (docs/scaling.md "Deployment files").
-ARG NODE_VERSION=20
+# The Node.js release every stage runs, pinned to its exact version: the one package.json's node-linux-*
+# packages bring to `npm start` and `npm test` (docs/operations.md "Upgrading the runtime" moves both).
+ARG NODE_VERSION=24.22.3
 
 # Build: every dependency, then esbuild to dist/ plus the runtime files that are not TypeScript
 # (src/throttle/ring.lua, ...), as `npm run build` does. Without install scripts esbuild still

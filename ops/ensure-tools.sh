@@ -5,13 +5,30 @@
 PACELINE_TOOLS_LOG=".data/install.log"
 paceline_apt_updated=""
 
-# Installs node_modules when missing or older than package-lock.json.
+# Installs node_modules when missing or older than package-lock.json, then makes sure every later
+# `node` is the runtime it brought (ensure_node_runtime).
 ensure_node_modules() {
-  if [ -d node_modules ] && ! [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    return 0
+  if ! [ -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "installing dependencies (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error
   fi
-  echo "installing dependencies (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error
+  ensure_node_runtime
+}
+
+# Runs every later `node` on the line package.json's engines names (docs/operations.md "Upgrading the
+# runtime"): npm ci links it as node_modules/.bin/node (the node-linux-* packages), which npm run puts
+# first on PATH; put it there for a script run by bash alone too. Another line stops here in one line.
+ensure_node_runtime() {
+  PATH="$PWD/node_modules/.bin:$PATH"
+  hash -r
+  local wanted have
+  wanted="$(sed -n 's/^ *"node": "\([0-9]*\)\.x".*/\1/p' package.json | head -n 1)"
+  have="$(node -p 'process.versions.node' 2>/dev/null || echo none)"
+  if [ "${have%%.*}" != "$wanted" ]; then
+    echo "Paceline runs on Node.js $wanted, and $(command -v node || echo node) is $have:" \
+      "npm ci brings it on Linux x64 and arm64 (node_modules/.bin/node); elsewhere install Node.js $wanted" >&2
+    exit 1
+  fi
 }
 
 # Compiles the service to dist/ (npm run build) when dist/ is missing or any source, build

@@ -1,3 +1,5 @@
+// First: another Node.js line stops here, in one line, before anything else loads.
+import './settings/check-runtime.js';
 import type { CommandContext } from './cli/command.js';
 import { findCommand, USAGE } from './cli/commands.js';
 import { withDatabase } from './cli/database.js';

@@ -1,3 +1,5 @@
+// First: another Node.js line stops here, in one line, before anything else loads.
+import './settings/check-runtime.js';
 import cluster from 'node:cluster';
 import { ConfigError, loadConfig } from './settings/config.js';
 import { runChild } from './cluster/child.js';

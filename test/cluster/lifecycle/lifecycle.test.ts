@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createServer, Socket, type AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from 'uvu';
@@ -14,6 +14,7 @@ import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
 import { isAlive } from '../../../src/cluster/processes.js';
+import { NODE_MAJOR } from '../../../src/settings/node-runtime.js';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { join } from 'node:path';
 
@@ -186,6 +187,16 @@ Lifecycle.before(async () => {
 Lifecycle.after(async () => {
   await cluster?.stop('SIGKILL');
   await dropDatabase();
+});
+
+Lifecycle(`every process of the tree runs on Node.js ${NODE_MAJOR}, the line package.json names`, () => {
+  const tree = [cluster.child.pid!, ...children('web'), ...children('jobs')];
+  assert.is(tree.length, 4, 'the primary, two web workers and a job worker');
+  for (const pid of tree) {
+    const runtime = readlinkSync(`/proc/${pid}/exe`);
+    const version = execFileSync(runtime, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
+    assert.is(version.split('.')[0], String(NODE_MAJOR), `pid ${pid} runs ${runtime}, Node.js ${version}`);
+  }
 });
 
 Lifecycle('both web workers serve: requests on new connections are answered by two distinct pids', async () => {

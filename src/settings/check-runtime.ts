@@ -1,0 +1,9 @@
+import { runtimeProblem } from './node-runtime.js';
+
+// Imported first by the entry points (src/main.ts, src/cli.ts), so that a process on another Node.js line stops
+// with one line before any dependency loads (docs/operations.md "Upgrading the runtime").
+const problem = runtimeProblem(process.versions.node, process.execPath);
+if (problem !== undefined) {
+  process.stderr.write(`paceline: ${problem}\n`);
+  process.exit(1);
+}
