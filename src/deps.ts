@@ -13,6 +13,7 @@ import { ReportQueue } from './reports/report-queue.js';
 import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/create-read-cache.js';
 import { ReplicaSet } from './stores/read-replicas.js';
 import { createRedisClient, type RedisClient } from './stores/redis-client.js';
+import { logStoreFailure } from './stores/store-errors.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 import { ThrottleWatch } from './throttle/throttle-watch.js';
 import { WorkerCensus } from './throttle/worker-census.js';
@@ -139,7 +140,7 @@ function createWatch({ config, redis, metrics, logger, cursorSecret }: Deps): Th
     },
     // Logged once until a flush succeeds again: the throttle's own burst logger reports the outage.
     onError: (error) => {
-      if (!failures.logged) logger.warn({ err: error }, 'distinct refused clients could not be counted in Redis');
+      if (!failures.logged) logStoreFailure(logger, error, 'distinct refused clients could not be counted in Redis');
       failures.logged = true;
     },
   });

@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
 import { loginIdent } from '../throttle/index.js';
+import { logStoreFailure } from '../stores/store-errors.js';
 import { identify } from './client-identity.js';
 
 /** A caller's budget in one scope: requests it may still make, and seconds until that next grows. */
@@ -34,7 +35,7 @@ export async function ownBudgets(
     for (const { scope, remaining, resetMs } of decisions)
       budgets.set(scope, { remaining, reset_seconds: Math.ceil(resetMs / 1000) });
   } catch (error) {
-    deps.logger.warn({ err: error }, 'could not read the caller budgets; /api/rate-limits/ answers without them');
+    logStoreFailure(deps.logger, error, 'could not read the caller budgets; /api/rate-limits/ answers without them');
   }
   return budgets;
 }

@@ -15,6 +15,7 @@ import {
   scopeLimits,
   scopeNames,
   ratio,
+  redisUrl,
   scopeRates,
   secret,
   shadowRates,
@@ -56,7 +57,7 @@ export const settingsSchema = z.object({
   // connections before the primary answers it.
   DATABASE_REPLICA_URLS: urlList.default([]),
   DATABASE_REPLICA_WAIT_MS: integer(1, 3_600_000).default(500),
-  REDIS_URL: z.string().url().optional(),
+  REDIS_URL: redisUrl.optional(),
   // A Redis Cluster instead of one Redis (docs/scaling.md "Redis Cluster"): `host:port,host:port` or
   // `redis-cluster://[user:password@]host:port,…`; mutually exclusive with REDIS_URL.
   REDIS_CLUSTER_NODES: clusterNodes.optional(),

@@ -149,6 +149,20 @@ function checkUrlList(text: string, ctx: z.RefinementCtx): void {
   });
 }
 
+/** How REDIS_URL may reach Redis: TCP, TLS, or a Unix socket, as ioredis reads each (docs/configuration.md). */
+const REDIS_SCHEMES = /^(redis|rediss|unix):\/\//;
+
+// Names neither the value nor its scheme: the URL may carry a password.
+function checkRedisUrl(text: string, ctx: z.RefinementCtx): void {
+  if (REDIS_SCHEMES.test(text) && URL.canParse(text)) return;
+  ctx.addIssue({
+    code: 'custom',
+    message:
+      'expected redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://… (TLS) or unix:///PATH/TO/SOCKET (its password ' +
+      'in REDIS_PASSWORD)',
+  });
+}
+
 function checkClusterNodes(text: string, ctx: z.RefinementCtx): void {
   try {
     parseClusterNodes(text);
@@ -188,6 +202,9 @@ export const scopeNames = z.string().trim().superRefine(checkScopeNames).transfo
 
 /** `postgres://…,postgres://…` (DATABASE_REPLICA_URLS): the URLs in order. */
 export const urlList = z.string().trim().superRefine(checkUrlList).transform(parseUrlList);
+
+/** `redis://…`, `rediss://…` or `unix:///…` (REDIS_URL), as written. */
+export const redisUrl = z.string().trim().superRefine(checkRedisUrl);
 
 /** `host:port,host:port` or `redis-cluster://…` (REDIS_CLUSTER_NODES). */
 export const clusterNodes = z.string().trim().superRefine(checkClusterNodes).transform(parseClusterNodes);

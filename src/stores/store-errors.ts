@@ -12,6 +12,8 @@ export interface StoreFailure {
 interface ErrorFacts {
   code: string;
   message: string;
+  /** The system call a Node system error failed in (`connect`); empty for any other error. */
+  syscall: string;
 }
 
 /**
@@ -28,6 +30,13 @@ export function describeStoreError(error: unknown, setting: StoreSetting): Store
     return { cause: `connection refused (${addressIn(message)})`, advice: `start ${name} there or ${fix}` };
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN')
     return { cause: `the host name does not resolve (${addressIn(message)})`, advice: fix };
+  // A Unix socket (unix:///PATH): `connect ENOENT /run/redis.sock`.
+  if (code === 'ENOENT') return { cause: `no socket at ${pathIn(message)}`, advice: `start ${name} there or ${fix}` };
+  if (code === 'EACCES')
+    return {
+      cause: `no permission to use the socket ${pathIn(message)}`,
+      advice: `grant this account access or ${fix}`,
+    };
   if (code === 'ETIMEDOUT' || /timed? ?out/i.test(message))
     return { cause: 'no answer in time', advice: `check that ${name} runs and a firewall lets this host reach it` };
   if (/^(NOAUTH|WRONGPASS)|password authentication failed|^28P01$|^28000$/.test(redis ? message : `${code}`))
@@ -72,19 +81,27 @@ export function storeFailureLine(setting: StoreSetting, address: string | undefi
 
 /**
  * Whether `error` says that a store cannot be reached or used at all, rather than that one command
- * failed: connection refused or reset, authentication, TLS, a closed or unwritable connection.
+ * failed: connection refused or reset, no such socket, authentication, TLS, a closed or unwritable
+ * connection.
  */
 export function isStoreUnavailable(error: unknown): boolean {
-  const { code, message } = factsOf(error);
+  const { code, message, syscall } = factsOf(error);
   return (
     /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EPIPE|3D000|28P01|28000|57P01|57P03)$/.test(code) ||
+    // Whatever else the socket met on its way (no such socket, no route, …), and a refused TLS handshake.
+    /^(connect|getaddrinfo|read|write)$/.test(syscall) ||
+    /CERT|SSL|TLS|SIGNATURE/.test(code) ||
     UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))
   );
 }
 
-/** What ioredis and pg say of a connection that is down or refused, and of a cluster none of whose nodes answers. */
+/**
+ * What ioredis and pg say of a connection that is down or refused, of a server that does not speak
+ * the protocol, and of a cluster none of whose nodes answers.
+ */
 const UNAVAILABLE_MESSAGES: readonly RegExp[] = [
   /^(NOAUTH|WRONGPASS)/,
+  /^Protocol error/,
   /Stream isn't writeable|Connection is closed|max retries per request|Connection terminated|did not answer within/i,
   /Failed to refresh slots cache|None of startup nodes is available|Cluster isn't ready/,
 ];
@@ -106,7 +123,8 @@ export function firstLineOf(error: unknown): string {
 }
 
 function factsOf(error: unknown): ErrorFacts {
-  type Found = { code?: unknown; message?: unknown; errors?: unknown[]; lastNodeError?: unknown } | undefined;
+  type Found =
+    { code?: unknown; message?: unknown; syscall?: unknown; errors?: unknown[]; lastNodeError?: unknown } | undefined;
   const found = error as Found;
   // ioredis reports a cluster none of whose nodes gave its slots with the last node's error (NOAUTH, say).
   if (found?.lastNodeError) return factsOf(found.lastNodeError);
@@ -114,7 +132,8 @@ function factsOf(error: unknown): ErrorFacts {
   const inner = Array.isArray(found?.errors) && found.errors.length > 0 ? factsOf(found.errors[0]) : undefined;
   const code = typeof found?.code === 'string' ? found.code : (inner?.code ?? '');
   const message = typeof found?.message === 'string' && found.message !== '' ? found.message : (inner?.message ?? '');
-  return { code, message: message || String(error) };
+  const syscall = typeof found?.syscall === 'string' ? found.syscall : (inner?.syscall ?? '');
+  return { code, message: message || String(error), syscall };
 }
 
 function addressIn(message: string): string {
@@ -124,6 +143,11 @@ function addressIn(message: string): string {
     /(?:ENOTFOUND|EAI_AGAIN) ([\w.-]+)/.exec(message)?.[1] ??
     'no address given'
   );
+}
+
+/** The path a failed socket `connect` names: `connect ENOENT /run/redis.sock`. */
+function pathIn(message: string): string {
+  return /E[A-Z]+ (\/\S*)/.exec(message)?.[1] ?? 'the given path';
 }
 
 function firstWords(message: string): string {

@@ -1,5 +1,6 @@
 import { issueToken, revokeToken } from '../../auth/tokens.js';
 import { Errors } from '../../base/errors.js';
+import { logStoreFailure } from '../../stores/store-errors.js';
 import { buildScopes } from '../../throttle/index.js';
 import { readBody } from '../body.js';
 import { readCredentials } from './credentials.input.js';
@@ -65,7 +66,7 @@ export function authRoutes(router: ResourceRouter, { deps, guard }: RouteParts):
     // other workers could still accept the token: the client is told to repeat the logout (the
     // token is already revoked here, so repeating is safe).
     await deps.readCache?.channel.rotateTokenEpoch().catch((error: unknown) => {
-      deps.logger.warn({ err: error }, 'token epoch not rotated after a logout');
+      logStoreFailure(deps.logger, error, 'token epoch not rotated after a logout');
       throw Errors.unavailable(
         'The token was revoked, but not every server could be told yet. Repeat the logout shortly.',
         1,

@@ -113,10 +113,10 @@ function assertNoStack(output: string): void {
  */
 async function startWithout(
   port: number,
-  env: { REDIS_URL: string } | { REDIS_CLUSTER_NODES: string },
+  env: ({ REDIS_URL: string } | { REDIS_CLUSTER_NODES: string }) & { LOG_LEVEL?: string },
   cause: RegExp,
   readyz = cause,
-): Promise<void> {
+): Promise<string> {
   const setting = 'REDIS_URL' in env ? 'REDIS_URL' : 'REDIS_CLUSTER_NODES';
   const started = start({ DATABASE_URL: database!.url, ...env }, port);
   try {
@@ -136,6 +136,7 @@ async function startWithout(
     // Said before the children start (each waits seconds for Redis), not with the banner after them.
     assertNamedFirst(started.output(), setting, /job processors started|Paceline is up/);
     assertNoStack(started.output());
+    return started.output();
   } finally {
     started.child.kill('SIGKILL');
   }
@@ -163,6 +164,24 @@ test('REDIS_URL or REDIS_CLUSTER_NODES on a closed port: one line, said first; a
       /REDIS_CLUSTER_NODES/,
     ),
   ]);
+});
+
+test('a Unix socket that is not there: one line naming it; every process logs its reconnections at debug, no stack', async () => {
+  const port = await findFreePort();
+  const socket = join(process.env.TEST_TMP_DIR ?? '/tmp', 'store-errors-no-such.sock');
+  const output = await startWithout(
+    port,
+    { REDIS_URL: `unix://${socket}`, LOG_LEVEL: 'debug' },
+    /REDIS_URL unix:\/\/\/.*: no socket at \/.*no-such\.sock: start Redis there or correct REDIS_URL/,
+    /no socket at/,
+  );
+  // The jobs child's BullMQ worker and queue keep reconnecting: each attempt one debug line with its cause.
+  const reconnects = entries(output).filter((entry) => /^(reports worker|report queue): Redis/.test(entry.msg));
+  assert.ok(reconnects.length > 0, `the jobs child's reconnections are logged:\n${output}`);
+  assert.ok(
+    reconnects.every((entry) => entry.level === 20),
+    `at debug:\n${reconnects.map((e) => e.msg).join('\n')}`,
+  );
 });
 
 test('a Redis that wants a password it was not given, or another one: one line, no stack', async () => {

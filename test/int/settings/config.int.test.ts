@@ -79,7 +79,35 @@ Startup('a bad TRUSTED_PROXIES entry: exit ≠ 0 and one stderr line naming the 
   assert.is(run.stdout, '');
 });
 
+Startup("a REDIS_URL whose scheme is not Redis's stops the start in one line, its value not shown", async () => {
+  const run = await runMain({ REDIS_URL: 'htp://:s3cr3t@x' });
+  assert.is(run.code, 1, run.stderr);
+  assert.equal(run.stderr.split('\n').filter(Boolean), [
+    'paceline: invalid REDIS_URL (value not shown): expected redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://… ' +
+      '(TLS) or unix:///PATH/TO/SOCKET (its password in REDIS_PASSWORD)',
+  ]);
+  assert.is(run.stdout, '');
+});
+
 const Load = suite('loadConfig: defaults, parsing, refusals');
+
+Load('REDIS_URL: redis://, rediss:// and a Unix socket, as ioredis reads them; no other scheme', () => {
+  for (const url of [
+    'redis://cache:6379',
+    'redis://paceline:pass@127.0.0.1:63799/0',
+    'rediss://cache.example:6380',
+    'unix:///run/redis/redis.sock',
+    'redis://localhost?path=/run/redis/redis.sock',
+  ])
+    assert.is(loadConfig({ REDIS_URL: url }).REDIS_URL, url);
+  // REDISS:// would reach the server without TLS: ioredis turns TLS on for rediss:// as written only.
+  for (const url of ['htp://x', 'http://cache:6379', 'cache:6379', 'REDISS://cache:6380', 'redis:cache'])
+    assert.throws(
+      () => loadConfig({ REDIS_URL: url }),
+      /^invalid REDIS_URL \(value not shown\): expected redis:\/\//,
+      url,
+    );
+});
 
 Load('the API binds loopback unless HOST says otherwise (docs/configuration.md "Configuration")', () => {
   assert.is(loadConfig({}).HOST, '127.0.0.1', 'a development start is reached from this machine only');

@@ -93,4 +93,24 @@ Lines('a database that does not exist, and the errors that mean a store is down'
   assert.not.ok(isStoreUnavailable(failure('duplicate key value violates unique constraint', '23505')));
 });
 
+Lines('a Unix socket that is not there is named, and counts as the store being down', () => {
+  const missing = Object.assign(failure('connect ENOENT /run/redis/redis.sock', 'ENOENT'), { syscall: 'connect' });
+  const line = storeFailureLine('REDIS_URL', 'unix:///run/redis/redis.sock', describeStoreError(missing, 'REDIS_URL'));
+  assert.is(
+    line,
+    'REDIS_URL unix:///run/redis/redis.sock: no socket at /run/redis/redis.sock: start Redis there or correct REDIS_URL',
+  );
+  assert.ok(isStoreUnavailable(missing), 'logged by the children as one debug line, without a stack');
+});
+
+Lines('every error a connection meets on its way counts as the store being down, not as a failed command', () => {
+  const system = (message: string, code: string, syscall: string) => Object.assign(failure(message, code), { syscall });
+  assert.ok(isStoreUnavailable(system('connect EHOSTUNREACH 10.9.9.9:6379', 'EHOSTUNREACH', 'connect')));
+  assert.ok(isStoreUnavailable(system('connect EACCES /run/redis/redis.sock', 'EACCES', 'connect')));
+  assert.ok(isStoreUnavailable(failure('self-signed certificate', 'DEPTH_ZERO_SELF_SIGNED_CERT')));
+  assert.ok(isStoreUnavailable(failure('unable to verify the first certificate', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE')));
+  assert.ok(isStoreUnavailable(failure('Protocol error, got "H" as reply type byte')));
+  assert.not.ok(isStoreUnavailable(failure("ENOENT: no such file or directory, open 'x'", 'ENOENT')));
+});
+
 Lines.run();
