@@ -60,8 +60,8 @@ export const migrateStatus: Command = {
 
 /**
  * `migrate:down [--to NAME] [--yes]`: undoes the last applied migration, or every one after NAME.
- * Without `--yes` it only prints what it would undo and exits 1; refused while the service is
- * connected to the database.
+ * Without `--yes` it only prints what it would undo and exits 1, also while the service runs (it
+ * changes nothing); with `--yes`, refused while the service is connected to the database.
  */
 export const migrateDown: Command = {
   usage: `  migrate:down [--to NAME] [--yes]
@@ -81,7 +81,7 @@ function prepareMigrateDown(args: string[], context: CommandContext): PreparedCo
     ok: true,
     run: async (db) => {
       const inUse = await serviceInUse(db, context.config);
-      if (inUse) return context.fail(`migrate:down refused: ${inUse}`);
+      if (inUse && yes) return context.fail(`migrate:down refused: ${inUse}`);
       const plan = planMigrateDown(await listMigrations(db), to);
       if (!plan.ok) return context.fail(plan.reason);
       if (plan.undo.length === 0) {
@@ -93,7 +93,8 @@ function prepareMigrateDown(args: string[], context: CommandContext): PreparedCo
         context.stdout.write(
           'A down migration drops what its up added, rows included: take a backup first (npm run cli -- export).\n',
         );
-        return context.fail(`nothing undone: add --yes to undo ${plan.undo.length} migration(s)`);
+        const first = inUse ? `${inUse}, then ` : '';
+        return context.fail(`nothing undone: ${first}add --yes to undo ${plan.undo.length} migration(s)`);
       }
       const undone = await undoMigrations(db, to);
       context.stdout.write(`undone: ${undone.join(', ')}\n`);

@@ -105,12 +105,20 @@ test('an unknown NAME or argument is one line and exit 1', async (context) => {
   assert.equal([extra.code, extra.stderr], [1, 'paceline: usage: migrate:down [--to NAME] [--yes]\n']);
 });
 
-test('migrate:down is refused while the service is connected to the database', async (context) => {
+test('migrate:down is refused while the service is connected to the database; its dry run is not', async (context) => {
   // A service process's session, as pg_stat_activity shows one: application_name "paceline".
   const service = connectDatabase(context.url, 1, 'paceline');
   try {
     await service.connection().execute(async (conn) => {
       await sql`select 1`.execute(conn);
+      const dry = await cli(context, 'migrate:down');
+      assert.is(dry.code, 1);
+      assert.match(dry.stdout, new RegExp(`^would undo, newest first:\\n  applied .* ${context.names.at(-1)}\\n`));
+      assert.is(
+        dry.stderr,
+        'paceline: nothing undone: the service is connected to this database (1 of paceline in pg_stat_activity): ' +
+          'stop every host first, then add --yes to undo 1 migration(s)\n',
+      );
       const refused = await cli(context, 'migrate:down', '--yes');
       assert.is(refused.code, 1);
       assert.is(
@@ -126,11 +134,19 @@ test('migrate:down is refused while the service is connected to the database', a
   assert.match(status.stdout, new RegExp(`${context.names.length} applied, 0 pending\\n$`));
 });
 
-test('migrate:down is refused while a Paceline runs on DATA_DIR', async (context) => {
+test('migrate:down is refused while a Paceline runs on DATA_DIR; its dry run shows what it would undo', async (context) => {
   const primary = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   try {
     const instance = { pid: primary.pid, dataDir: context.dataDir, ports: { PORT: 8000 }, startedAt: 'now' };
     await writeFile(join(context.dataDir, 'paceline.pid'), JSON.stringify(instance));
+    const dry = await cli(context, 'migrate:down');
+    assert.is(dry.code, 1);
+    assert.match(dry.stdout, /^would undo, newest first:\n/);
+    assert.is(
+      dry.stderr,
+      `paceline: nothing undone: Paceline is running on DATA_DIR ${context.dataDir} (primary PID ${primary.pid} ` +
+        '(PORT 8000)): stop it first (npm run cli -- stop), then add --yes to undo 1 migration(s)\n',
+    );
     const refused = await cli(context, 'migrate:down', '--yes');
     assert.is(refused.code, 1);
     assert.is(
