@@ -32,7 +32,9 @@ export async function readBody(ctx: Context, limit: number): Promise<unknown> {
   }
   const type = mediaType.trim().toLowerCase();
   if (type === 'application/json' || type.endsWith('+json')) return parseJson(decodeUtf8(bytes));
-  throw Errors.unsupportedMediaType(`Unsupported media type "${type || 'none'}" in request. ${EXPECTED}`);
+  // DRF names what it got, an empty type included (`""`); ours keeps its text and says why.
+  const missing = type === '' ? ' The request has no Content-Type.' : '';
+  throw Errors.unsupportedMediaType(`Unsupported media type "${type}" in request.${missing} ${EXPECTED}`);
 }
 
 /** What every 415 for a media type adds to DRF's text. */

@@ -197,7 +197,7 @@ export class MetricsHub {
     }
   }
 
-  /** Serves GET /metrics on `host:port` with `limits` (see createMetricsServer); anything else is 404. */
+  /** Serves GET /metrics on `host:port` with `limits` (see createMetricsServer for what else it answers). */
   async listen(port: number, host: string, limits: MetricsLimits): Promise<Server> {
     const server = createMetricsServer(
       limits,

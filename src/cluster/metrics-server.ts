@@ -7,7 +7,8 @@ type Exposition = { text: string; contentType: string };
 export type MetricsLimits = Pick<Config, 'METRICS_AUTH' | 'METRICS_HEADERS_TIMEOUT_MS' | 'METRICS_MAX_CONNECTIONS'>;
 
 /**
- * The metrics port's HTTP server, unstarted: GET /metrics answers `collect()`, anything else 404.
+ * The metrics port's HTTP server, unstarted: GET (and HEAD) /metrics answers `collect()`, another
+ * method on it 405 with `Allow`, any other path 404.
  * It is no way in (docs/configuration.md "Metrics"): a request must arrive whole within
  * METRICS_HEADERS_TIMEOUT_MS (else 408 and the connection is closed, idle or half-sent alike),
  * at most METRICS_MAX_CONNECTIONS are open at once (more are closed as they are accepted), and
@@ -55,8 +56,13 @@ function answer(
         .end('Unauthorized: /metrics needs the credentials of METRICS_AUTH\n');
     }
   }
-  if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+  if (req.url?.split('?')[0] !== '/metrics') {
     return void res.writeHead(404, { 'Content-Type': 'text/plain' }).end('Not found: metrics are at /metrics\n');
+  }
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    return void res
+      .writeHead(405, { 'Content-Type': 'text/plain', Allow: 'GET, HEAD' })
+      .end(`Method ${req.method} not allowed: /metrics answers GET and HEAD\n`);
   }
   collect().then(
     ({ text, contentType }) => res.writeHead(200, { 'Content-Type': contentType }).end(text),

@@ -154,7 +154,7 @@ const responses: Record<string, Json> = {
   ),
   UnsupportedMediaType: detail(
     'The body is not `application/json` in UTF-8.',
-    'Unsupported media type "none" in request. Send the body as JSON with Content-Type: application/json.',
+    'Unsupported media type "text/plain" in request. Send the body as JSON with Content-Type: application/json.',
   ),
   Throttled: detail(
     "Over the rate of the request's throttle scope: wait `Retry-After` seconds.",

@@ -70,6 +70,27 @@ test('with the token, as Prometheus sends it, the scrape gets the metrics', asyn
   assert.match(answer.text, /paceline_worker_restarts_total/);
 });
 
+test('/metrics takes GET and HEAD: another method is 405 with Allow, another path 404; the API port has no /metrics', async () => {
+  const scrape = (method: string, path = '/metrics') =>
+    request(cluster.metricsBase, method, path, { headers: { Authorization: `Bearer ${TOKEN}` }, deadlineMs: 30_000 });
+  for (const method of ['POST', 'PUT', 'DELETE']) {
+    const answer = await scrape(method);
+    assert.is(answer.status, 405, `${method}: ${answer.text}`);
+    assert.is(answer.headers.get('allow'), 'GET, HEAD', method);
+    assert.is(answer.text, `Method ${method} not allowed: /metrics answers GET and HEAD\n`);
+  }
+  const head = await scrape('HEAD');
+  assert.equal([head.status, head.text], [200, '']);
+  assert.match(head.headers.get('content-type') ?? '', /^text\/plain/);
+  const elsewhere = await scrape('POST', '/other');
+  assert.equal([elsewhere.status, elsewhere.text], [404, 'Not found: metrics are at /metrics\n']);
+  // On the API port /metrics is no resource, whatever the method: DRF's 404, as for any unknown path.
+  for (const method of ['GET', 'POST']) {
+    const api = await request(cluster.base, method, '/metrics', { deadlineMs: 30_000 });
+    assert.equal([api.status, api.body], [404, { detail: 'Not found.' }], method);
+  }
+});
+
 test(`${IDLE} idle and half-sent connections are all closed within the headers timeout; the API answers meanwhile`, async () => {
   const held = Array.from({ length: IDLE }, (_, i) =>
     hold(cluster.metricsPort, i % 2 === 0 ? '' : 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n'),

@@ -132,7 +132,8 @@ Errors(
     });
     assert.equal(
       [bare.status, await bare.json()],
-      [415, { detail: `Unsupported media type "none" in request. ${expected}` }],
+      // DRF's text names the media type it got: an empty one. Ours then says so in words.
+      [415, { detail: `Unsupported media type "" in request. The request has no Content-Type. ${expected}` }],
     );
     for (const method of ['PUT', 'PATCH']) {
       const write = await call(method, '/api/tasks/1/', {
