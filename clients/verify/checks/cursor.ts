@@ -76,7 +76,7 @@ function judgeWalks(
     pageStyles: `page-number and limit/offset walks skipped ${skipped} and repeated ${repeated} tasks: expected when rows are written while paging, not a fault`,
   };
   const plot = {
-    title: 'Walk coverage: tasks that existed at each walk’s start, and how many it listed',
+    title: 'Walk coverage: for each walk, the tasks that existed when it started and how many it listed',
     kind: 'bars' as const,
     xLabel: 'walk (cursor ↑ and ↓ must list every task; page number and limit/offset may skip)',
     xLabels: walks.map((w) => SHORT[w.style]),

@@ -43,6 +43,11 @@ balanced('every check holds; the history and both report files are written', asy
   const html = await readFile(join(dir, 'report.html'), 'utf8');
   assert.match(html, /<svg/);
   assert.match(html, /Admissions in the trailing window/);
+  // The caption whole, in plain ASCII: one with a typographic apostrophe was read cut off at it.
+  assert.match(
+    html,
+    '<figcaption>Walk coverage: for each walk, the tasks that existed when it started and how many it listed</figcaption>',
+  );
 });
 
 balanced.run();
