@@ -46,8 +46,8 @@ export async function announceReady(
 }
 
 /**
- * The lines that say the service is ready: where the API is bound and the metrics are, and, when
- * `usersExist` is false, what to do next.
+ * The lines that say the service is ready: where the API is bound, its docs page and the metrics
+ * are, and, when `usersExist` is false, what to do next.
  */
 export function readyBanner(
   config: Pick<Config, 'METRICS_HOST' | 'METRICS_PORT'>,
@@ -56,7 +56,8 @@ export function readyBanner(
 ): string[] {
   const metrics = { host: config.METRICS_HOST, port: config.METRICS_PORT };
   const lines = [
-    `Paceline is up: API ${baseUrl(api)}/api/ (${describeListening(api)}), metrics ${baseUrl(metrics)}/metrics`,
+    `Paceline is up: API ${baseUrl(api)}/api/ (${describeListening(api)}), docs ${baseUrl(api)}/api/docs/, ` +
+      `metrics ${baseUrl(metrics)}/metrics`,
   ];
   if (usersExist === false) lines.push('next, in another terminal: npm run cli -- user:create NAME');
   return lines;

@@ -64,7 +64,7 @@ async function until(done: () => boolean, printed: () => string, timeoutMs = 15_
 
 const bannerOf = ({ port, metricsPort }: Printed) =>
   `Paceline is up: API http://127.0.0.1:${port}/api/ (listening on 127.0.0.1:${port}, this machine only), ` +
-  `metrics http://127.0.0.1:${metricsPort}/metrics`;
+  `docs http://127.0.0.1:${port}/api/docs/, metrics http://127.0.0.1:${metricsPort}/metrics`;
 
 /** pino-pretty's line for the probe request, logged by the web child. */
 const ACCESS_LINE = new RegExp(

@@ -93,12 +93,12 @@ test("on a terminal, lines are pino-pretty's, one per record; otherwise JSON", a
 const LOOPBACK = { host: '127.0.0.1', port: 8000 };
 const METRICS = { METRICS_HOST: '127.0.0.1', METRICS_PORT: 9464 };
 
-test('the ready banner names the address the API is bound to, the metrics, and user:create while no user exists', () => {
+test('the ready banner names the address the API is bound to, the docs page, the metrics, and user:create while no user exists', () => {
   const [first, next, ...rest] = readyBanner(METRICS, LOOPBACK, false);
   assert.is(
     first,
     'Paceline is up: API http://127.0.0.1:8000/api/ (listening on 127.0.0.1:8000, this machine only), ' +
-      'metrics http://127.0.0.1:9464/metrics',
+      'docs http://127.0.0.1:8000/api/docs/, metrics http://127.0.0.1:9464/metrics',
   );
   assert.is(next, 'next, in another terminal: npm run cli -- user:create NAME');
   assert.equal(rest, []);
@@ -113,7 +113,7 @@ test('bound to every interface, the banner says so and gives a loopback URL', ()
   );
   assert.match(
     readyBanner(METRICS, { host: '::', port: 8001 }, true)[0]!,
-    'API http://[::1]:8001/api/ (listening on [::]:8001, every interface)',
+    'API http://[::1]:8001/api/ (listening on [::]:8001, every interface), docs http://[::1]:8001/api/docs/',
   );
   assert.match(readyBanner(METRICS, { host: '10.0.0.11', port: 8000 }, true)[0]!, /\(listening on 10.0.0.11:8000\)/);
   assert.match(
