@@ -32,12 +32,41 @@ export interface Options {
   cursorPath: string;
   /** The word before the token in `Authorization` (`Bearer`; DRF's TokenAuthentication wants `Token`). */
   authScheme: string;
+  /** A GET answered only to a signed-in user: the one proof of identity asked for, when given. */
+  identityPath?: string;
+  /** `--help`: print the usage and run nothing. */
+  help: boolean;
 }
 
 export const USAGE = `usage: npm run verify -- <base URL> --user NAME:PASSWORD [--user NAME:PASSWORD] | --anonymous
   [--checks ${CHECKS.join(',')}] [--report DIR] [--history FILE] [--keep]
   [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N] [--walk-seconds N]
-  [--path PATH] [--cursor-path PATH] [--auth-scheme NAME]`;
+  [--path PATH] [--cursor-path PATH] [--auth-scheme NAME] [--identity-path PATH]`;
+
+/** `--help`: the usage and what each option does in a line (docs/verify.md "Running it" says more). */
+export const HELP = `${USAGE}
+
+  --user NAME:PASSWORD   a test user of its own; the last of two or more is pushed past its limit
+  --anonymous            judge each source address's limit; no user is needed for the limits check
+  --checks LIST          the checks to run (default: all)
+  --report DIR           write DIR/report.json and DIR/report.html
+  --history FILE         keep every request and answer as JSON lines
+  --keep                 leave the tasks the run made in place
+  --limit N/Ws           the limit to judge, for a service that states none (default: RateLimit-Policy,
+                         else measured for a user)
+  --source ADDRESS       a local address to send from (repeatable)
+  --rate N               requests a second the limits check sends at most (default 60)
+  --connections N        keep-alive connections the limits check spreads them over (default 8)
+  --walk-seconds N       how long the cursor check writes and walks (default 15)
+  --path PATH            what the limits check requests (default /api/tasks/)
+  --cursor-path PATH     the list the cursor walks follow (default /api/tasks/?cursor=)
+  --auth-scheme NAME     the word before the token in Authorization (default Bearer; Token for DRF)
+  --identity-path PATH   a GET answered only to a signed-in user, 2xx with the token and 401 or 403 without:
+                         the one proof that the service takes a token as its user (default: the limits
+                         path's answers, the event feed, then this address's anonymous budget)
+
+Exit status: 0 holds, 1 violated, 3 skipped, 2 stopped before any check, 4 verify failed.
+Docs: docs/verify.md`;
 
 /** Parses the command line; a bad one throws an Error whose message is one line for the user. */
 export function parseArgs(argv: readonly string[]): Options {
@@ -54,6 +83,7 @@ export function parseArgs(argv: readonly string[]): Options {
     path: 'api/tasks/',
     cursorPath: 'api/tasks/?cursor=',
     authScheme: 'Bearer',
+    help: false,
   };
   let base: string | undefined;
   let checksGiven = false;
@@ -80,6 +110,8 @@ export function parseArgs(argv: readonly string[]): Options {
     else if (arg === '--path') options.path = parsePath(arg, value());
     else if (arg === '--cursor-path') options.cursorPath = parsePath(arg, value());
     else if (arg === '--auth-scheme') options.authScheme = parseScheme(value());
+    else if (arg === '--identity-path') options.identityPath = parsePath(arg, value());
+    else if (arg === '--help' || arg === '-h') return { ...options, help: true };
     else if (arg.startsWith('--')) throw new Error(`unknown option ${arg}`);
     else if (base === undefined) base = arg;
     else throw new Error(`one base URL only (got "${base}" and "${arg}")`);

@@ -27,21 +27,25 @@ const connectionIds = new WeakMap<Socket, number>();
 export class Client {
   private readonly agent: http.Agent;
   token: string | undefined;
+  /** With `keep`, every request this client sent, in order, with its answer. */
+  readonly sent: Operation[] = [];
 
   constructor(
     readonly base: URL,
     readonly name: string,
     private readonly history: History,
-    options: { sockets?: number; localAddress?: string; scheme?: string } = {},
+    options: { sockets?: number; localAddress?: string; scheme?: string; keep?: boolean } = {},
   ) {
     const Agent = base.protocol === 'https:' ? https.Agent : http.Agent;
     this.agent = new Agent({ keepAlive: true, maxSockets: options.sockets ?? 1, localAddress: options.localAddress });
     this.localAddress = options.localAddress;
     this.scheme = options.scheme ?? 'Bearer';
+    this.keep = options.keep ?? false;
   }
 
   private readonly localAddress: string | undefined;
   private readonly scheme: string;
+  private readonly keep: boolean;
 
   /** Sends one request and records it; never throws: a failure is an operation with `status: null`. */
   async send(options: RequestOptions): Promise<Operation> {
@@ -54,7 +58,7 @@ export class Client {
     const outcome =
       answer.error === undefined ? { status: answer.status, body: redact(answer.body) } : { error: answer.error };
     const complete = this.history.end({ ...entry, type: answer.error === undefined ? 'ok' : 'info', value: outcome });
-    return {
+    const operation = {
       ...entry,
       invoke,
       complete,
@@ -63,6 +67,8 @@ export class Client {
       body: answer.body,
       error: answer.error,
     };
+    if (this.keep) this.sent.push(operation);
+    return operation;
   }
 
   /** Sends until the answer is not a 429, waiting what `Retry-After` says (at most `maxWaits` times). */

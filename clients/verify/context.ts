@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CheckName, Credentials, Options } from './args.js';
 import { Client } from './client.js';
-import { History } from './history.js';
+import { History, type Operation } from './history.js';
 import { confirmIdentity } from './identity.js';
 import { Stop } from './stop.js';
 
@@ -41,13 +41,21 @@ export class RunContext {
    * identity's first hit opens it then, and the limits check aims its bursts at that window's edge.
    */
   readonly firstUse = new Map<string, number>();
+  /**
+   * How the service showed it takes each token as its user, and every request the identity check sent with the
+   * token (docs/verify.md "Identity is checked"): the limits check counts those it must measure a limit after.
+   */
+  readonly recognised = new Map<string, { by: string; sent: Operation[] }>();
 
   constructor(readonly options: Options) {
     this.history = new History(options.historyFile);
   }
 
   /** A client of its own (keep-alive connections, recorded under `name`). */
-  client(name: string, options: { sockets?: number; localAddress?: string; token?: string } = {}): Client {
+  client(
+    name: string,
+    options: { sockets?: number; localAddress?: string; token?: string; keep?: boolean } = {},
+  ): Client {
     const client = new Client(this.options.base, name, this.history, { ...options, scheme: this.options.authScheme });
     client.token = options.token;
     this.clients.push(client);
@@ -73,10 +81,18 @@ export class RunContext {
     const now = Date.now();
     this.firstUse.set(token, now);
     if (!this.firstUse.has(ANONYMOUS)) this.firstUse.set(ANONYMOUS, now);
-    await confirmIdentity(
-      { withToken: this.client(`${name}-identity`, { token }), without: this.client(`${name}-anonymous`) },
-      { username: user.username, scheme: this.options.authScheme, limitsPath: this.options.path },
+    const withToken = this.client(`${name}-identity`, { token, keep: true });
+    const by = await confirmIdentity(
+      { withToken, without: this.client(`${name}-anonymous`) },
+      {
+        username: user.username,
+        scheme: this.options.authScheme,
+        limitsPath: this.options.path,
+        identityPath: this.options.identityPath,
+        rate: this.options.rate,
+      },
     );
+    this.recognised.set(token, { by, sent: withToken.sent });
     return token;
   }
 

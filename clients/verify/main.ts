@@ -5,7 +5,7 @@
  * when one could not be judged (skipped) and none was violated, 2 for a bad command line, a service it could
  * not reach or log in to, or a token the service did not take as its user; 4 when verify itself failed.
  */
-import { parseArgs, USAGE, type CheckName, type Credentials, type Options } from './args.js';
+import { HELP, parseArgs, USAGE, type CheckName, type Credentials, type Options } from './args.js';
 import { checkCursor } from './checks/cursor.js';
 import { checkFeed } from './checks/feed.js';
 import { checkIdempotency } from './checks/idempotency.js';
@@ -26,6 +26,10 @@ async function main(): Promise<number> {
   } catch (error) {
     console.error(`verify: ${(error as Error).message}\n${USAGE}`);
     return 2;
+  }
+  if (options.help) {
+    console.log(HELP);
+    return 0;
   }
   try {
     return await run(options);

@@ -9,10 +9,15 @@
  *   offset-cursor    a "cursor" that is an OFFSET: skips and repeats under concurrent writes
  *   ttl-cache        two hosts behind a round-robin balancer, each with a 5 s read cache: stale reads
  *   token-scheme     no fault, but it takes only `Authorization: Token …`, as DRF's TokenAuthentication does
+ *   drf              not this model but a service shaped like DRF (drf-service.ts): no /api/events/, no
+ *                    RateLimit-Policy, anon 5 and user 10 per 2 s, each an exact sliding log
+ *   drf-race         the same with DRF's cache throttle one round trip away: concurrent requests each read a
+ *                    free slot, and all but one of their writes is lost
  */
 import cluster from 'node:cluster';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { serveDrf } from './drf-service.js';
 import { Model, serve, slidingLog, type Limiter, type Parts } from './model-service.js';
 
 const [fault = 'honest', portText = '0'] = process.argv.slice(2);
@@ -104,6 +109,8 @@ async function twoHostsBehindBalancer(model: Model): Promise<void> {
   await new Promise<void>((resolve) => balancer.listen(port, '127.0.0.1', resolve));
 }
 
+const DRF_RATES = { anon: { limit: 5, windowS: 2 }, user: { limit: 10, windowS: 2 } };
+
 async function main(): Promise<void> {
   const generous = slidingLog(40, 2);
   if (fault === 'per-process' && cluster.isPrimary) {
@@ -120,6 +127,7 @@ async function main(): Promise<void> {
   else if (fault === 'per-process') await serve(new Model({ limiter: slidingLog(10, 2) }), port);
   else if (fault === 'offset-cursor') await serve(new Model({ limiter: generous, cursorPage: offsetCursor }), port);
   else if (fault === 'honest') await serve(new Model({ limiter: generous }), port);
+  else if (fault === 'drf' || fault === 'drf-race') await serveDrf({ ...DRF_RATES, racy: fault === 'drf-race' }, port);
   else throw new Error(`unknown fault "${fault}"`);
   if (!cluster.isWorker) console.log(`listening ${port}`);
 }

@@ -107,3 +107,27 @@ export function dishonestRetryAfter(
   }
   return found;
 }
+
+/**
+ * The window of a sliding log, to the second, from its refusals' `Retry-After` (docs/verify.md "The limit, when
+ * the service states none"): each states the whole seconds, rounded up as DRF's `wait()` is, until `first` (the
+ * oldest admission in the window) leaves it, so that moment lies in (invoke + s − 1, complete + s] of every
+ * refusal, and before the completion of an admission that came once a slot freed (`freed`). The window is that
+ * moment less when `first` was decided. Undefined unless exactly one whole second fits.
+ */
+export function windowFromRetryAfter(
+  first: Timed,
+  refusals: (Timed & { retryAfterS: number })[],
+  freed?: Timed,
+): number | undefined {
+  let leavesAfter = -Infinity;
+  let leavesBy = freed?.complete ?? Infinity;
+  for (const refusal of refusals) {
+    leavesAfter = Math.max(leavesAfter, refusal.invoke + (refusal.retryAfterS - 1) * 1e9);
+    leavesBy = Math.min(leavesBy, refusal.complete + refusal.retryAfterS * 1e9);
+  }
+  const [above, atMost] = [(leavesAfter - first.complete) / 1e9, (leavesBy - first.invoke) / 1e9];
+  if (!Number.isFinite(above) || !Number.isFinite(atMost)) return undefined;
+  const seconds = Math.floor(above) + 1;
+  return seconds <= atMost && seconds + 1 > atMost && seconds >= 1 ? seconds * 1000 : undefined;
+}

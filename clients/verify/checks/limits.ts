@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ANONYMOUS, type CheckResult, type RunContext } from '../context.js';
 import type { Operation } from '../history.js';
 import {
@@ -8,6 +9,7 @@ import {
   trailingCounts,
   type LimitFindings,
 } from './limits-analysis.js';
+import { measureLimit, type Measured } from './limits-measure.js';
 import { runSchedules, SCHEDULES, sendAs, type Identity, type ScheduleName } from './limits-schedule.js';
 
 /** The longest window the check will wait out (a scope of an hour needs `--limit` with a shorter one). */
@@ -23,36 +25,44 @@ interface Policy {
  * address anonymously) runs the adversarial schedules of limits-schedule.ts; the history must never show more
  * than the limit inside one window, refusals must come only when the window is full, every 429 must say its
  * wait in `Retry-After` (and the same number in a `detail` that states one), and a request sent at the
- * second it states must be admitted. Each finding names the schedules whose requests exposed it.
+ * second it states must be admitted. Each finding names the schedules whose requests exposed it. The limit and
+ * window are `--limit`'s, else the service's `RateLimit-Policy`, else a user's are measured (policyOf).
  */
 export async function checkLimits(ctx: RunContext, user?: { name: string; token: string }): Promise<CheckResult> {
   const began = Date.now();
   const { options } = ctx;
   const identities = identitiesOf(ctx, user);
-  const loneAt = Date.now();
-  const lones = await Promise.all(identities.map((i) => sendAs(i, i.clients[0]!, options.path, 'lone')));
-  const policy = options.limit ?? readPolicy(lones[0]!.headers['ratelimit-policy']);
+  const recognised = user && ctx.recognised.get(user.token)?.by;
+  const found = await policyOf(ctx, identities, user);
   const result = (verdict: CheckResult['verdict'], summary: string, evidence: Record<string, unknown>) => ({
     name: 'limits' as const,
     verdict,
     summary,
-    evidence,
+    evidence: { identity: recognised, ...evidence },
     requests: ctx.history.countFor('limits'),
     seconds: (Date.now() - began) / 1000,
   });
-  if (policy === undefined) return result('skipped', 'no RateLimit-Policy header and no --limit given', {});
+  if ('why' in found) return result('skipped', found.why, {});
+  const { policy, loneAt, measured } = found;
   if (policy.windowMs > MAX_WINDOW_MS) {
     return result('skipped', `a window of ${policy.windowMs / 1000} s is longer than the check waits`, { policy });
   }
   const rate = options.rate / identities.length;
   const budget = { ...policy, rate, tailMs: Math.max(5_000, policy.windowMs * 0.15) };
-  // The identity check spent the user's (or this host's) first requests: a window opened by a first hit opened then.
+  // The identity check spent the user's (or this host's) first requests: a window opened by a first hit opened then
+  // (unless measuring waited until every earlier admission had left its window).
   const firstUse = ctx.firstUse.get(user?.token ?? (options.sources.length === 0 ? ANONYMOUS : '-')) ?? loneAt;
-  const anchor = Math.min(loneAt, firstUse);
+  const anchor = measured ? loneAt : Math.min(loneAt, firstUse);
   await Promise.all(identities.map((identity) => runSchedules(identity, options.path, anchor, budget)));
   const slackMs = (2 * options.connections * 1000) / rate + 250;
   const verdicts = identities.map((identity) => judge(identity, policy, slackMs));
-  const evidence = { policy, path: options.path, schedules: SCHEDULES, identities: verdicts };
+  const evidence = {
+    policy,
+    measured: measured && { limit: measured.limit, windowS: measured.windowMs / 1000, requests: measured.requests },
+    path: options.path,
+    schedules: SCHEDULES,
+    identities: verdicts,
+  };
   const plot = {
     title: 'Admissions in the trailing window',
     kind: 'line' as const,
@@ -76,8 +86,40 @@ export async function checkLimits(ctx: RunContext, user?: { name: string; token:
     return { ...result('skipped', why, evidence), plot };
   }
   const most = Math.max(...verdicts.map((v) => v.findings.maxInWindow));
-  const summary = `at most ${most} admissions in any ${policy.windowMs / 1000}-second window (limit ${policy.limit}) under every schedule; refusals only when full; Retry-After honest`;
+  const limit = `limit ${policy.limit}${measured ? ', measured' : ''}`;
+  const summary = `at most ${most} admissions in any ${policy.windowMs / 1000}-second window (${limit}) under every schedule; refusals only when full; Retry-After honest`;
   return { ...result('holds', summary, evidence), plot };
+}
+
+/**
+ * The limit and window to judge, and when the lone request was sent: `--limit`, else the lone request's
+ * `RateLimit-Policy`, else, for a user, measured (limits-measure.ts); measuring waits until its admissions have
+ * left their window and sends the lone request again, so that the schedules begin on an empty window.
+ */
+async function policyOf(
+  ctx: RunContext,
+  identities: Identity[],
+  user: { name: string; token: string } | undefined,
+): Promise<{ policy: Policy; loneAt: number; measured?: Measured } | { why: string }> {
+  const { path, rate, limit } = ctx.options;
+  const loneAt = Date.now();
+  const lones = await Promise.all(identities.map((i) => sendAs(i, i.clients[0]!, path, 'lone')));
+  const stated = limit ?? readPolicy(lones[0]!.headers['ratelimit-policy']);
+  if (stated !== undefined) return { policy: stated, loneAt };
+  if (user === undefined) return { why: 'no RateLimit-Policy header and no --limit given' };
+  const identity = identities[0]!;
+  const before = [...(ctx.recognised.get(user.token)?.sent ?? []), ...identity.ops];
+  const measured = await measureLimit(identity.clients[0]!, path, before, rate);
+  if ('why' in measured) return measured;
+  const policy = { limit: measured.limit, windowMs: measured.windowMs };
+  if (policy.windowMs > MAX_WINDOW_MS) return { policy, loneAt, measured };
+  await sleep((measured.clearAt - ctx.history.now()) / 1e6 + 100);
+  // Nothing sent so far shares a window with what follows: the schedules are judged from a new lone request.
+  identity.ops.length = 0;
+  identity.scheduleOf.clear();
+  const again = Date.now();
+  await sendAs(identity, identity.clients[0]!, path, 'lone');
+  return { policy, loneAt: again, measured };
 }
 
 /**

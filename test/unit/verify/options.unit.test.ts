@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseArgs } from '../../../clients/verify/args.js';
 import { edgeMarginMs } from '../../../clients/verify/checks/limits-schedule.js';
-import { scopeOf } from '../../../clients/verify/identity.js';
+import { scopeOf, statedLimit } from '../../../clients/verify/identity.js';
 
 const options = suite('verify: any rate-limited endpoint, and identity checked');
 
@@ -21,10 +21,22 @@ options('--anonymous with task checks still needs a user; --auth-scheme takes on
   assert.throws(() => parseArgs(['http://x', '--user', 'a:b', '--auth-scheme', 'To ken']), /one word/);
 });
 
-options('the RateLimit-Policy scope is the first policy’s name', () => {
+options('the RateLimit-Policy scope is the first policy’s name; the stated limit from any header that has one', () => {
   assert.is(scopeOf('"user";q=100;w=60, "user:concurrent";q=2'), 'user');
   assert.is(scopeOf('"anon";q=20;w=60'), 'anon');
   assert.is(scopeOf(undefined), undefined);
+  assert.is(statedLimit({ 'ratelimit-policy': '"user";q=100;w=60', 'x-ratelimit-limit': '7' }), 100);
+  assert.is(statedLimit({ 'ratelimit-limit': '20' }), 20);
+  assert.is(statedLimit({ 'x-ratelimit-limit': '20, 20;w=60' }), 20);
+  assert.is(statedLimit({ 'retry-after': '3' }), undefined);
+});
+
+options('--identity-path is relative like --path; --help runs nothing', () => {
+  const parsed = parseArgs(['http://x/prefix', '--user', 'a:b', '--identity-path', '/api/profile/']);
+  assert.is(parsed.identityPath, 'api/profile/');
+  assert.is(parseArgs(['http://x', '--user', 'a:b']).identityPath, undefined);
+  assert.throws(() => parseArgs(['http://x', '--user', 'a:b', '--identity-path', 'http://y/']), /takes a path/);
+  assert.is(parseArgs(['--help']).help, true);
 });
 
 options('the bursts around the edge fill the limit at the rate, within a quarter of the window', () => {

@@ -7,6 +7,7 @@ import {
   dishonestRetryAfter,
   readPolicy,
   trailingCounts,
+  windowFromRetryAfter,
 } from '../../../clients/verify/checks/limits-analysis.js';
 
 const S = 1e9;
@@ -89,6 +90,35 @@ limits('the trailing-window line and the policy header', () => {
   assert.equal(readPolicy('"user";q=100;w=60'), { limit: 100, windowMs: 60_000 });
   assert.is(readPolicy(undefined), undefined);
   assert.is(readPolicy('garbage'), undefined);
+});
+
+/** A refusal sent at `t` s and answered 10 ms later, stating DRF's ceil(window − (decided − first)) seconds. */
+const refusal = (op: number, t: number, windowS: number, firstS = 0.005) => ({
+  ...at(op, t),
+  retryAfterS: Math.ceil(windowS - (t + 0.005 - firstS)),
+});
+
+limits('the window of a sliding log that states none: Retry-After read for a second ticks once, to the second', () => {
+  const first = at(0, 0);
+  const tenths = Array.from({ length: 12 }, (_, i) => refusal(i + 1, 1.04 + i * 0.1, 60));
+  assert.is(windowFromRetryAfter(first, tenths, undefined), 60_000);
+  assert.is(
+    windowFromRetryAfter(
+      first,
+      tenths.map((r) => ({ ...r, retryAfterS: r.retryAfterS + 1 })),
+    ),
+    61_000,
+  );
+  const oneSecond = [refusal(1, 0.3, 1), refusal(2, 0.6, 1)];
+  assert.is(windowFromRetryAfter(first, oneSecond, at(3, 1)), 1_000, 'an admission once the slot freed bounds it');
+});
+
+limits('a window Retry-After does not tell to the second, or that it does not count down to, is not guessed', () => {
+  const first = at(0, 0);
+  // Decided at 0.99 s: 60 − 0.985 rounds up to 60, so the first admission leaves in (59.98, 61.03] s.
+  assert.is(windowFromRetryAfter(first, [{ ...at(1, 0.98), complete: 1.03 * S, retryAfterS: 60 }]), undefined);
+  const fixed = Array.from({ length: 12 }, (_, i) => ({ ...at(i + 1, 1 + i * 0.1), retryAfterS: 60 }));
+  assert.is(windowFromRetryAfter(first, fixed), undefined, 'a Retry-After that stays at 60 for a second');
 });
 
 limits.run();
