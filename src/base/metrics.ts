@@ -234,9 +234,9 @@ export function methodLabel(method: string): string {
   return METHOD_LABELS.has(method) ? method : '_OTHER';
 }
 
-/** The request series' texts and buckets, shared with the primary's door (cluster/primary-metrics.ts). */
-export const HTTP_REQUESTS_HELP =
+/** The request series' texts and buckets. */
+const HTTP_REQUESTS_HELP =
   'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and status code.';
-export const HTTP_DURATION_HELP =
+const HTTP_DURATION_HELP =
   'Time from receiving a request to sending its response, by method and route template.';
-export const HTTP_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const HTTP_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];

@@ -1,7 +1,7 @@
 import { childDrainBudgetMs, type Config } from '../settings/config.js';
 import { buildDeps, type Deps } from '../deps.js';
 import { reportMetricsToPrimary } from './metrics-reporter.js';
-import { ALIVE, ALIVE_EVERY_MS, HANDOFFS_PENDING, HANDOFFS_SETTLED, LEAVING } from './supervisor.js';
+import { HANDOFFS_PENDING, HANDOFFS_SETTLED, LEAVING } from './supervisor.js';
 
 /** What a child runs on its deps; `close()` drains it. */
 interface Started {
@@ -58,8 +58,6 @@ export async function runChild(config: Config, role: string | undefined): Promis
   const reporter = reportMetricsToPrimary(deps.metrics.registry, deps.watch && (() => deps.watch?.report() ?? []));
   const started = await start(deps);
   process.send?.({ type: 'ready' });
-  // The primary's door hands connections only to a child whose event loop still turns (supervisor.ts).
-  if (role === 'web') setInterval(() => process.send?.({ type: ALIVE }), ALIVE_EVERY_MS).unref();
   // The host is stopping after DRAIN_DELAY_MS: readiness says so while requests are still served.
   process.on('message', (message: { type?: string }) => {
     if (message?.type === LEAVING) deps.leaving = true;
@@ -76,15 +74,8 @@ export async function runChild(config: Config, role: string | undefined): Promis
       Math.max(0, childDrainBudgetMs(config) - 250),
     );
     giveUp.unref();
-    if (role === 'web' && config.CONNECTION_DOOR === 'primary') {
-      // The door hands connections over IPC and stops before this child is told to drain: every one it sent
-      // is read before the server drains what it was handed (src/cluster/door.ts).
-      await settleHandoffs(1_000);
-      await started.close();
-    } else {
-      await started.close();
-      await settleHandoffs(1_000);
-    }
+    await started.close();
+    await settleHandoffs(1_000);
     if (chosen.reportAfterClosing) {
       await close();
       await reporter.sendFinal();

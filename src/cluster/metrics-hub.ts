@@ -8,7 +8,6 @@ import { METRICS_REPLY, METRICS_REQUEST, type MetricsReply } from './metrics-pro
 import type { ChildRole } from './supervisor.js';
 import type { WatchedScope } from '../throttle/throttle-watch.js';
 import { mergeWatched, type HostTop } from './top-clients-merge.js';
-import type { DoorOutcome } from './door.js';
 import { createPrimaryMetrics, type PrimaryMetrics } from './primary-metrics.js';
 
 type Snapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
@@ -74,14 +73,6 @@ export class MetricsHub {
   /** Counts a child the supervisor restarted after an unexpected exit. */
   countRestart(role: ChildRole): void {
     this.#own.restarts.inc({ role });
-  }
-
-  /** Counts a connection the door took, by what it did with it; a probe it answered as a request too. */
-  countDoor(outcome: DoorOutcome, probe?: { method: string; status: number; seconds: number }): void {
-    this.#own.doorConnections.inc({ outcome });
-    if (!probe) return;
-    this.#own.httpRequests.inc({ method: probe.method, route: '/healthz', status: String(probe.status) });
-    this.#own.httpDuration.observe({ method: probe.method, route: '/healthz' }, probe.seconds);
   }
 
   /** Counts a settings reload, applied or refused. */

@@ -1,13 +1,9 @@
 /**
  * The metrics the primary records itself, beside the sum of its children's: children restarted,
  * collections made for scrapes, settings reloads, the host's most refused clients with the
- * window they are counted over, and what the door (door.ts) did with the connections on PORT, with
- * the probes it answered counted in the children's request series. MetricsHub (metrics-hub.ts) adds
- * them to every exposition.
+ * window they are counted over. MetricsHub (metrics-hub.ts) adds them to every exposition.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { HTTP_DURATION_BUCKETS, HTTP_DURATION_HELP, HTTP_REQUESTS_HELP } from '../base/metrics.js';
-import type { DoorOutcome } from './door.js';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { ChildRole } from './supervisor.js';
 
 /** Creates the primary's metrics in a registry of their own: the top window set, restarts and reloads at zero. */
@@ -41,29 +37,6 @@ export function createPrimaryMetrics(topWindowMs: number) {
         "The host's THROTTLE_TOP_K most refused clients per scope: requests refused over THROTTLE_TOP_WINDOW, by " +
         "pseudonym (user:<id> for users); within 1/(10·K) of the scope's refusals.",
     }),
-    doorConnections: new Counter({
-      name: 'paceline_door_connections_total',
-      labelNames: ['outcome'] as const,
-      registers,
-      help:
-        "Connections the primary's door took on PORT (CONNECTION_DOOR=primary), by outcome: health (a liveness " +
-        'probe answered by the primary), handed (to a web worker), unavailable (503: no worker served in time), ' +
-        'timeout (408: the first request did not arrive in time), dropped (closed while handed over).',
-    }),
-    // The probes the door answers, in the same series as the children's answers (summed by the hub).
-    httpRequests: new Counter({
-      name: 'paceline_http_requests_total',
-      labelNames: ['method', 'route', 'status'] as const,
-      registers,
-      help: HTTP_REQUESTS_HELP,
-    }),
-    httpDuration: new Histogram({
-      name: 'paceline_http_request_duration_seconds',
-      labelNames: ['method', 'route'] as const,
-      buckets: HTTP_DURATION_BUCKETS,
-      registers,
-      help: HTTP_DURATION_HELP,
-    }),
     topWindow: new Gauge({
       name: 'paceline_throttle_top_window_seconds',
       registers,
@@ -73,8 +46,6 @@ export function createPrimaryMetrics(topWindowMs: number) {
   metrics.topWindow.set(topWindowMs / 1000);
   for (const role of ['web', 'jobs'] satisfies ChildRole[]) metrics.restarts.inc({ role }, 0);
   for (const outcome of ['applied', 'refused']) metrics.reloads.inc({ outcome }, 0);
-  for (const outcome of ['health', 'handed', 'unavailable', 'timeout', 'dropped'] satisfies DoorOutcome[])
-    metrics.doorConnections.inc({ outcome }, 0);
   return metrics;
 }
 

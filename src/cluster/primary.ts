@@ -16,7 +16,6 @@ import { answerThrottledOnSignal } from './throttled-file.js';
 import { handleShutdown, type Lifecycle } from './shutdown.js';
 import { Supervisor } from './supervisor.js';
 import { announceReady, recordListening } from './ready-banner.js';
-import { Door } from './door.js';
 
 /**
  * The primary process: provides PostgreSQL and Redis (embedded when no URL is given), migrates
@@ -30,33 +29,22 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (proxyWarning) logger.warn(proxyWarning);
   // Signals are handled from the first moment: whatever has started by then is stopped.
   const life = handleShutdown(logger, config);
-  let supervisor: Supervisor | undefined;
-  let hub: MetricsHub | undefined;
-  const door =
-    config.ROLE !== 'jobs' && config.CONNECTION_DOOR === 'primary'
-      ? new Door({
-          config,
-          logger,
-          serving: () => supervisor?.serving() ?? [],
-          count: (outcome, probe) => hub?.countDoor(outcome, probe),
-        })
-      : undefined;
-  await claimHost(config, life, door);
+  await claimHost(config, life);
   const backends = await life.step(() => provideBackends(config, logger));
   life.holdStores = backends.hold;
   life.stops.push(() => backends.stop());
   await migrate(backends.databaseUrl, logger, life);
-  const metrics = (hub = await life.step(() => startMetricsHub(config, logger)));
+  const metrics = await life.step(() => startMetricsHub(config, logger));
   life.stops.push(() => metrics.close());
   answerThrottledOnSignal(config, logger, metrics);
-  supervisor = superviseChildren(config, logger, { backends, metrics, fileSettings, door }, life);
+  const supervisor = superviseChildren(config, logger, { backends, metrics, fileSettings }, life);
   if (life.stopping()) return;
   // Before the children, which take seconds to start without Redis: a store that cannot be used is
   // named at once (docs/operations.md "When a store is down"). Pushed last, so closed first: no
   // store line while the children drain.
   const watching = watchStores(watchedBackends(config, backends), logger, STORE_WATCH);
   life.stops.push(async () => (await watching).close());
-  const listening = door ? () => door.address : recordListening();
+  const listening = recordListening();
   if (config.ROLE !== 'jobs') await supervisor.start('web', config.WEB_CONCURRENCY);
   if (config.ROLE !== 'web' && config.JOB_CONCURRENCY > 0) await supervisor.start('jobs', config.JOB_CONCURRENCY);
   if (life.stopping()) return;
@@ -69,7 +57,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
  * instance on DATA_DIR, every port free. Only a primary that runs embedded stores owns its
  * DATA_DIR; with both URLs given, several may share it.
  */
-async function claimHost(config: Config, life: Lifecycle, door: Door | undefined): Promise<void> {
+async function claimHost(config: Config, life: Lifecycle): Promise<void> {
   const ownsDataDir = !config.DATABASE_URL || usesEmbeddedRedis(config);
   const running = ownsDataDir ? runningInstance(config) : undefined;
   if (running) {
@@ -79,11 +67,10 @@ async function claimHost(config: Config, life: Lifecycle, door: Door | undefined
     );
   }
   const { step } = life;
-  // The primary's door holds PORT from now on; without it, the web workers will listen on it.
-  if (door) {
-    await step(() => door.listen());
-    life.stops.push(() => door.close(0));
-  } else if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
+  // Bound without SO_REUSEPORT, so a port that any other process holds, even with SO_REUSEPORT (another
+  // Paceline), is refused here rather than shared with it by the kernel (docs/throttling.md "Past capacity:
+  // admission and shedding").
+  if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
   if (config.METRICS_PORT > 0)
     await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));
   if (!config.DATABASE_URL) await step(() => ensureServable('EMBEDDED_PG_PORT', config.EMBEDDED_PG_PORT, '127.0.0.1'));
@@ -125,10 +112,10 @@ async function migrate(databaseUrl: string, logger: Logger, life: Lifecycle): Pr
 function superviseChildren(
   config: Config,
   logger: Logger,
-  started: { backends: Backends; metrics: MetricsHub; fileSettings: Record<string, string>; door: Door | undefined },
+  started: { backends: Backends; metrics: MetricsHub; fileSettings: Record<string, string> },
   life: Lifecycle,
 ): Supervisor {
-  const { backends, metrics, fileSettings, door } = started;
+  const { backends, metrics, fileSettings } = started;
   // A Redis Cluster's nodes reach the children as the primary got them (environment or ENV_FILE).
   const stores = {
     DATABASE_URL: backends.databaseUrl,
@@ -141,7 +128,6 @@ function superviseChildren(
     env: { ...fileSettings, ...stores },
     onRestart: (role) => metrics.countRestart(role),
     onExit: (worker) => metrics.retire(worker),
-    onReady: (role) => role === 'web' && door?.workerReady(),
   });
   metrics.attach(() => supervisor.workers());
   if (config.DRAIN_DELAY_MS > 0 && config.ROLE !== 'jobs') {
@@ -155,8 +141,6 @@ function superviseChildren(
     };
   }
   life.stops.push(() => supervisor.stop());
-  // Run before the children drain (stops run last first): no connection waits for a worker that is leaving.
-  if (door) life.stops.push(() => door.close(Math.min(config.HTTP_REQUEST_TIMEOUT_MS, childDrainBudgetMs(config) / 2)));
   reloadOnHangup(config, logger, supervisor, stores, metrics);
   return supervisor;
 }

@@ -11,7 +11,6 @@ interface Slot {
   /** Said it is ready; a web child takes connections from then until it retires. */
   ready: boolean;
   /** When it last said it is alive (performance.now()): a web child's event loop still turns. */
-  aliveAt: number;
   /** The reload generation the child was started in; a reload replaces every older child. */
   generation: number;
 }
@@ -24,12 +23,6 @@ export const LEAVING = 'leaving';
  */
 export const HANDOFFS_PENDING = 'handoffs-pending';
 export const HANDOFFS_SETTLED = 'handoffs-settled';
-
-/** A web child's heartbeat, sent every ALIVE_EVERY_MS while its event loop turns (child.ts). */
-export const ALIVE = 'alive';
-export const ALIVE_EVERY_MS = 1_000;
-/** A web child not heard from for this long takes no connection, and alone makes the host's /healthz 503. */
-export const ALIVE_WITHIN_MS = 5_000;
 
 const CRASH_WINDOW_MS = 60_000;
 const CRASH_LOOP_THRESHOLD = 5;
@@ -57,8 +50,6 @@ export class Supervisor {
       shutdownTimeoutMs: number;
       onRestart?: (role: ChildRole) => void;
       onExit?: (worker: Worker) => void;
-      /** A child said it is ready (the door hands connections to a web child from then on). */
-      onReady?: (role: ChildRole) => void;
     },
   ) {
     this.#env = options.env;
@@ -116,19 +107,6 @@ export class Supervisor {
     return [...this.#slots].map((s) => s.worker);
   }
 
-  /**
-   * The web children that take connections now: ready, not retiring, still connected, and alive within
-   * ALIVE_WITHIN_MS (a child whose event loop has not turned for that long, wedged or stopped, gets none).
-   */
-  serving(): Worker[] {
-    const serving: Worker[] = [];
-    const now = performance.now();
-    for (const slot of this.#slots)
-      if (slot.role === 'web' && slot.ready && !slot.retiring && slot.worker.isConnected())
-        if (now - slot.aliveAt <= ALIVE_WITHIN_MS) serving.push(slot.worker);
-    return serving;
-  }
-
   /** Forks a child; resolves true once it is ready, false if it exits first. */
   #spawn(role: ChildRole, crashes: number[]): Promise<boolean> {
     const worker = cluster.fork({ ...this.#env, PACELINE_CHILD_ROLE: role });
@@ -138,27 +116,19 @@ export class Supervisor {
       crashes,
       retiring: false,
       ready: false,
-      aliveAt: performance.now(),
       generation: this.#generation,
     };
     this.#slots.add(slot);
     worker.on('exit', (code, signal) => this.#onExit(slot, code, signal));
     worker.on('message', (message: { type?: string }) => {
-      if (message?.type === ALIVE) {
-        const stale = performance.now() - slot.aliveAt > ALIVE_WITHIN_MS;
-        slot.aliveAt = performance.now();
-        // Serving again after a silence: what waits for a worker may go to it.
-        if (stale && slot.ready) this.options.onReady?.(role);
-      } else if (message?.type === HANDOFFS_PENDING && worker.isConnected()) worker.send({ type: HANDOFFS_SETTLED });
+      if (message?.type === HANDOFFS_PENDING && worker.isConnected()) worker.send({ type: HANDOFFS_SETTLED });
     });
     return new Promise((resolve) => {
       const ready = (message: unknown) => {
         if ((message as { type?: string })?.type !== 'ready') return;
         worker.off('message', ready);
         slot.ready = true;
-        slot.aliveAt = performance.now();
         if (this.#leaving) worker.send({ type: LEAVING });
-        this.options.onReady?.(role);
         resolve(true);
       };
       worker.on('message', ready);

@@ -1,5 +1,5 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
-import { Server as NetServer, type Socket } from 'node:net';
+import { Server as NetServer } from 'node:net';
 import { childDrainBudgetMs, type Config } from '../settings/config.js';
 import type { Deps } from '../deps.js';
 import { answerClientErrors } from './client-errors.js';
@@ -56,19 +56,10 @@ export async function serve(
     handle(req, res);
   });
   const budgetMs = childDrainBudgetMs(config) - 500;
-  if (config.CONNECTION_DOOR === 'primary' && process.send !== undefined) {
-    const open = takeConnections(http, config.HTTP_MAX_CONNECTIONS);
-    return {
-      close() {
-        draining = true;
-        return untilClosed(http, open, budgetMs).finally(() => handle.close());
-      },
-    };
-  }
   // A listen error (the port taken meanwhile) ends the start with one line, not an unhandled event.
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
-    http.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG }, () => {
+    http.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG, ...door(config) }, () => {
       http.off('error', reject);
       resolve();
     });
@@ -89,50 +80,16 @@ export async function serve(
  */
 export const LISTEN_BACKLOG = 4_096;
 
-/** The message that hands a web worker a connection and the bytes the primary's door read of it (cluster/door.ts). */
-export const CONNECTION = 'paceline:connection';
-
 /**
- * Serves the connections the primary's door hands over (CONNECTION_DOOR=primary): each with the bytes the door
- * read of it, replayed into the HTTP parser before anything more is read. At most `max` are open at once, as
- * HTTP_MAX_CONNECTIONS bounds a listening server. Returns the open ones.
+ * How a web worker of the cluster takes its connections (CONNECTION_DOOR; docs/throttling.md "Past capacity:
+ * admission and shedding"). `reuseport`: a listening socket of its own on PORT with SO_REUSEPORT (`exclusive`, so
+ * node:cluster does not share the primary's), the kernel spreading new connections over the workers' sockets
+ * and each worker accepting every waiting one on each turn of its event loop; `cluster`: node:cluster's round
+ * robin, the primary accepting and handing each connection to a worker over IPC, one at a time per worker.
  */
-function takeConnections(http: Server, max: number): Set<Socket> {
-  const open = new Set<Socket>();
-  // Node tracks a server's connections for its headers and request timeouts (and closeAllConnections) from its
-  // 'listening' event on; a server fed connections by hand never listens, so it is told it does.
-  http.emit('listening');
-  process.on('message', (message: { type?: string; head?: string }, socket?: Socket) => {
-    if (message?.type !== CONNECTION || !socket) return;
-    if (open.size >= max) return void socket.destroy();
-    open.add(socket);
-    socket.once('close', () => open.delete(socket));
-    http.emit('connection', socket);
-    if (message.head) socket.emit('data', Buffer.from(message.head, 'base64'));
-    socket.resume();
-  });
-  return open;
-}
-
-/** A door-fed server's drain: as `closeServer`, over the connections it was handed. */
-function untilClosed(http: Server, open: Set<Socket>, timeoutMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(force);
-      clearInterval(check);
-      resolve();
-    };
-    const force = setTimeout(
-      () => {
-        http.closeAllConnections();
-        for (const socket of open) socket.destroy();
-        done();
-      },
-      Math.max(timeoutMs, 100),
-    );
-    const check = setInterval(() => open.size === 0 && done(), 50);
-    if (open.size === 0) done();
-  });
+function door(config: Pick<Config, 'CONNECTION_DOOR' | 'PORT'>): { reusePort?: true; exclusive?: true } {
+  // PORT=0 asks for any free port: one, shared by node:cluster, rather than a different one per worker.
+  return config.CONNECTION_DOOR === 'reuseport' && config.PORT !== 0 ? { reusePort: true, exclusive: true } : {};
 }
 
 /**

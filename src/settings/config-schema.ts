@@ -136,7 +136,7 @@ export const settingsSchema = z.object({
   ADMISSION_LIMIT_MAX: integer(1, 100_000).default(256),
   // Who accepts connections on PORT: the primary (liveness probes answered there, the rest handed to the web
   // workers) or node:cluster's round robin (docs/throttling.md "Past capacity: admission and shedding").
-  CONNECTION_DOOR: z.enum(['primary', 'cluster']).default('cluster'),
+  CONNECTION_DOOR: z.enum(['reuseport', 'cluster']).default('reuseport'),
   // Jobs (BullMQ): retries with exponential back-off; a job whose lock is not renewed within
   // JOB_LOCK_DURATION_MS (its worker died) is found by the stalled check and run again.
   JOB_ATTEMPTS: integer(1, 100).default(3),

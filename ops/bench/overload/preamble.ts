@@ -74,7 +74,7 @@ export function settingsLine(s: RunSettings): string {
   return [
     `Command: \`${[...env, 'npm run bench:overload'].join(' ')}\`. The service: \`node dist/src/main.js\`, 2 web ` +
       `workers, on 127.0.0.1, twice (\`off\`: \`ADMISSION_CONTROL=off CONNECTION_DOOR=cluster\`, the service without ` +
-      `either; \`on\`: both at their defaults, \`on\` and \`primary\`; each with its own database of ` +
+      `either; \`on\`: both at their defaults, \`on\` and \`reuseport\`; each with its own database of ` +
       `${s.tasks.toLocaleString('en-US')} seeded tasks), THROTTLE_ANON and THROTTLE_USER at 100000/s (no client is ` +
       `refused), LOG_LEVEL=${s.logLevel}, every other setting at its default.`,
     '',

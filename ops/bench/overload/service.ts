@@ -55,7 +55,8 @@ const databaseOf = (mode: Mode) => `bench_overload_${mode}`;
 
 /**
  * `node dist/src/main.js` with 2 web workers, limits never reached, on 127.0.0.1: `on` as shipped (admission
- * control and the primary's door), `off` the service without either (ADMISSION_CONTROL=off, CONNECTION_DOOR=cluster).
+ * control, each worker accepting its own connections), `off` without either (ADMISSION_CONTROL=off,
+ * CONNECTION_DOOR=cluster).
  */
 export async function startInstance(stores: Stores, mode: Mode, logLevel: string): Promise<Instance> {
   const database = databaseOf(mode);
@@ -68,7 +69,7 @@ export async function startInstance(stores: Stores, mode: Mode, logLevel: string
     THROTTLE_ANON: '100000/s',
     THROTTLE_USER: '100000/s',
     ADMISSION_CONTROL: mode,
-    CONNECTION_DOOR: mode === 'on' ? 'primary' : 'cluster',
+    CONNECTION_DOOR: mode === 'on' ? 'reuseport' : 'cluster',
   });
   return { mode, database, cluster };
 }
