@@ -72,7 +72,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
         const inFlightAtStart = admission.inFlight;
         metrics.admissionQueueSeconds.labels({ class: LEVEL_NAMES[level] }).observe((startedAt - queuedAt) / 1000);
         res.once('close', () => {
-          admission.finish(performance.now() - startedAt, inFlightAtStart);
+          admission.finish(performance.now() - startedAt, inFlightAtStart, didWork(res));
           gauges();
         });
         app(req, res); // started from admit() or finish(), both of which set the gauges after
@@ -89,6 +89,17 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
     gauges();
   };
   return Object.assign(listener, { close: () => admission.close() });
+}
+
+/**
+ * Whether an answer's latency says what the worker's work costs, for the adaptive limit (docs/throttling.md "Past
+ * capacity: admission and shedding"): a success, a redirect or a server error did the work or met its trouble; a
+ * client error (401, 404, 406, a 429 from memory...) was refused before or without it, and a request whose client
+ * left before its answer was cut short. Learning from those would make a flood of refused clients look like fast
+ * work and raise the limit for the requests that do reach PostgreSQL.
+ */
+export function didWork(res: ServerResponse): boolean {
+  return res.writableFinished && (res.statusCode < 400 || res.statusCode >= 500);
 }
 
 function answerLive(req: IncomingMessage, res: ServerResponse, route: Classified, recorder: AnswerRecorder): void {

@@ -102,10 +102,13 @@ export class Admission {
     this.#sweeper ??= setInterval(() => this.#sweep(), Math.max(5, this.settings.queueMs / 4)).unref();
   }
 
-  /** A started request ended after `durationMs`; `inFlightAtStart` as it began. Its slot goes to the queue. */
-  finish(durationMs: number, inFlightAtStart: number): void {
+  /**
+   * A started request ended after `durationMs`; `inFlightAtStart` as it began. Its slot goes to the queue. Its
+   * latency teaches the limit only when it `worked` (Netflix's ignored outcome otherwise): see `didWork`.
+   */
+  finish(durationMs: number, inFlightAtStart: number, worked = true): void {
     this.#inFlight -= 1;
-    this.limit.sample(durationMs, inFlightAtStart, this.now());
+    if (worked) this.limit.sample(durationMs, inFlightAtStart, this.now());
     this.#drain();
   }
 

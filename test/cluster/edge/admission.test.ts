@@ -79,8 +79,7 @@ test.before(async () => {
     ADMISSION_LIMIT_MIN: '2',
     ADMISSION_LIMIT_MAX: '2',
     ADMISSION_QUEUE_SIZE: '2',
-    // The worker's own door, reached directly: a request whose body never comes is the worker's to hold
-    // (with the primary's door it waits there, test/cluster/edge/door.test.ts).
+    // node:cluster's round robin: PORT's one listening socket is the primary's (checked below).
     CONNECTION_DOOR: 'cluster',
   };
   [cluster, hasty] = await Promise.all([
