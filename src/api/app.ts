@@ -44,19 +44,16 @@ export function createApp(deps: Deps, extraRoutes: ExtraRoutes = []): Koa {
 }
 
 /**
- * The API's request listener (server.ts): `GET /healthz` is answered before Koa, every other request passes
- * admission control (src/edge/admission-listener.ts); then a request from a client this process already knows
- * the throttle refuses is answered before Koa (src/edge/early-refusal.ts), byte for byte as the app would;
- * every other goes to the app.
+ * The API's request listener (server.ts): `GET /healthz` is answered before Koa, and so is a request from a
+ * client this process already knows the throttle refuses (src/edge/early-refusal.ts), byte for byte as the app
+ * would; every other request passes admission control (src/edge/admission-listener.ts) to the app.
  */
 export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): RequestListener & { close(): void } {
   const { app, answerEarly, classify, recorder } = createApi(deps, extraRoutes);
   const handle = app.callback();
   const { config, metrics } = deps;
   // Past capacity, the app is reached through admission (src/edge/); a refusal from memory costs no slot.
-  return admitBeforeApp({ classify, recorder, metrics, config }, (req, res) => {
-    if (!answerEarly(req, res)) void handle(req, res);
-  });
+  return admitBeforeApp({ classify, answerEarly, recorder, metrics, config }, (req, res) => void handle(req, res));
 }
 
 /**

@@ -137,8 +137,8 @@ export function createMetrics(registry = new Registry()) {
     admissionMemory: new Counter({
       name: 'paceline_admission_memory_total',
       help:
-        'Requests started at once, without a slot, because the worker keeps a current answer to them in memory ' +
-        '(an anonymous cached list): not held behind requests that need PostgreSQL.',
+        'Requests answered at once, without a slot, because the worker keeps a current answer to them in memory ' +
+        '(an anonymous cached list, a throttle refusal): not held behind requests that need PostgreSQL.',
       registers,
     }),
     httpDuration: new Histogram({
@@ -237,6 +237,5 @@ export function methodLabel(method: string): string {
 /** The request series' texts and buckets. */
 const HTTP_REQUESTS_HELP =
   'HTTP requests answered, by method, route template ("unmatched" when no route matched the path) and status code.';
-const HTTP_DURATION_HELP =
-  'Time from receiving a request to sending its response, by method and route template.';
+const HTTP_DURATION_HELP = 'Time from receiving a request to sending its response, by method and route template.';
 const HTTP_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];

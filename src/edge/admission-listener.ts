@@ -15,6 +15,8 @@ export interface Classified {
 
 export interface EdgeParts {
   classify(req: IncomingMessage): Classified;
+  /** Answers a request the worker refuses from memory (early-refusal.ts) and returns true; else false. */
+  answerEarly(req: IncomingMessage, res: ServerResponse): boolean;
   recorder: AnswerRecorder;
   metrics: Metrics;
   config: Pick<
@@ -33,7 +35,8 @@ const LIVE_BODY = Buffer.from(JSON.stringify({ status: 'ok' }));
 
 /**
  * The worker's door (docs/throttling.md "Past capacity: admission and shedding"): `GET /healthz`
- * is answered here, before the app, whatever the load; every other request goes through
+ * is answered here, before the app, whatever the load, and so is a client the throttle refuses from memory
+ * (`answerEarly`: a 429 takes no slot and waits behind no request); every other request goes through
  * admission (ADMISSION_CONTROL=on), which starts it, queues it or sheds it with a 503 written
  * as cheaply as a throttle refusal, and drops a queued request whose client left before any work.
  */
@@ -57,6 +60,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
     const classified = parts.classify(req);
     if (classified.level === 'health' && classified.route === '/healthz' && req.method === 'GET')
       return answerLive(req, res, classified, recorder);
+    if (parts.answerEarly(req, res)) return on ? void metrics.admissionMemory.inc() : undefined;
     if (!on || classified.level === 'health') return void app(req, res);
     if (classified.level === 'memory') {
       metrics.admissionMemory.inc();
