@@ -9,11 +9,8 @@ import {
   trailingCounts,
   type LimitFindings,
 } from './limits-analysis.js';
-import { measureLimit, type Measured } from './limits-measure.js';
+import { MAX_WINDOW_MS, measureLimit, type Measured } from './limits-measure.js';
 import { runSchedules, SCHEDULES, sendAs, type Identity, type ScheduleName } from './limits-schedule.js';
-
-/** The longest window the check will wait out (a scope of an hour needs `--limit` with a shorter one). */
-const MAX_WINDOW_MS = 5 * 60_000;
 
 interface Policy {
   limit: number;
@@ -109,7 +106,7 @@ async function policyOf(
   if (user === undefined) return { why: 'no RateLimit-Policy header and no --limit given' };
   const identity = identities[0]!;
   const before = [...(ctx.recognised.get(user.token)?.sent ?? []), ...identity.ops];
-  const measured = await measureLimit(identity.clients[0]!, path, before, rate);
+  const measured = await measureLimit(identity.clients[0]!, path, before, rate, () => ctx.history.now());
   if ('why' in measured) return measured;
   const policy = { limit: measured.limit, windowMs: measured.windowMs };
   if (policy.windowMs > MAX_WINDOW_MS) return { policy, loneAt, measured };
