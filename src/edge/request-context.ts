@@ -5,7 +5,7 @@ import { methodLabel, type Metrics } from '../base/metrics.js';
 import { RefusalLog } from './refusal-log.js';
 import type { AnswerRecorder } from './answer.js';
 
-/** A client's X-Request-Id that is kept as given (the primary's door keeps the same ones). */
+/** A client's X-Request-Id that is kept as given. */
 export const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
 /** Probes polled every few seconds by orchestrators: logged at debug, so they do not drown the rest. */

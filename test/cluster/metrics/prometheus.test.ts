@@ -191,8 +191,6 @@ async function startAll(): Promise<void> {
     ADMISSION_LIMIT_MIN: String(WORKER_LIMIT),
     ADMISSION_LIMIT_MAX: String(WORKER_LIMIT),
     ADMISSION_QUEUE_SIZE: '0',
-    // The crowd holds slots with writes whose bodies never come: they must reach the workers' admission directly.
-    CONNECTION_DOOR: 'cluster',
   });
   await untilJobWorkerReports();
   prometheus = await startPrometheus(

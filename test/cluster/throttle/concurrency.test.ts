@@ -108,9 +108,6 @@ test.before(async () => {
     // Exactness holds for checks Redis answers; a loaded host must not decide alone.
     THROTTLE_TIMEOUT_MS: '5000',
     ACCESS_LOG: 'errors',
-    // An upload in progress holds its slot while its body arrives: straight to the worker, not first read
-    // whole by the primary's door (which holds a connection's first request until it has arrived).
-    CONNECTION_DOOR: 'cluster',
   };
   const dataDir = await mkdtemp(join(process.env.TEST_TMP_DIR!, 'concurrency-'));
   const short = String(SHORT_EXPIRY_MS);
