@@ -1,9 +1,10 @@
 import { resolve } from 'node:path';
 import { describeInstance, runningInstance } from '../cluster/instance-file.js';
+import { readReloads, type ReloadRecord } from '../cluster/reload.js';
 import { formatThrottled, takeThrottledAnswer, THROTTLED_SIGNAL } from '../cluster/throttled-file.js';
 import type { Config } from '../settings/config.js';
 import type { Command, CommandContext } from './command.js';
-import { fail } from './output.js';
+import { fail, say } from './output.js';
 import { printLastUserChange } from './user-listings.js';
 
 /** `status`: whether a Paceline runs on DATA_DIR (exit 3 when not), and the last change of user:audit. */
@@ -29,12 +30,85 @@ export const stop: Command = {
   run: (_args, context) => signalPrimary(context, 'SIGTERM'),
 };
 
-/** `reload`: SIGHUP to the primary recorded under DATA_DIR (exit 3 when none runs). */
+/**
+ * `reload [--pid PID]`: SIGHUP to the primary recorded under DATA_DIR (or PID), then waits for what
+ * it records of that reload: applied (exit 0), refused or abandoned (exit 1), none in time (exit 1).
+ */
 export const reload: Command = {
-  usage: `  reload             reload it (SIGHUP to its primary: settings re-read, web workers replaced)`,
+  usage: `  reload [--pid PID]
+                     reload it (SIGHUP to its primary: settings re-read, web workers replaced)
+                     and say how it ended: applied (what changed) or refused (why), waiting as
+                     long as replacing the web workers may take (PID: as for throttled)`,
   needs: 'settings',
-  run: (_args, context) => signalPrimary(context, 'SIGHUP'),
+  run: (args, context) => reloadPrimary(context, args),
 };
+
+/** How long the primary may take to record that it read the settings again. */
+const RELOAD_ANSWER_MS = 10_000;
+
+async function reloadPrimary(context: CommandContext, args: string[]): Promise<number> {
+  const { config, stdout } = context;
+  const pid = optionOf(args, '--pid');
+  if (pid !== undefined && !/^[1-9]\d*$/.test(pid)) return fail("reload --pid needs the primary's process id");
+  const running = pid === undefined ? runningInstance(config) : undefined;
+  const target = pid === undefined ? running?.pid : Number(pid);
+  if (target === undefined) return notRunning(config);
+  if (running && !running.recordsReloads) {
+    await signalPrimary(context, 'SIGHUP');
+    return say('a primary of an earlier release records no outcome: its log says how the reload ends');
+  }
+  const before = Math.max(0, ...readReloads(config, target).map((record) => record.seq));
+  if (!signalled(target, 'SIGHUP')) return fail(`no process ${target}`);
+  const ours = await waitForReload(config, target, (record) => record.seq > before, RELOAD_ANSWER_MS);
+  if (!ours) return fail(`Paceline's primary (PID ${target}) did not answer the reload within 10 s`);
+  // A host with no web worker (ROLE=jobs) ends its reload at once, yet may record it a moment later.
+  const withinMs = Math.max(ours.withinMs, RELOAD_ANSWER_MS);
+  if (ours.state === 'replacing')
+    stdout.write(
+      `reloading: ${changes(ours)}; replacing ${ours.web} web worker(s) one at a time ` +
+        `(waiting up to ${Math.ceil(withinMs / 1000)} s)\n`,
+    );
+  const ended = await waitForReload(config, target, (r) => r.seq === ours.seq && r.state !== 'replacing', withinMs);
+  if (!ended)
+    return fail(
+      `no outcome within ${Math.ceil(withinMs / 1000)} s: the reload is still under way; the service's ` +
+        "log says how it ends ('web workers replaced')",
+    );
+  if (ended.state === 'refused') return fail(`reload refused, the workers keep their settings: ${ended.reason}`);
+  if (ended.state === 'abandoned') return fail(`reload abandoned: ${ended.reason}`);
+  const seconds = ((ended.endedAt ?? Date.now()) - ended.startedAt) / 1000;
+  stdout.write(`reload applied in ${seconds.toFixed(1)} s: ${changes(ended)}; ${ended.web} web worker(s) replaced\n`);
+  return 0;
+}
+
+/** The record `wanted` picks among those primary `pid` keeps, read every 100 ms for up to `withinMs`. */
+async function waitForReload(
+  config: Config,
+  pid: number,
+  wanted: (record: ReloadRecord) => boolean,
+  withinMs: number,
+): Promise<ReloadRecord | undefined> {
+  for (const deadline = Date.now() + withinMs; ; await new Promise((done) => setTimeout(done, 100))) {
+    const found = readReloads(config, pid).find(wanted);
+    if (found || Date.now() > deadline) return found;
+  }
+}
+
+const changes = (record: ReloadRecord) =>
+  record.changed.length > 0 ? record.changed.join(', ') : 'no setting changed';
+
+/** Sends `signal` to `pid`; false when there is no such process. */
+function signalled(pid: number, signal: NodeJS.Signals): boolean {
+  try {
+    return process.kill(pid, signal);
+  } catch {
+    return false;
+  }
+}
+
+function optionOf(args: string[], name: string): string | undefined {
+  return args.includes(name) ? (args[args.indexOf(name) + 1] ?? '') : undefined;
+}
 
 async function signalPrimary(context: CommandContext, signal: NodeJS.Signals): Promise<number> {
   const running = runningInstance(context.config);
@@ -64,9 +138,8 @@ export const throttled: Command = {
 };
 
 async function printThrottled(config: Config, args: string[]): Promise<number> {
-  const option = (name: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? '') : undefined);
-  const scope = option('--scope');
-  const pid = option('--pid');
+  const scope = optionOf(args, '--scope');
+  const pid = optionOf(args, '--pid');
   if (scope === '') return fail('throttled --scope needs a scope name');
   if (pid !== undefined && !/^[1-9]\d*$/.test(pid)) return fail("throttled --pid needs the primary's process id");
   const running = pid === undefined ? runningInstance(config) : undefined;

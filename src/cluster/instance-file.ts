@@ -12,6 +12,8 @@ export interface Instance {
   startedAt: string;
   /** Signals the primary answers beyond the usual ones; `SIGUSR2` ends a primary that does not (`cli throttled`). */
   answers?: string[];
+  /** It records each reload's outcome for `cli reload` (reload.ts); a primary of an earlier release does not. */
+  recordsReloads?: boolean;
 }
 
 export const INSTANCE_FILE = 'paceline.pid';
@@ -61,6 +63,7 @@ export function writeInstanceFile(config: Config): () => void {
     ports: instancePorts(config),
     startedAt: new Date().toISOString(),
     answers: ['SIGUSR2'],
+    recordsReloads: true,
   };
   writeFileSync(path, `${JSON.stringify(instance)}\n`);
   let removed = false;

@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import { connectDatabase } from '../../db/connect.js';
 import { migrateToLatest } from '../../db/migrate.js';
 import { childDrainBudgetMs, proxyTrustWarning, usesEmbeddedRedis, type Config } from '../settings/config.js';
-import { rereadEnvFile } from '../settings/env-file.js';
 import { createLogger } from '../base/logger.js';
 import { describeStoreError, storeFailureLine } from '../stores/store-errors.js';
 import { watchStores } from '../stores/store-watch.js';
@@ -13,6 +12,7 @@ import { provideBackends, type Backends } from './backends.js';
 import { describeInstance, runningInstance, writeInstanceFile } from './instance-file.js';
 import { startMetricsHub, type MetricsHub } from './metrics-hub.js';
 import { answerThrottledOnSignal } from './throttled-file.js';
+import { reloadOnHangup } from './reload.js';
 import { handleShutdown, type Lifecycle } from './shutdown.js';
 import { Supervisor } from './supervisor.js';
 import { announceReady, recordListening } from './ready-banner.js';
@@ -141,26 +141,8 @@ function superviseChildren(
     };
   }
   life.stops.push(() => supervisor.stop());
-  reloadOnHangup(config, logger, supervisor, stores, metrics);
+  reloadOnHangup({ config, startEnv: { ...process.env, ...fileSettings }, logger, supervisor, stores, metrics });
   return supervisor;
-}
-
-/** SIGHUP: settings read again and checked like a start; bad ones leave the workers as they are. */
-function reloadOnHangup(
-  config: Config,
-  logger: Logger,
-  supervisor: Supervisor,
-  stores: Record<string, string>,
-  metrics: MetricsHub,
-): void {
-  process.on('SIGHUP', () => {
-    const reread = rereadEnvFile(process.env, config);
-    metrics.countReload(reread.ok ? 'applied' : 'refused');
-    if (!reread.ok) return logger.error(`reload refused, the workers keep their settings: ${reread.reason}`);
-    supervisor.setEnv({ ...reread.settings, ...stores });
-    logger.info('SIGHUP: settings read again; replacing web workers one at a time');
-    void supervisor.reload('web').then(() => logger.info('web workers replaced'));
-  });
 }
 
 /**

@@ -39,7 +39,7 @@ export class Supervisor {
   #stopping = false;
   #timers = new Set<NodeJS.Timeout>();
   #generation = 0;
-  #reloading: Promise<void> | null = null;
+  #reloading: Promise<boolean> | null = null;
   #env: Record<string, string>;
   #leaving = false;
 
@@ -68,23 +68,23 @@ export class Supervisor {
    * Replaces every child of `role` started before this call, one at a time: a new child first,
    * then the old one drains. A reload asked for during another one extends it rather than running
    * beside it (which would leave twice the children). A new child that exits before it is ready
-   * ends the reload, keeping the old children serving.
+   * ends the reload, keeping the old children serving: resolves false then, true once all are replaced.
    */
-  reload(role: ChildRole): Promise<void> {
+  reload(role: ChildRole): Promise<boolean> {
     this.#generation += 1;
     return (this.#reloading ??= this.#replaceOlder(role).finally(() => (this.#reloading = null)));
   }
 
-  async #replaceOlder(role: ChildRole): Promise<void> {
+  async #replaceOlder(role: ChildRole): Promise<boolean> {
     for (;;) {
       const old = [...this.#slots].find((s) => s.role === role && !s.retiring && s.generation < this.#generation);
-      if (!old || this.#stopping) return;
+      if (!old || this.#stopping) return !this.#stopping;
       if (!(await this.#spawn(role, []))) {
         this.options.logger.error(
           { role },
           'a new child exited before it was ready; reload abandoned, the old children keep serving',
         );
-        return;
+        return false;
       }
       await this.#retire(old);
     }
