@@ -3,12 +3,14 @@
  * PostgreSQL and Redis, seeds a few thousand tasks, starts `node dist/src/main.js` (2 web workers, limits never
  * reached) twice, once with ADMISSION_CONTROL=off and once with =on, finds the mix's capacity with an open-loop
  * ramp, runs the mix open-loop at 0.5×, 1×, 2× and 4× that rate on each instance, then a flood of 2,000
- * keep-alive connections on each, while a prober checks `/healthz` on a new connection every 250 ms. Prints a
- * Markdown report, also written to ops/bench/results/overload.md; docs/benchmarks.md
- * "Overload (`npm run bench:overload`)" explains it.
+ * keep-alive connections on each, while a prober, a newcomer, asks `/healthz` and the cached page 1, each on a new
+ * connection, every 250 ms. Prints a Markdown report, also written to ops/bench/results/overload.md;
+ * docs/benchmarks.md "Overload (`npm run bench:overload`)" explains it.
  *
- *   npm run bench:overload                                          # about 5 minutes
+ *   npm run bench:overload                                          # about 6 minutes; `on` as shipped (reuseport)
+ *   BENCH_DOOR=cluster npm run bench:overload                       # `on` with node:cluster's round robin
  *   BENCH_SECONDS=6 BENCH_FLOOD_SECONDS=5 npm run bench:overload    # a quicker, rougher run
+ *   BENCH_MULTIPLES=0.5,4 BENCH_ONLY=on BENCH_FLOOD_SECONDS=0 npm run bench:overload   # 0.5× and 4× on `on` alone
  */
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
@@ -20,31 +22,69 @@ import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload
 import { machineFacts, settingsLine } from './overload/preamble.js';
 import { PROBE_TIMEOUT_MS } from './overload/outcomes.js';
 import { startLoadProcess, startProber, type LoadProcess, type Prober } from './overload/processes.js';
-import { admissionTable, classTable, floodTable, rampTable, scenarioTable } from './overload/report.js';
 import {
-  healthOf,
+  admissionTable,
+  classTable,
+  floodTable,
+  newcomerTable,
+  overloadGoalTable,
+  rampTable,
+  scenarioTable,
+} from './overload/report.js';
+import {
+  newcomerOf,
   REST_MS,
   runFloodScenario,
   runMixScenario,
   type Bench,
   type FloodScenario,
   type MixScenario,
+  type Newcomer,
 } from './overload/scenarios.js';
-import { MODES, counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
+import {
+  DOORS,
+  MODES,
+  counterReader,
+  settle,
+  startInstance,
+  startSeededStores,
+  type Door,
+  type Instance,
+} from './overload/service.js';
 import { uptime } from './machine.js';
 import { readBenchCount } from './settings.js';
 
 const RESULTS = process.env.BENCH_RESULTS || 'ops/bench/results/overload.md';
 const TASKS = 5_000;
-const MULTIPLES = [0.5, 1, 2, 4];
+const DEFAULT_MULTIPLES = [0.5, 1, 2, 4];
+/** The quiet run and the overloaded one whose served latencies and goodput the report sets side by side. */
+const QUIET = 0.5;
+const LOADED = 4;
 const TIMEOUT_MS = 2_000;
 /** The load process's keep-alive connections: enough that an overload reaches the service, not only its queue. */
 const SOCKETS = 1_000;
 const RAMP_SECONDS = 3;
 const WARM_UP_SECONDS = 5;
 
+/** A setting from the environment that is none of `allowed` stops the run with one line and exit 2. */
+function refuse(name: string, text: string, allowed: string): never {
+  process.stderr.write(`${name} must be ${allowed}, got "${text}"\n`);
+  process.exit(2);
+}
+
+const doorText = process.env.BENCH_DOOR || 'reuseport';
+if (!(DOORS as readonly string[]).includes(doorText)) refuse('BENCH_DOOR', doorText, DOORS.join(' or '));
+const door = doorText as Door;
+const multiplesText = process.env.BENCH_MULTIPLES || '';
+const multiples = multiplesText === '' ? DEFAULT_MULTIPLES : multiplesText.split(',').map(Number);
+if (multiples.some((m) => !(m > 0 && m <= 16)))
+  refuse('BENCH_MULTIPLES', multiplesText, 'multiples of capacity above 0 and at most 16, by commas (0.5,4)');
+const onlyText = process.env.BENCH_ONLY || '';
+if (onlyText !== '' && onlyText !== 'on') refuse('BENCH_ONLY', onlyText, 'on or unset');
+const onlyOn = onlyText === 'on';
 const seconds = readBenchCount('BENCH_SECONDS', 10);
-const floodSeconds = readBenchCount('BENCH_FLOOD_SECONDS', 10);
+/** 0: no flood. */
+const floodSeconds = readBenchCount('BENCH_FLOOD_SECONDS', 10, 0);
 const wantedConnections = readBenchCount('BENCH_FLOOD_CONNECTIONS', 2_000);
 const logLevel = process.env.BENCH_LOG_LEVEL || 'info';
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -75,14 +115,16 @@ async function main(): Promise<void> {
   const limit = await fileLimit();
   // The load process holds every flood connection, and a few hundred more for its keep-alive pool and the rest.
   const connections = Math.min(wantedConnections, Number.isFinite(limit) ? limit - 512 : wantedConnections);
+  const perLoad = onlyOn ? 1 : 2;
   log(
-    `overload benchmark: capacity search, ${MULTIPLES.length * 2} runs of ${seconds} s, 2 floods of ${floodSeconds} s`,
+    `overload benchmark (on: CONNECTION_DOOR=${door}): capacity search, ${multiples.length * perLoad} runs of ` +
+      `${seconds} s, ${floodSeconds > 0 ? `${perLoad} flood(s) of ${floodSeconds} s` : 'no flood'}`,
   );
   running.root = await mkdtemp(join(tmpdir(), 'paceline-overload-'));
   await chmod(running.root, 0o755); // as root, PostgreSQL runs as the postgres user
   const { stores, seeded } = await startSeededStores(running.root, TASKS);
   running.stores = stores;
-  const started = await Promise.allSettled(MODES.map((mode) => startInstance(stores, mode, logLevel)));
+  const started = await Promise.allSettled(MODES.map((mode) => startInstance(stores, mode, logLevel, door)));
   for (const result of started) if (result.status === 'fulfilled') running.instances.push(result.value);
   for (const result of started) if (result.status === 'rejected') throw result.reason;
   const [off, on] = running.instances as [Instance, Instance];
@@ -125,12 +167,15 @@ async function main(): Promise<void> {
   await bench.load.mix({ ...mixRun(ramp.capacity, RAMP_SECONDS, 998), base: on.cluster.base });
 
   const scenarios: MixScenario[] = [];
-  for (const [index, multiple] of MULTIPLES.entries()) {
+  for (const [index, multiple] of multiples.entries()) {
     // Both settings see the same arrivals; which goes first alternates, so neither always follows the heavier run.
-    const pair = index % 2 === 0 ? [off, on] : [on, off];
+    const pair = onlyOn ? [on] : index % 2 === 0 ? [off, on] : [on, off];
     for (const instance of pair) {
       const label = `${multiple}× (${Math.round(multiple * ramp.capacity)}/s)`;
-      const s = await runMixScenario(bench, instance, label, mixRun(multiple * ramp.capacity, seconds, index + 1));
+      // The seed is the multiple's place in the default list, so a partial run gets a full run's arrivals.
+      const seed = DEFAULT_MULTIPLES.includes(multiple) ? DEFAULT_MULTIPLES.indexOf(multiple) + 1 : 100 + index;
+      const run = mixRun(multiple * ramp.capacity, seconds, seed);
+      const s = await runMixScenario(bench, instance, label, multiple, run);
       scenarios.push(s);
       const { all } = s.mix;
       log(
@@ -140,16 +185,34 @@ async function main(): Promise<void> {
     }
   }
   const floods: FloodScenario[] = [];
-  for (const instance of [off, on]) {
+  for (const instance of floodSeconds === 0 ? [] : onlyOn ? [on] : [off, on]) {
     const f = await runFloodScenario(bench, instance, connections, floodSeconds);
     floods.push(f);
-    log(`flood ${instance.mode}: ${f.flood.clientsAnswered} of ${connections} clients answered`);
+    log(
+      `flood ${instance.mode}: ${f.flood.firstAnswered} of ${connections} clients with a first answer within 10 s ` +
+        `(${f.flood.clientsAnswered} answered at all)`,
+    );
   }
-  log(`waiting for the last health probes (up to ${PROBE_TIMEOUT_MS / 1000} s)`);
+  log(`waiting for the last probes (up to ${PROBE_TIMEOUT_MS / 1000} s)`);
   await bench.prober.drain();
   await monitor.destroy();
-  const health = (s: { target: string; from: number; to: number }) =>
-    healthOf(bench.prober.probes(s.target, s.from, s.to));
+  const newcomers: Array<{ label: string; mode: string; newcomer: Newcomer; flood?: FloodScenario }> = [
+    ...scenarios.map((s) => ({ label: s.label, mode: s.mode, newcomer: newcomerOf(bench.prober, s) })),
+    ...floods.map((f) => ({
+      label: `flood (${connections.toLocaleString('en-US')})`,
+      mode: f.mode,
+      newcomer: newcomerOf(bench.prober, f),
+      flood: f,
+    })),
+  ];
+  for (const { label, mode, newcomer, flood } of newcomers)
+    log(
+      `newcomer, ${label} ${mode}: /healthz p99 ${newcomer.healthz.p99Ms.toFixed(1)} ms, ` +
+        `${newcomer.healthz.unanswered} unanswered; page 1 p99 ${newcomer.page.p99Ms.toFixed(1)} ms, ` +
+        `${newcomer.page.unanswered} unanswered` +
+        (flood ? `; ${flood.flood.firstAnswered} first answers within 10 s` : ''),
+    );
+  const goals = overloadGoalTable(scenarios, QUIET, LOADED, ramp.capacity);
 
   const redis = new Redis(stores.redisUrl);
   const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
@@ -162,11 +225,16 @@ async function main(): Promise<void> {
     fileLimit: limit,
   });
   const report = [
-    '# Overload benchmark (`npm run bench:overload`)',
+    `# Overload benchmark (\`npm run bench:overload\`): \`on\` with \`CONNECTION_DOOR=${door}\``,
     '',
     ...facts,
     '',
     settingsLine({
+      door,
+      doorAsked: (process.env.BENCH_DOOR || '') !== '',
+      multiples,
+      multiplesAsked: multiplesText !== '',
+      onlyOn,
       seconds,
       floodSeconds,
       connections,
@@ -190,9 +258,16 @@ async function main(): Promise<void> {
     '',
     classTable(scenarios),
     '',
-    '## Health checks, abandoned work and CPU, by run',
+    ...(goals === ''
+      ? []
+      : [`## At ${LOADED}×: each class's served p99 against ${QUIET}×, goodput against capacity`, '', goals, '']),
+    '## A newcomer: `/healthz` and the cached page 1, each on a new connection',
     '',
-    scenarioTable(scenarios, scenarios.map(health)),
+    newcomerTable(newcomers),
+    '',
+    '## Abandoned work and CPU, by run',
+    '',
+    scenarioTable(scenarios),
     '',
     '## The learnt limit, second by second (`on`)',
     '',
@@ -201,10 +276,9 @@ async function main(): Promise<void> {
     '',
     admissionTable(scenarios),
     '',
-    `## ${connections.toLocaleString('en-US')} keep-alive connections`,
-    '',
-    floodTable(floods, floods.map(health)),
-    '',
+    ...(floods.length === 0
+      ? []
+      : [`## ${connections.toLocaleString('en-US')} keep-alive connections`, '', floodTable(floods), '']),
   ].join('\n');
   process.stdout.write(`\n${report}`);
   await mkdir('ops/bench/results', { recursive: true });

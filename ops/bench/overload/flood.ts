@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { newTally, record, summarise, type Outcome, type Summary } from './outcomes.js';
+import { newTally, quantile, record, summarise, type Outcome, type Summary } from './outcomes.js';
 import { HttpPool } from './send.js';
 
 export interface FloodRun {
@@ -16,8 +16,17 @@ export interface FloodResult {
   /** Clients that got at least one answer, and the most connections open at once. */
   clientsAnswered: number;
   mostOpen: number;
+  /** Clients whose first answer (any status) came within FIRST_ANSWER_MS of their start. */
+  firstAnswered: number;
+  /** Of the clients answered, ms from their start to their first answer: median, p99, slowest. */
+  firstP50Ms: number;
+  firstP99Ms: number;
+  firstMaxMs: number;
   page1: Summary;
 }
+
+/** A flood client's first answer counts when it came within this long of the client's start. */
+export const FIRST_ANSWER_MS = 10_000;
 
 const PAGE_1 = { method: 'GET', path: '/api/tasks/' } as const;
 
@@ -37,9 +46,11 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
   let stopped = false;
   let mostOpen = 0;
   let clientsAnswered = 0;
+  const firsts: number[] = [];
   const client = async () => {
     const pool = new HttpPool(run.base);
     pools.push(pool);
+    const start = performance.now();
     let answered = false;
     while (!stopped) {
       const outcome = await new Promise<Outcome>((resolve) => {
@@ -54,6 +65,7 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
       if (!answered && typeof outcome === 'object') {
         answered = true;
         clientsAnswered += 1;
+        firsts.push(performance.now() - start);
       }
       if (outcome === 'error') await sleep(RETRY_PAUSE_MS);
     }
@@ -66,10 +78,15 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
   clearInterval(counting);
   for (const pool of pools) pool.destroy();
   await Promise.all(clients);
+  const sorted = Float64Array.from(firsts).sort();
   return {
     connections: run.connections,
     clientsAnswered,
     mostOpen,
+    firstAnswered: firsts.filter((ms) => ms <= FIRST_ANSWER_MS).length,
+    firstP50Ms: quantile(sorted, 0.5),
+    firstP99Ms: quantile(sorted, 0.99),
+    firstMaxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
     page1: summarise(tally, run.seconds),
   };
 }

@@ -9,13 +9,21 @@
  */
 export type Outcome = { status: number; ms: number } | 'timeout' | 'unsent' | 'error';
 
-/** The health prober's pace, and how long a probe may wait for its answer before it counts as unanswered. */
+/** The prober's pace (each kind), and how long a probe may wait for its answer before it counts as unanswered. */
 export const PROBE_INTERVAL_MS = 250;
 export const PROBE_TIMEOUT_MS = 10_000;
 
-/** One health probe: the service it went to, when it was sent (epoch ms), what became of it. */
+/**
+ * What a newcomer asks, each on a new connection: `/healthz` (an orchestrator's probe), and page 1 of the list
+ * (anonymous `GET /api/tasks/`, which each worker answers from its read cache once it has served it).
+ */
+export const PROBE_PATHS = { healthz: '/healthz', page: '/api/tasks/' } as const;
+export type ProbeKind = keyof typeof PROBE_PATHS;
+
+/** One probe: the service it went to, what it asked, when it was sent (epoch ms), what became of it. */
 export interface Probe {
   target: string;
+  kind: ProbeKind;
   sentAt: number;
   outcome: Outcome;
 }

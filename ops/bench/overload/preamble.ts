@@ -3,7 +3,9 @@ import { loadConfig } from '../../../src/settings/config.js';
 import { describeCommit, uptime } from '../machine.js';
 import { P99_BOUND_MS } from './capacity.js';
 import { CLASSES } from './mix.js';
+import { FIRST_ANSWER_MS } from './flood.js';
 import { PROBE_INTERVAL_MS, PROBE_TIMEOUT_MS } from './outcomes.js';
+import { WARM_PAGE_ASKS } from './scenarios.js';
 
 /** Whether this build reads ADMISSION_CONTROL: a setting it does not know is dropped by loadConfig. */
 export function readsAdmissionControl(): boolean {
@@ -48,6 +50,14 @@ export function machineFacts(run: {
 }
 
 export interface RunSettings {
+  /** The `on` instance's CONNECTION_DOOR, and whether it was asked for (BENCH_DOOR) rather than the default. */
+  door: string;
+  doorAsked: boolean;
+  /** The multiples of capacity run, and whether they were asked for (BENCH_MULTIPLES). */
+  multiples: readonly number[];
+  multiplesAsked: boolean;
+  /** Runs on the `on` instance alone (BENCH_ONLY=on): `off` only finds the capacity. */
+  onlyOn: boolean;
   seconds: number;
   floodSeconds: number;
   connections: number;
@@ -61,6 +71,9 @@ export interface RunSettings {
 /** The command that reproduces the run, how to read the tables, and how they were measured. */
 export function settingsLine(s: RunSettings): string {
   const env = [
+    s.doorAsked && `BENCH_DOOR=${s.door}`,
+    s.multiplesAsked && `BENCH_MULTIPLES=${s.multiples.join(',')}`,
+    s.onlyOn && 'BENCH_ONLY=on',
     s.seconds !== 10 && `BENCH_SECONDS=${s.seconds}`,
     s.floodSeconds !== 10 && `BENCH_FLOOD_SECONDS=${s.floodSeconds}`,
     s.wantedConnections !== 2_000 && `BENCH_FLOOD_CONNECTIONS=${s.wantedConnections}`,
@@ -74,14 +87,17 @@ export function settingsLine(s: RunSettings): string {
   return [
     `Command: \`${[...env, 'npm run bench:overload'].join(' ')}\`. The service: \`node dist/src/main.js\`, 2 web ` +
       `workers, on 127.0.0.1, twice (\`off\`: \`ADMISSION_CONTROL=off CONNECTION_DOOR=cluster\`, the service without ` +
-      `either; \`on\`: both at their defaults, \`on\` and \`reuseport\`; each with its own database of ` +
+      `either; \`on\`: \`ADMISSION_CONTROL=on CONNECTION_DOOR=${s.door}\`` +
+      `${s.door === 'reuseport' ? ', both as shipped' : ', admission as shipped with node:cluster’s round robin'}; ` +
+      `each with its own database of ` +
       `${s.tasks.toLocaleString('en-US')} seeded tasks), THROTTLE_ANON and THROTTLE_USER at 100000/s (no client is ` +
       `refused), LOG_LEVEL=${s.logLevel}, every other setting at its default.`,
     '',
     '**How to read.** Compare each line’s goodput with the capacity: a service that copes with overload keeps ' +
       'serving about its capacity at 2× and 4× and answers what it cannot serve at once with 503 (shed) ' +
       'rather than letting it wait into a timeout; one that does not shows goodput falling, p99 near the client’s ' +
-      'timeout and timeouts growing. `/healthz` should stay fast and answered on every line and through the flood. ' +
+      'timeout and timeouts growing. A newcomer’s `/healthz` and cached page 1 should stay fast and answered on ' +
+      'every line and through the flood, and every flood client should get a first answer. ' +
       '"No client waiting" is work the service finished for clients that had already given up, and its PG ' +
       'statements what that cost the database. Absolute figures depend on the host (its neighbours, and the load ' +
       'process on the same cores: see its CPU and "late p99"); compare lines of one run, `off` against `on` first.',
@@ -103,11 +119,18 @@ export function settingsLine(s: RunSettings): string {
     '- "Finished by the service": requests on `/api/tasks/` the service completed (`paceline_http_requests_total`); ' +
       '"no client waiting": those less the answers received in time. PG statements: pg_stat_statements calls of ' +
       'the instance’s database (BEGIN and COMMIT included); those for abandoned requests are pro rata, an estimate.',
-    `- \`/healthz\` is probed on a new TCP connection every ${PROBE_INTERVAL_MS} ms by a process of its own, timed ` +
-      `from its send, unanswered after ${PROBE_TIMEOUT_MS / 1000} s; about ` +
-      `${Math.round((s.seconds * 1000) / PROBE_INTERVAL_MS)} probes a run, so a run’s p99 is its worst probe.`,
-    `- The flood: ${s.connections.toLocaleString('en-US')} clients${fewer}, all started at once, each asking page ` +
-      `1 on its own keep-alive connection for ${s.floodSeconds} s, closed-loop per connection (it is about how many ` +
-      'connections, not how fast).',
+    `- A newcomer, from a process of its own, every ${PROBE_INTERVAL_MS} ms: \`GET /healthz\` on a new TCP ` +
+      `connection, and half a beat later page 1 (\`GET /api/tasks/\`, anonymous) on another; each timed from its ` +
+      `send to its answer's last byte, unanswered after ${PROBE_TIMEOUT_MS / 1000} s. Before each run page 1 is ` +
+      `asked ${WARM_PAGE_ASKS} times on new connections, so that both workers keep it in their read caches (in the ` +
+      'mix, creates publish new heads and it is rebuilt). About ' +
+      `${Math.round((s.seconds * 1000) / PROBE_INTERVAL_MS)} probes of each a run, so a run’s p99 is its worst probe.`,
+    s.floodSeconds > 0
+      ? `- The flood: ${s.connections.toLocaleString('en-US')} clients${fewer}, all started at once, each asking ` +
+        `page 1 on its own keep-alive connection for ${s.floodSeconds} s, closed-loop per connection (it is about ` +
+        'how many connections, not how fast); "first answer": how many clients had an answer (any status) within ' +
+        `${FIRST_ANSWER_MS / 1000} s of their start${s.floodSeconds * 1000 < FIRST_ANSWER_MS ? ` (this flood lasted ${s.floodSeconds} s)` : ''}.`
+      : '- No flood in this run (`BENCH_FLOOD_SECONDS=0`).',
+    ...(s.onlyOn ? ['- `BENCH_ONLY=on`: the runs are the `on` instance’s alone; `off` only finds the capacity.'] : []),
   ].join('\n');
 }

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { FloodResult, FloodRun } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
-import { PROBE_TIMEOUT_MS, type Probe } from './outcomes.js';
+import { PROBE_TIMEOUT_MS, type Probe, type ProbeKind } from './outcomes.js';
 
 /** Forks one of this folder's scripts under this process's loader (tsx). */
 async function forkHere(file: string): Promise<ChildProcess> {
@@ -70,14 +70,14 @@ export interface Prober {
   pid: number;
   /** Points the probes at `base` (null: none are sent). */
   target(base: string | null): void;
-  /** The probes sent to `base` between `from` and `to` (epoch ms) whose outcome is known. */
-  probes(base: string, from: number, to: number): Probe[];
+  /** The probes of `kind` sent to `base` between `from` and `to` (epoch ms) whose outcome is known. */
+  probes(base: string, kind: ProbeKind, from: number, to: number): Probe[];
   /** Stops probing; resolves once every probe sent has its outcome. */
   drain(): Promise<void>;
   stop(): void;
 }
 
-/** Forks prober.ts: `/healthz` on a new connection every 250 ms. */
+/** Forks prober.ts: `/healthz` and page 1, each on a new connection, every 250 ms. */
 export async function startProber(): Promise<Prober> {
   const child = await forkHere('./prober.ts');
   const seen: Probe[] = [];
@@ -91,7 +91,8 @@ export async function startProber(): Promise<Prober> {
   return {
     pid: child.pid!,
     target: (base) => child.connected && child.send({ target: base }),
-    probes: (base, from, to) => seen.filter((p) => p.target === base && p.sentAt >= from && p.sentAt < to),
+    probes: (base, kind, from, to) =>
+      seen.filter((p) => p.target === base && p.kind === kind && p.sentAt >= from && p.sentAt < to),
     async drain() {
       if (child.connected) child.send({ stop: true });
       await Promise.race([done, new Promise((resolve) => setTimeout(resolve, PROBE_TIMEOUT_MS + 5_000))]);

@@ -1,6 +1,7 @@
 import type { FloodResult } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
-import { PROBE_TIMEOUT_MS, quantile, type Probe } from './outcomes.js';
+import { PROBE_PATHS, PROBE_TIMEOUT_MS, quantile, type Outcome, type Probe } from './outcomes.js';
+import { sendOnce } from './send.js';
 import { cpuSeconds, type LoadProcess, type Prober } from './processes.js';
 import {
   readAdmission,
@@ -13,6 +14,20 @@ import {
 
 /** Idle time before each run, once the instance has settled (see `settle`). */
 export const REST_MS = 4_000;
+
+/** Times page 1 is asked, each on a new connection, before each run: new connections spread over both workers. */
+export const WARM_PAGE_ASKS = 10;
+
+/**
+ * Asks page 1 WARM_PAGE_ASKS times, one after another, each on a new connection, so that each web worker has
+ * served it and keeps it in its read cache (until a create publishes a new head): the newcomer's cached page.
+ */
+async function warmPage(base: string): Promise<void> {
+  for (let i = 0; i < WARM_PAGE_ASKS; i += 1)
+    await new Promise<Outcome>((resolve) =>
+      sendOnce(base, { method: 'GET', path: PROBE_PATHS.page }, performance.now(), PROBE_TIMEOUT_MS, resolve),
+    );
+}
 
 /** What one scenario measured beside the load's own figures. */
 export interface Measured {
@@ -32,6 +47,8 @@ export interface Measured {
 
 export interface MixScenario extends Measured {
   label: string;
+  /** The rate as a multiple of the capacity found. */
+  multiple: number;
   ratePerS: number;
   mix: MixResult;
 }
@@ -40,7 +57,7 @@ export interface FloodScenario extends Measured {
   flood: FloodResult;
 }
 
-/** The health probes' figures in a window: latencies of the answered ones, and how many got none in time. */
+/** The figures of one kind of probe in a window: latencies of the answered ones, and how many got none in time. */
 export interface Health {
   sent: number;
   p50Ms: number;
@@ -62,6 +79,7 @@ async function measure<T>(bench: Bench, instance: Instance, seconds: number, run
   const target = instance.cluster.base;
   bench.prober.target(target);
   const before = await settle(() => bench.read(instance), REST_MS);
+  await warmPage(target);
   const cpuBefore = { load: cpuSeconds(bench.load.pid), service: serviceCpuSeconds(instance) };
   const from = Date.now();
   const admission: AdmissionSample[] = [];
@@ -95,17 +113,18 @@ async function measure<T>(bench: Bench, instance: Instance, seconds: number, run
   };
 }
 
-/** The mix open-loop at `ratePerS` on `instance` for `run.seconds`, the probes at the same instance. */
+/** The mix open-loop at `ratePerS` (`multiple` × capacity) on `instance` for `run.seconds`, the probes at it too. */
 export async function runMixScenario(
   bench: Bench,
   instance: Instance,
   label: string,
+  multiple: number,
   run: Omit<MixRun, 'base'>,
 ): Promise<MixScenario> {
   const { result, measured } = await measure(bench, instance, run.seconds, () =>
     bench.load.mix({ ...run, base: instance.cluster.base }),
   );
-  return { ...measured, label, ratePerS: run.ratePerS, mix: result };
+  return { ...measured, label, multiple, ratePerS: run.ratePerS, mix: result };
 }
 
 /** The connection flood on `instance`, the probes at the same instance. */
@@ -119,6 +138,20 @@ export async function runFloodScenario(
     bench.load.flood({ base: instance.cluster.base, connections, seconds, timeoutMs: PROBE_TIMEOUT_MS }),
   );
   return { ...measured, flood: result };
+}
+
+/** A newcomer's requests in a scenario's window, each on a new connection: `/healthz` and the cached page 1. */
+export interface Newcomer {
+  healthz: Health;
+  page: Health;
+}
+
+export function newcomerOf(prober: Prober, scenario: Pick<Measured, 'target' | 'from' | 'to'>): Newcomer {
+  const { target, from, to } = scenario;
+  return {
+    healthz: healthOf(prober.probes(target, 'healthz', from, to)),
+    page: healthOf(prober.probes(target, 'page', from, to)),
+  };
 }
 
 export function healthOf(probes: readonly Probe[]): Health {

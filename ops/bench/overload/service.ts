@@ -11,9 +11,14 @@ import { cpuSeconds } from './processes.js';
 export const MODES = ['off', 'on'] as const;
 export type Mode = (typeof MODES)[number];
 
-/** One instance of the compiled service: its admission setting, its own database. */
+/** How the `on` instance's web workers take their connections (the service reads CONNECTION_DOOR). */
+export const DOORS = ['reuseport', 'cluster'] as const;
+export type Door = (typeof DOORS)[number];
+
+/** One instance of the compiled service: its admission setting, its door, its own database. */
 export interface Instance {
   mode: Mode;
+  door: Door;
   database: string;
   cluster: RunningCluster;
 }
@@ -54,12 +59,13 @@ export async function startSeededStores(root: string, tasks: number): Promise<{ 
 const databaseOf = (mode: Mode) => `bench_overload_${mode}`;
 
 /**
- * `node dist/src/main.js` with 2 web workers, limits never reached, on 127.0.0.1: `on` as shipped (admission
- * control, each worker accepting its own connections), `off` without either (ADMISSION_CONTROL=off,
- * CONNECTION_DOOR=cluster).
+ * `node dist/src/main.js` with 2 web workers, limits never reached, on 127.0.0.1: `on` with admission control and
+ * `onDoor` (as shipped: `reuseport`, each worker accepting its own connections), `off` without either
+ * (ADMISSION_CONTROL=off, CONNECTION_DOOR=cluster).
  */
-export async function startInstance(stores: Stores, mode: Mode, logLevel: string): Promise<Instance> {
+export async function startInstance(stores: Stores, mode: Mode, logLevel: string, onDoor: Door): Promise<Instance> {
   const database = databaseOf(mode);
+  const door: Door = mode === 'on' ? onDoor : 'cluster';
   const cluster = await startService({
     DATABASE_URL: stores.databaseUrl.replace(/\/[^/]*$/, `/${database}`),
     REDIS_URL: stores.redisUrl,
@@ -69,9 +75,9 @@ export async function startInstance(stores: Stores, mode: Mode, logLevel: string
     THROTTLE_ANON: '100000/s',
     THROTTLE_USER: '100000/s',
     ADMISSION_CONTROL: mode,
-    CONNECTION_DOOR: mode === 'on' ? 'reuseport' : 'cluster',
+    CONNECTION_DOOR: door,
   });
-  return { mode, database, cluster };
+  return { mode, door, database, cluster };
 }
 
 /** A reader of an instance's counters through `monitor` (a connection to any database of the stores). */
