@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -30,6 +31,10 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   // Signals are handled from the first moment: whatever has started by then is stopped.
   const life = handleShutdown(logger, config);
   await claimHost(config, life);
+  // Before the first fork: the web workers then accept from PORT's one listening socket, which the primary creates
+  // and holds for as long as a worker listens, so a worker replaced or lost leaves the connections not yet accepted
+  // to the others (docs/throttling.md "Past capacity: admission and shedding").
+  if (config.CONNECTION_DOOR === 'shared') cluster.schedulingPolicy = cluster.SCHED_NONE;
   const backends = await life.step(() => provideBackends(config, logger));
   life.holdStores = backends.hold;
   life.stops.push(() => backends.stop());
@@ -67,9 +72,7 @@ async function claimHost(config: Config, life: Lifecycle): Promise<void> {
     );
   }
   const { step } = life;
-  // Bound without SO_REUSEPORT, so a port that any other process holds, even with SO_REUSEPORT (another
-  // Paceline), is refused here rather than shared with it by the kernel (docs/throttling.md "Past capacity:
-  // admission and shedding").
+  // Bound without SO_REUSEPORT, so a port any other process holds (with SO_REUSEPORT too) stops the start here.
   if (config.ROLE !== 'jobs') await step(() => ensureServable('PORT', config.PORT, config.HOST));
   if (config.METRICS_PORT > 0)
     await step(() => ensureServable('METRICS_PORT', config.METRICS_PORT, config.METRICS_HOST));

@@ -82,10 +82,9 @@ export const LISTEN_BACKLOG = 4_096;
 
 /**
  * How a web worker of the cluster takes its connections (CONNECTION_DOOR; docs/throttling.md "Past capacity:
- * admission and shedding"). `reuseport`: a listening socket of its own on PORT with SO_REUSEPORT (`exclusive`, so
- * node:cluster does not share the primary's), the kernel spreading new connections over the workers' sockets
- * and each worker accepting every waiting one on each turn of its event loop; `cluster`: node:cluster's round
- * robin, the primary accepting and handing each connection to a worker over IPC, one at a time per worker.
+ * admission and shedding"): `shared` and `cluster` listen as node:cluster has the primary say (src/cluster/primary.ts
+ * sets its scheduling policy); `reuseport`, for the overload bench's comparison only, gives each worker a listening
+ * socket of its own with SO_REUSEPORT (`exclusive`, so node:cluster does not share the primary's).
  */
 function door(config: Pick<Config, 'CONNECTION_DOOR' | 'PORT'>): { reusePort?: true; exclusive?: true } {
   // PORT=0 asks for any free port: one, shared by node:cluster, rather than a different one per worker.

@@ -134,9 +134,10 @@ export const settingsSchema = z.object({
   ADMISSION_QUEUE_SIZE: integer(0, 100_000).default(1_024),
   ADMISSION_LIMIT_MIN: integer(1, 100_000).default(4),
   ADMISSION_LIMIT_MAX: integer(1, 100_000).default(256),
-  // Who accepts connections on PORT: the primary (liveness probes answered there, the rest handed to the web
-  // workers) or node:cluster's round robin (docs/throttling.md "Past capacity: admission and shedding").
-  CONNECTION_DOOR: z.enum(['reuseport', 'cluster']).default('reuseport'),
+  // How the web workers take connections on PORT: every one accepting from one socket the primary holds, or
+  // node:cluster's round robin (docs/throttling.md "Past capacity: admission and shedding"). `reuseport` is
+  // measured by the overload bench only and goes with it.
+  CONNECTION_DOOR: z.enum(['shared', 'cluster', 'reuseport']).default('shared'),
   // Jobs (BullMQ): retries with exponential back-off; a job whose lock is not renewed within
   // JOB_LOCK_DURATION_MS (its worker died) is found by the stalled check and run again.
   JOB_ATTEMPTS: integer(1, 100).default(3),

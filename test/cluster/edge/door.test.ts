@@ -15,14 +15,13 @@ import { request } from '../../helpers/http.js';
 import { listenBacklog } from '../../helpers/listen-backlog.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 
-// docs/throttling.md "Past capacity: admission and shedding": the door as shipped (CONNECTION_DOOR=reuseport):
-// each web worker listens on PORT with a socket of its own (SO_REUSEPORT) and accepts every waiting connection on
-// each turn of its event loop, so a client that opens a connection during a keep-alive crowd is served as one
-// that holds one. On the real entry point with two web workers.
+// docs/throttling.md "Past capacity: admission and shedding": the door as shipped (CONNECTION_DOOR=shared): every
+// web worker accepts from PORT's one listening socket, which the primary holds, and takes every waiting connection
+// on each turn of its event loop, so a client that opens a connection during a keep-alive crowd is served as one
+// that holds one, and a worker replaced by a rolling reload leaves no connection behind. On the real entry point
+// with two web workers.
 
-const test = suite(
-  'the door: each web worker accepts its own connections on PORT; a newcomer is served during a crowd',
-);
+const test = suite('the door: the web workers accept from one socket on PORT; a newcomer is served during a crowd');
 let cluster: RunningCluster;
 let token = '';
 let dropDatabase: () => Promise<void> = async () => {};
@@ -36,6 +35,8 @@ test.before(async () => {
   cluster = await startCluster(
     {
       ...testStoresEnv('door', database.url),
+      CONNECTION_DOOR: process.env.ZZ_DOOR ?? 'shared',
+      LOG_LEVEL: 'info',
       WEB_CONCURRENCY: '2',
       THROTTLE_ANON: '100000/min',
       THROTTLE_USER: '100000/min',
@@ -144,12 +145,46 @@ test('a probe on a fresh connection is answered while a keep-alive crowd keeps b
   );
 });
 
-test('each web worker listens on PORT with a socket of its own, each queueing 4,096 connections not yet accepted', () => {
+test('PORT has one listening socket, held by the primary, that every web worker accepts from; it queues 4,096', () => {
   // Past its backlog the kernel drops a new connection, and its client (a probe among them) retries a second later.
   const { backlogs, expected, listing } = listenBacklog(cluster.port);
-  assert.equal(backlogs, [expected, expected], listing);
-  const owners = [...listing.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1])).sort();
-  assert.equal(owners, webWorkers().sort(), `the web workers own them, not the primary: ${listing}`);
+  assert.equal(backlogs, [expected], listing);
+  const holders = [...listing.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1])).sort();
+  assert.equal(holders, [cluster.child.pid!, ...webWorkers()].sort(), `the primary and both web workers: ${listing}`);
+});
+
+test('rolling reloads under 30 clients that each open a new connection per request: no connection is reset', async () => {
+  const outcomes: Record<string, number> = {};
+  let stop = false;
+  const one = () =>
+    new Promise<string>((resolve) => {
+      const req = httpRequest(new URL('/healthz', cluster.base), { agent: false, timeout: 10_000 }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(String(res.statusCode)));
+      });
+      req.on('timeout', () => req.destroy(Object.assign(new Error('no answer in 10 s'), { code: 'TIMEOUT' })));
+      req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+      req.end();
+    });
+  const loop = async () => {
+    while (!stop) {
+      const outcome = await one();
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+    }
+  };
+  const loops = Array.from({ length: 30 }, () => loop());
+  const replaced = () => cluster.output().split('web workers replaced').length;
+  for (let i = 0; i < 2; i += 1) {
+    const before = replaced();
+    process.kill(cluster.child.pid!, 'SIGHUP');
+    for (let waited = 0; waited < 900 && replaced() === before; waited += 1) await sleep(100);
+    assert.is(replaced(), before + 1, `reload ${i + 1} ended: ${cluster.output().slice(-2000)}`);
+  }
+  stop = true;
+  await Promise.all(loops);
+  const answered = outcomes['200'] ?? 0;
+  assert.ok(answered > 1_000, `requests during the reloads: ${JSON.stringify(outcomes)}`);
+  assert.equal(Object.keys(outcomes), ['200'], `every one answered 200: ${JSON.stringify(outcomes)}`);
 });
 
 test('a second instance on the same PORT stops at start, in one line, rather than sharing the port', async () => {
