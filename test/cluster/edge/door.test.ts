@@ -35,7 +35,6 @@ test.before(async () => {
   cluster = await startCluster(
     {
       ...testStoresEnv('door', database.url),
-      CONNECTION_DOOR: process.env.ZZ_DOOR ?? 'shared',
       LOG_LEVEL: 'info',
       WEB_CONCURRENCY: '2',
       THROTTLE_ANON: '100000/min',
