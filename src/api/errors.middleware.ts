@@ -2,6 +2,7 @@ import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { isDatabaseTimeout, isDatabaseUnreachable } from '../../db/connect.js';
 import { DatabaseDeadlineError } from '../../db/deadline.js';
+import { TurnTimeoutError } from '../auth/unknown-tokens.js';
 import { AppError, Errors } from '../base/errors.js';
 import { CommandTimeoutError } from '../events/store/group-commit.js';
 
@@ -36,9 +37,10 @@ const RETRY_AFTER_S = 1;
 
 /**
  * The 503 for a request whose database work did not start in time (no pool connection within
- * DATABASE_WAIT_MS, its command's turn at the append lock not within it) or was cancelled by
- * DATABASE_STATEMENT_TIMEOUT_MS: in each case nothing of it was written. Also for a database
- * that is unreachable or went away mid-request (see isDatabaseUnreachable for what was written).
+ * DATABASE_WAIT_MS, its command's turn at the append lock or its token lookup's turn not within it)
+ * or was cancelled by DATABASE_STATEMENT_TIMEOUT_MS: in each case nothing of it was written. Also
+ * for a database that is unreachable or went away mid-request (see isDatabaseUnreachable for what
+ * was written).
  */
 function waitedTooLong(error: unknown): AppError | undefined {
   // The server stopped answering while a COMMIT was in flight: it may still commit
@@ -50,7 +52,7 @@ function waitedTooLong(error: unknown): AppError | undefined {
       RETRY_AFTER_S,
     );
   }
-  if (error instanceof CommandTimeoutError || isDatabaseTimeout(error)) {
+  if (error instanceof CommandTimeoutError || error instanceof TurnTimeoutError || isDatabaseTimeout(error)) {
     return Errors.unavailable('The database is busy and could not answer in time. Try again later.', RETRY_AFTER_S);
   }
   // PostgreSQL down or gone mid-request (docs/security.md "Outages"): the process keeps serving what it can

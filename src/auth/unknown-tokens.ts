@@ -67,26 +67,53 @@ export class UnknownTokens {
   }
 }
 
+/** A request that waited longer than its deadline for its turn at a token lookup: nothing was looked up. */
+export class TurnTimeoutError extends Error {
+  override name = 'TurnTimeoutError';
+  constructor(readonly waitedMs: number) {
+    super(`token not looked up: it waited ${Math.round(waitedMs)} ms for its turn`);
+  }
+}
+
 /**
  * One turn at a time per key: `enter(key)` resolves, with its `release`, once every earlier
- * holder of the key has released. Keys with no holder and no waiter are forgotten.
+ * holder of the key has released. Keys with no holder and no waiter are forgotten. A turn not come
+ * within `waitMs` is given up, and the ones behind it wait only for those before it: each turn lasts
+ * a lookup and a throttle check, so while the stores are slow (a Redis failover) the queue of one
+ * address would otherwise grow without end (docs/architecture.md "Bounded work").
  */
 export class KeyedTurns {
   readonly #tails = new Map<string, Promise<void>>();
 
+  constructor(private readonly waitMs: number) {}
+
+  /** @throws TurnTimeoutError (rejects) when the earlier holders have not all released within `waitMs`. */
   async enter(key: string): Promise<() => void> {
     const previous = this.#tails.get(key);
     let release!: () => void;
     const done = new Promise<void>((resolve) => (release = resolve));
     const tail = previous ? previous.then(() => done) : done;
     this.#tails.set(key, tail);
-    if (previous) await previous;
+    const forget = () => void (this.#tails.get(key) === tail && this.#tails.delete(key));
+    if (previous && !(await settlesWithin(previous, this.waitMs))) {
+      release();
+      // Forgotten only once the holders before it are done: a newcomer still waits for them.
+      void tail.then(forget);
+      throw new TurnTimeoutError(this.waitMs);
+    }
     let released = false;
     return () => {
       if (released) return;
       released = true;
       release();
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+      forget();
     };
   }
+}
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  return Promise.race([promise.then(() => true as const), late]).finally(() => clearTimeout(timer));
 }

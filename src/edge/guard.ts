@@ -38,7 +38,7 @@ const JSON_ONLY = ['application/json'] as const;
  */
 export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const unknown = new UnknownTokens();
-  const turns = new KeyedTurns();
+  const turns = new KeyedTurns(deps.config.DATABASE_WAIT_MS);
   const throttleFor = createThrottle(deps, rules);
   const limitFor = createConcurrencyLimits(deps, rules);
   return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): GuardMiddleware => {

@@ -14,7 +14,11 @@ if next > current then redis.call('SET', KEYS[1], ARGV[1]) return next end
 return current`;
 
 export interface HeadChannel {
-  /** Publishes `position` (raise only). Throws when Redis does not confirm within its timeout. */
+  /**
+   * Publishes `position` (raise only). Throws when Redis does not confirm within the channel's timeout. A
+   * call Redis runs after that only raises the head above the log: no kept answer is served until the log
+   * reaches it.
+   */
   publish(position: number): Promise<void>;
   /**
    * The published head, read by a GET sent after this call (requests of one event-loop turn share
@@ -45,13 +49,13 @@ const UNKNOWN: Published = { head: null, tokens: null };
 const RETRUST_DELAY_MS = 1_000;
 
 /**
- * A head channel over `redis` at `keys` (one hash slot, so one MGET reads both). A read slower than `readTimeoutMs`
- * answers null; `onMissing` is told whenever the key is found gone.
+ * A head channel over `redis` at `keys` (one hash slot, so one MGET reads both). A read slower than `timeoutMs`
+ * answers null, a publication slower than it throws; `onMissing` is told whenever the key is found gone.
  */
 export function createHeadChannel(
   redis: Redis | Cluster,
   keys: { head: string; tokens: string },
-  readTimeoutMs: number,
+  timeoutMs: number,
   onMissing: () => void,
   onReturn: () => Promise<void>,
 ): HeadChannel {
@@ -67,13 +71,25 @@ export function createHeadChannel(
     trusted = false;
     bump();
   });
-  const regainTrust = () => {
+  // One attempt at a time, and one more after it if asked meanwhile: each holds a pool connection and
+  // waits for the append lock, and a Cluster reports a lost master again at each slot refresh of a
+  // failover, so attempts that piled up starved the writes of both (docs/scaling.md "Redis Cluster").
+  let regaining = false;
+  let again = false;
+  const regainTrust = (): void => {
+    if (regaining) return void (again = true);
+    [regaining, again] = [true, false];
     const at = generation;
-    onReturn().then(
-      () => void (trusted = at === generation),
-      // PostgreSQL or Redis not there yet: try again while the connection is the same one.
-      () => void setTimeout(() => at === generation && regainTrust(), RETRUST_DELAY_MS).unref(),
-    );
+    onReturn()
+      .then(
+        () => void (trusted = at === generation),
+        // PostgreSQL or Redis not there yet: try again while the connection is the same one.
+        () => void setTimeout(() => at === generation && regainTrust(), RETRUST_DELAY_MS).unref(),
+      )
+      .finally(() => {
+        regaining = false;
+        if (again) regainTrust();
+      });
   };
   redis.on('ready', () => {
     bump();
@@ -94,7 +110,7 @@ export function createHeadChannel(
     pending = undefined;
     try {
       if (!trusted) return UNKNOWN;
-      const [value, tokens] = await withTimeout(redis.mget(keys.head, keys.tokens), readTimeoutMs);
+      const [value, tokens] = await withTimeout(redis.mget(keys.head, keys.tokens), timeoutMs, 'head read');
       if (tokens === null) void redis.set(keys.tokens, newEpoch(), 'NX').catch(() => {});
       if (value === null || value === undefined) {
         onMissing();
@@ -128,7 +144,9 @@ export function createHeadChannel(
 
   return {
     async publish(position) {
-      await redis.eval(RAISE, 1, keys.head, String(position));
+      // Under the append lock, which every write of every host waits for: no longer than a read may take, rather
+      // than the connection's command timeout (docs/scaling.md "Redis Cluster").
+      await withTimeout(redis.eval(RAISE, 1, keys.head, String(position)), timeoutMs, 'head publication');
     },
     read: (stillWanted) => readBoth(stillWanted).then((published) => published.head),
     readBoth: () => readBoth(),
@@ -140,11 +158,14 @@ export function createHeadChannel(
   };
 }
 
-/** `promise`, or a rejection after `ms`: a slow Redis is as good as none for a read. */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+/**
+ * `promise`, or a rejection after `ms`: a slow Redis is as good as none. Judged after one more poll for I/O, as
+ * the throttle's deadline is (src/throttle/batcher.ts), so a reply this process was too busy to read still counts.
+ */
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('head read timed out')), ms);
+    timer = setTimeout(() => setImmediate(() => reject(new Error(`${what} timed out after ${ms} ms`))), ms);
   });
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
