@@ -1,0 +1,75 @@
+import { request as httpRequest } from 'node:http';
+import { request, type RequestOptions } from './http.js';
+
+/**
+ * A request as a test saw it: its status, or 0 and why it got no answer (`failure`); when it was sent and when
+ * it settled (Date.now()); the body's `id` and the `Retry-After` field when it had them. Never a rejection: a
+ * test that sends many at once asserts on them afterwards and says which failed, how, and after how long.
+ */
+export interface Outcome {
+  status: number;
+  sentAt: number;
+  at: number;
+  failure?: string;
+  id?: number;
+  retryAfter?: string;
+}
+
+/** `request` (keep-alive, as most clients send), settled as an Outcome; gives up after `deadlineMs`. */
+export async function send(
+  base: string,
+  method: string,
+  path: string,
+  options: RequestOptions & { deadlineMs: number },
+): Promise<Outcome> {
+  const sentAt = Date.now();
+  try {
+    const response = await request(base, method, path, options);
+    const retryAfter = response.headers.get('retry-after') ?? undefined;
+    return { status: response.status, sentAt, at: Date.now(), id: response.body?.id, retryAfter };
+  } catch (error) {
+    return { status: 0, sentAt, at: Date.now(), failure: failureOf(error) };
+  }
+}
+
+/** GET `path` on a connection of its own (so every worker of a host gets some), settled as an Outcome. */
+export function sendFresh(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+  deadlineMs: number,
+): Promise<Outcome> {
+  const sentAt = Date.now();
+  return new Promise((resolve) => {
+    const failed = (error: unknown) => resolve({ status: 0, sentAt, at: Date.now(), failure: failureOf(error) });
+    const signal = AbortSignal.timeout(deadlineMs);
+    const req = httpRequest(new URL(path, base), { agent: false, headers, signal }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, sentAt, at: Date.now() }));
+      res.on('error', failed);
+    });
+    req.on('error', failed);
+    req.end();
+  });
+}
+
+/**
+ * Why a request got no HTTP answer: `client timeout` (this side gave up at its deadline), `connection reset`,
+ * or `no answer: the connection ended` (closed with no answer, or one cut short); anything else by its code.
+ */
+export function failureOf(error: unknown): string {
+  const e = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e.name === 'TimeoutError' || e.name === 'AbortError') return 'client timeout';
+  const code = e.cause?.code ?? e.code;
+  if (code === 'UND_ERR_SOCKET' || e.message === 'socket hang up') return 'no answer: the connection ended';
+  if (code === 'ECONNRESET') return 'connection reset';
+  return `no answer: ${code ?? e.cause?.message ?? e.message ?? String(error)}`;
+}
+
+/** One line per outcome whose status is not in `expected`: what it got, after how long, sent when (ms from `since`). */
+export function describeOthers(outcomes: Outcome[], expected: number[], since: number): string {
+  return outcomes
+    .filter(({ status }) => !expected.includes(status))
+    .map((o) => `${o.failure ?? `status ${o.status}`} after ${o.at - o.sentAt} ms (sent at ${o.sentAt - since} ms)`)
+    .join('; ');
+}
