@@ -200,20 +200,26 @@ Lifecycle(`every process of the tree runs on Node.js ${NODE_MAJOR}, the line pac
 });
 
 Lifecycle('both web workers serve: requests on new connections are answered by two distinct pids', async () => {
+  // They accept from one socket, the first with time to spare taking what waits (docs/throttling.md "Past capacity:
+  // admission and shedding"): a burst may go to one of them, so bursts are sent until both have answered.
   const web = children('web');
-  const outcomes = await Promise.all(
-    Array.from({ length: 12 }, (_, i) => getOnNewConnection('/api/tasks/', `lc-serve-${i}`)),
-  );
-  assert.equal([...new Set(outcomes)], [200]);
-  const served = await waitFor(
-    'the request log lines',
-    () => {
-      const seen = servedBy('lc-serve-');
-      return seen.size === 12 ? seen : undefined;
-    },
-    10_000,
-  );
-  assert.equal([...new Set(served.values())].sort(), [...web].sort());
+  let sent = 0;
+  let pids = new Set<number>();
+  while (sent < 240 && pids.size < 2) {
+    const batch = Array.from({ length: 12 }, (_, i) => getOnNewConnection('/api/tasks/', `lc-serve-${sent + i}`));
+    sent += batch.length;
+    assert.equal([...new Set(await Promise.all(batch))], [200]);
+    const served = await waitFor(
+      'the request log lines',
+      () => {
+        const seen = servedBy('lc-serve-');
+        return seen.size === sent ? seen : undefined;
+      },
+      10_000,
+    );
+    pids = new Set(served.values());
+  }
+  assert.equal([...pids].sort(), [...web].sort(), `after ${sent} requests`);
 });
 
 Lifecycle('a SIGKILLed web worker is replaced by a new process and the service answers throughout', async () => {
