@@ -7,8 +7,8 @@
  * connection, every 250 ms. Prints a Markdown report, also written to ops/bench/results/overload.md;
  * docs/benchmarks.md "Overload (`npm run bench:overload`)" explains it.
  *
- *   npm run bench:overload                                          # about 6 minutes; `on` as shipped (reuseport)
- *   BENCH_DOOR=cluster npm run bench:overload                       # `on` with node:cluster's round robin
+ *   npm run bench:overload                                          # `on` as shipped; 4-5 min quiet, 11 loaded
+ *   BENCH_DOOR=cluster npm run bench:overload                       # `on` with another CONNECTION_DOOR
  *   BENCH_SECONDS=6 BENCH_FLOOD_SECONDS=5 npm run bench:overload    # a quicker, rougher run
  *   BENCH_MULTIPLES=0.5,4 BENCH_ONLY=on BENCH_FLOOD_SECONDS=0 npm run bench:overload   # 0.5× and 4× on `on` alone
  */
@@ -19,7 +19,7 @@ import { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
 import type { Stores } from './read-path/processes.js';
 import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload/capacity.js';
-import { machineFacts, settingsLine } from './overload/preamble.js';
+import { knowsDoor, machineFacts, settingsLine, shippedDoor } from './overload/preamble.js';
 import { PROBE_TIMEOUT_MS } from './overload/outcomes.js';
 import { startLoadProcess, startProber, type LoadProcess, type Prober } from './overload/processes.js';
 import {
@@ -41,16 +41,7 @@ import {
   type MixScenario,
   type Newcomer,
 } from './overload/scenarios.js';
-import {
-  DOORS,
-  MODES,
-  counterReader,
-  settle,
-  startInstance,
-  startSeededStores,
-  type Door,
-  type Instance,
-} from './overload/service.js';
+import { MODES, counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
 import { uptime } from './machine.js';
 import { readBenchCount } from './settings.js';
 
@@ -72,9 +63,9 @@ function refuse(name: string, text: string, allowed: string): never {
   process.exit(2);
 }
 
-const doorText = process.env.BENCH_DOOR || 'reuseport';
-if (!(DOORS as readonly string[]).includes(doorText)) refuse('BENCH_DOOR', doorText, DOORS.join(' or '));
-const door = doorText as Door;
+/** The `on` instance's CONNECTION_DOOR: the build's default unless BENCH_DOOR names another it accepts. */
+const door = process.env.BENCH_DOOR || shippedDoor();
+if (!knowsDoor(door)) refuse('BENCH_DOOR', door, 'a CONNECTION_DOOR this build accepts (docs/configuration.md)');
 const multiplesText = process.env.BENCH_MULTIPLES || '';
 const multiples = multiplesText === '' ? DEFAULT_MULTIPLES : multiplesText.split(',').map(Number);
 if (multiples.some((m) => !(m > 0 && m <= 16)))

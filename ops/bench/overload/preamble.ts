@@ -16,6 +16,20 @@ export function readsAdmissionControl(): boolean {
   }
 }
 
+/** The door the build takes when CONNECTION_DOOR is not set (its config's default). */
+export function shippedDoor(): string {
+  return String((loadConfig({}) as { CONNECTION_DOOR?: string }).CONNECTION_DOOR ?? 'unknown');
+}
+
+/** Whether the build accepts CONNECTION_DOOR=`door`: its config refuses a value it does not know. */
+export function knowsDoor(door: string): boolean {
+  try {
+    return (loadConfig({ CONNECTION_DOOR: door }) as { CONNECTION_DOOR?: string }).CONNECTION_DOOR === door;
+  } catch {
+    return false;
+  }
+}
+
 /** The run's date, commit, versions, machine and load averages, one fact a line. */
 export function machineFacts(run: {
   uptimeBefore: string;
@@ -88,7 +102,7 @@ export function settingsLine(s: RunSettings): string {
     `Command: \`${[...env, 'npm run bench:overload'].join(' ')}\`. The service: \`node dist/src/main.js\`, 2 web ` +
       `workers, on 127.0.0.1, twice (\`off\`: \`ADMISSION_CONTROL=off CONNECTION_DOOR=cluster\`, the service without ` +
       `either; \`on\`: \`ADMISSION_CONTROL=on CONNECTION_DOOR=${s.door}\`` +
-      `${s.door === 'reuseport' ? ', both as shipped' : ', admission as shipped with node:cluster’s round robin'}; ` +
+      `${s.door === shippedDoor() ? ', both as shipped' : `, admission as shipped, the door set by BENCH_DOOR (the build’s own: \`${shippedDoor()}\`)`}; ` +
       `each with its own database of ` +
       `${s.tasks.toLocaleString('en-US')} seeded tasks), THROTTLE_ANON and THROTTLE_USER at 100000/s (no client is ` +
       `refused), LOG_LEVEL=${s.logLevel}, every other setting at its default.`,
