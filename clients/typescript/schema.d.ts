@@ -643,7 +643,7 @@ export interface components {
       content: {
         /**
          * @example {
-         *       "detail": "Unsupported media type \"none\" in request. Send the body as JSON with Content-Type: application/json."
+         *       "detail": "Unsupported media type \"text/plain\" in request. Send the body as JSON with Content-Type: application/json."
          *     }
          */
         'application/json': components['schemas']['Error'];
