@@ -196,7 +196,8 @@ test('a worker killed mid-upload: its slots still count, then stop counting afte
   }
   assert.is(answer.status, 200, 'served once the entries have expired');
   assert.ok(refusals >= 1, 'refused while they counted');
-  assert.match(answer.headers.get('ratelimit') ?? '', /, "user:concurrent";r=1$/);
+  // The two dead entries expire the milliseconds apart their uploads started: a request between them sees one.
+  assert.match(answer.headers.get('ratelimit') ?? '', /, "user:concurrent";r=[01]$/);
   assert.is(await redis!.exists(keyOf('carol')), 0, 'the expired entries are gone, and the last request took its own');
 });
 
