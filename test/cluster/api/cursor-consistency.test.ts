@@ -202,7 +202,12 @@ unordered.after(async () => {
 });
 
 unordered('readers or the visibility poll see an id before a smaller one, and positions leave id order', async () => {
-  const report = await runRound(variantTarget, { durationMs: 2_000, concurrency: 4, maxPosts: 3_000 });
+  // A loaded host may make too few creates in one round for two commits to cross: up to three rounds, until they do.
+  let report = await runRound(variantTarget, { durationMs: 2_000, concurrency: 4, maxPosts: 3_000 });
+  for (let round = 2; round <= 3 && report.problems.length === 0; round += 1) {
+    console.log(describe(`plain-sequence append, round ${round - 1} (no crossing seen)`, report));
+    report = await runRound(variantTarget, { durationMs: 2_000, concurrency: 4, maxPosts: 3_000 });
+  }
   console.log(describe('plain-sequence append', report));
   console.log(`# e.g. ${report.problems.slice(0, 3).join(' | ')}`);
   assert.ok(report.problems.length > 0, 'the reader/poller check must fail for the plain-sequence append');
