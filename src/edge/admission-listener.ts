@@ -102,7 +102,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
  * left before its answer was cut short. Learning from those would make a flood of refused clients look like fast
  * work and raise the limit for the requests that do reach PostgreSQL.
  */
-export function didWork(res: ServerResponse): boolean {
+function didWork(res: ServerResponse): boolean {
   return res.writableFinished && (res.statusCode < 400 || res.statusCode >= 500);
 }
 
