@@ -3,6 +3,7 @@ import Koa, { type Middleware } from 'koa';
 import { Errors } from '../base/errors.js';
 import type { Deps } from '../deps.js';
 import { admitBeforeApp, type Classified } from '../edge/admission-listener.js';
+import { rememberedClient } from '../edge/authenticate.js';
 import { baseHeaders } from '../edge/base-headers.js';
 import { answerEarlyRefusals, plainPath } from '../edge/early-refusal.js';
 import { createGuard } from '../edge/guard.js';
@@ -168,13 +169,16 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
  * A request's class for admission (src/edge/admission.ts), from its route's declared priority, its
  * method and whether it carries credentials: a probe is never shed, nor an answer this worker keeps
  * in memory; docs and schema first, then anonymous requests, then authenticated reads, authenticated
- * writes last.
+ * writes last. An answer that needs no PostgreSQL (a kept page, the own budget) for a client known
+ * without it (anonymous, or a token this worker remembers) takes the fast lane: it is not held behind
+ * requests that do (a guess: the read itself checks the published head and the token epoch).
  */
 function classifyRequests(
   lookup: (path: string, method: string) => DeclaredRoute | undefined,
   api: ApiRoutes,
-  { readCache, config }: Pick<Deps, 'readCache' | 'config'>,
+  deps: Pick<Deps, 'readCache' | 'config' | 'clock'>,
 ): (req: IncomingMessage) => Classified {
+  const { readCache, config } = deps;
   return (req) => {
     const method = req.method ?? 'GET';
     const path = plainPath(req.url);
@@ -184,13 +188,17 @@ function classifyRequests(
     const allowed = api.allowOf(template);
     if (priority === 'health') return { level: 'health', route: template, allow: allowed };
     if (priority === 'docs') return { level: 0, route: template, allow: allowed };
-    if (req.headers.authorization === undefined) {
-      // An answer this worker keeps, current as of the last head it read: it costs no PostgreSQL, so it is not
-      // held behind requests that do (a guess: the read itself checks the published head).
-      const kept = route.cached && readCache?.holds(readKey(originOf(req, config), req.url!, config));
-      return { level: kept ? 'memory' : 1, route: template, allow: allowed };
-    }
-    const read = method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
-    return { level: read ? 2 : 3, route: template, allow: allowed };
+    const anonymous = req.headers.authorization === undefined;
+    const level = anonymous ? 1 : method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 2 : 3;
+    if (method !== 'GET' && method !== 'HEAD') return { level, route: template, allow: allowed };
+    const client = anonymous ? 'anonymous' : rememberedClient(req.headers.authorization, deps);
+    if (client === undefined) return { level, route: template, allow: allowed };
+    if (priority === 'memory') return { level: 'memory', route: template, allow: allowed };
+    if (!route.cached || !readCache) return { level, route: template, allow: allowed };
+    // Kept for everyone, or for this viewer (a task's history, src/api/cached-read.ts `startRead`).
+    const key = readKey(originOf(req, config), req.url!, config);
+    const viewer = client === 'anonymous' ? client : `user ${client.id}`;
+    const kept = readCache.holds(key) || readCache.holds(`${key} for ${viewer}`);
+    return { level: kept ? 'memory' : level, route: template, allow: allowed };
   };
 }

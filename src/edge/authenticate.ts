@@ -63,6 +63,21 @@ export async function identifyClient(ctx: Context, deps: AuthDeps, guard: Lookup
 }
 
 /**
+ * The user this worker remembers for a request's token, with no I/O (undefined: no token, or not remembered): the
+ * edge's guess, before Koa, that knowing the client costs no PostgreSQL (docs/throttling.md "Past capacity").
+ */
+export function rememberedClient(
+  authorization: string | undefined,
+  deps: Pick<AuthDeps, 'readCache' | 'clock'>,
+): User | undefined {
+  const tokens = deps.readCache?.tokens;
+  const [scheme = '', token, extra] = (authorization ?? '').trim().split(/\s+/);
+  if (!tokens || extra !== undefined || !/^(bearer|token)$/i.test(scheme) || !/^[0-9a-f]{64}$/.test(token ?? ''))
+    return undefined;
+  return tokens.knows(hashToken(token!), deps.clock.now());
+}
+
+/**
  * The token's user, or why it is refused: remembered by this worker (confirmed against the token
  * epoch while the throttle runs, see `rejectBadCredentials`), else looked up in PostgreSQL — but
  * not for a token just found unknown, nor for a client its address's budget has already refused

@@ -43,10 +43,11 @@ export interface Operation {
   access: 'public' | 'optional' | 'required';
   /**
    * How admission control treats it past capacity (docs/throttling.md "Past capacity: admission and
-   * shedding"): `health` is never queued or shed, `docs` is shed first; unset, its class follows from
-   * the request (a write or a read, with credentials or without).
+   * shedding"): `health` is never queued or shed, `docs` is shed first, `memory` is answered from what the worker
+   * keeps and Redis (never PostgreSQL) and waits for no slot once its client is known; unset, its class follows
+   * from the request (a write or a read, with credentials or without).
    */
-  priority?: 'health' | 'docs';
+  priority?: 'health' | 'docs' | 'memory';
   /** The path parameters, each a schema (the router takes them as text). */
   params?: Record<string, z.ZodType>;
   /** Query parameters besides the pagination ones. */

@@ -11,6 +11,7 @@ export const rateLimitOperations = {
     summary: 'The throttle scopes and their rates, with the caller’s own budget in each',
     tag: 'meta',
     access: 'optional',
+    priority: 'memory',
     responses: { 200: { description: 'A plain array (not paginated).', body: rateLimitsSchema } },
   }),
 };

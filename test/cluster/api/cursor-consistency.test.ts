@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import type { Database } from '../../../db/database.js';

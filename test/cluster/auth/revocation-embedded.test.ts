@@ -3,7 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { runCli } from '../../helpers/cli.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ENTRY, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';

@@ -2,7 +2,7 @@
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
@@ -41,7 +41,7 @@ function send(port: number, label: string, head: string, body = ''): Raw {
     const done = () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text });
     socket.on('data', () => {
       if (/\r\n\r\n/.test(text) && !answered.includes(label)) answered.push(label);
-      if (/\r\n\r\n[\s\S]*\}$/.test(text)) done();
+      if (/\r\n\r\n[\s\S]*[}\]]$/.test(text)) done();
     });
     socket.on('close', done);
   });
@@ -124,30 +124,51 @@ test('a full queue sheds docs first, then anonymous reads; probes are answered; 
   for (const raw of [docs, anonymous, read, written]) raw.socket.destroy();
 });
 
-test('an answer the worker keeps in memory is not held behind the requests that hold every slot', async () => {
-  const path = '/api/tasks/?limit=3';
-  // The same request as the one sent below (its Host is part of what is kept), twice: kept, then current.
+test('answers needing no PostgreSQL for a known client are not held behind the requests that hold every slot', async () => {
+  // Pages kept by the worker, anonymous and authenticated, and the caller's own budget (Redis only). The same
+  // requests as those sent below (the Host is part of what is kept), twice: kept, then current, and the token
+  // remembered by the worker.
+  const fast = [
+    { label: 'kept page', head: get('/api/tasks/?limit=3', false) },
+    { label: 'kept page with a token', head: get('/api/tasks/?limit=4') },
+    { label: 'own budget with a token', head: get('/api/rate-limits/') },
+  ];
   for (let i = 0; i < 2; i += 1) {
-    const warm = send(cluster.port, `warm ${i}`, get(path, false));
-    assert.is((await warm.answer).status, 200);
-    warm.socket.destroy();
+    for (const { label, head } of fast) {
+      const warm = send(cluster.port, `warm ${i} ${label}`, head);
+      assert.is((await warm.answer).status, 200, label);
+      warm.socket.destroy();
+    }
   }
+  const before = memoryAnswers(await (await fetch(`${cluster.metricsBase}/metrics`)).text());
   const held = await holdBothSlots(cluster.port);
-  const kept = send(cluster.port, 'kept', get(path, false));
+  const sent = fast.map(({ label, head }) => ({ label, raw: send(cluster.port, label, head) }));
+  // A read that needs PostgreSQL (one task, not kept) waits behind the held slots: the control.
+  const slow = send(cluster.port, 'uncached read', get('/api/tasks/999999/'));
   try {
-    const answer = await Promise.race([kept.answer, sleep(5_000).then(() => ({ status: 0, text: 'none in 5 s' }))]);
-    assert.is(answer.status, 200, answer.text);
+    for (const { label, raw } of sent) {
+      const answer = await Promise.race([raw.answer, sleep(5_000).then(() => ({ status: 0, text: 'none in 5 s' }))]);
+      assert.is(answer.status, 200, `${label}: ${answer.text}`);
+    }
+    const control = await Promise.race([slow.answer, sleep(300).then(() => undefined)]);
+    assert.is(control, undefined, `a read that needs PostgreSQL waited for a slot (answered: ${control?.text})`);
     assert.ok(
       held.every(({ socket }) => !socket.destroyed),
       'while both slots were still held',
     );
   } finally {
     for (const { socket } of held) socket.destroy();
-    kept.socket.destroy();
+    for (const { raw } of sent) raw.socket.destroy();
   }
-  const metrics = await (await fetch(`${cluster.metricsBase}/metrics`)).text();
-  assert.match(metrics, /^paceline_admission_memory_total [1-9]/m);
+  assert.is((await slow.answer).status, 404, 'the control is answered once a slot frees');
+  slow.socket.destroy();
+  const after = memoryAnswers(await (await fetch(`${cluster.metricsBase}/metrics`)).text());
+  assert.ok(after - before >= fast.length, `paceline_admission_memory_total grew by ${after - before}`);
 });
+
+function memoryAnswers(metrics: string): number {
+  return Number(/^paceline_admission_memory_total (\d+)/m.exec(metrics)?.[1] ?? 0);
+}
 
 test('a queued request whose client left does no work: the write it carried is never made', async () => {
   const held = await holdBothSlots(cluster.port);

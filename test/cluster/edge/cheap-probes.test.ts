@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';

@@ -4,7 +4,7 @@ import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { migrateToLatest } from '../../../db/migrate.js';

@@ -5,7 +5,7 @@ import { createServer, Socket, type AddressInfo } from 'node:net';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { connectDatabase } from '../../../db/connect.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ENTRY, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';

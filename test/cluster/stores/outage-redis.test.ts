@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';

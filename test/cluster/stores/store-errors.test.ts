@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort, findFreePorts } from '../../../src/embedded/ports.js';
 import { newRedisPassword, startRedis } from '../../../src/embedded/redis.js';

@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { isAlive } from '../../../src/cluster/processes.js';

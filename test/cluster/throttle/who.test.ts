@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ENTRY, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
 import { pseudonymOf } from '../../../src/throttle/pseudonym.js';

@@ -1,7 +1,7 @@
 // Needs: haproxy
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import {
   assertAllHold,

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { runVerify, startFaulty, type VerifyRun } from '../../helpers/verify.js';

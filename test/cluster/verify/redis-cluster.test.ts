@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import {
   assertAllHold,
   scratch,

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { APPEND_LOCK } from '../../../src/events/store/append-batch.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';

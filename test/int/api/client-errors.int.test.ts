@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { answerClientErrors } from '../../../src/server/client-errors.js';
 import { holdConnection } from '../../fixtures/held-connection.js';

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';

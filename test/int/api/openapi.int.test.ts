@@ -2,7 +2,7 @@ import { get as httpGet } from 'node:http';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request, type TestResponse } from '../../helpers/http.js';

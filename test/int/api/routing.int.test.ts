@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createApi } from '../../../src/api/app.js';
 import { apiOperations } from '../../../src/api/resources.js';

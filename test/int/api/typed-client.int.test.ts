@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { allTasks, createPacelineClient, type Task } from '../../../clients/typescript/client.js';
 import { generateTypes, TYPES_FILE } from '../../../clients/typescript/generate.js';

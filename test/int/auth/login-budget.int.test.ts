@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { ConfigError, loadConfig } from '../../../src/settings/config.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { sweepRetention } from '../../../workers/retention.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { DatabaseDeadlineError } from '../../../db/deadline.js';

@@ -12,7 +12,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../../src/settings/config.js';

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request, type TestResponse } from '../../helpers/http.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import hashSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { throttleKey } from '../../../src/throttle/consume.js';
 import {

@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import pino from 'pino';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { hashToken } from '../../../src/auth/tokens.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { newRedisPassword, startRedis } from '../../../src/embedded/redis.js';
 import { createThrottler, throttleKey } from '../../../src/throttle/consume.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startRedis, type RedisOptions } from '../../../src/embedded/redis.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';

@@ -1,7 +1,7 @@
 // Load: 1.5 (four scopes with 2-second windows: each scope's requests must land within a second of its first)
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';

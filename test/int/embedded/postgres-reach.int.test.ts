@@ -1,7 +1,7 @@
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';

@@ -4,7 +4,7 @@ import fsp, { chmod, mkdir, mkdtemp, readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';

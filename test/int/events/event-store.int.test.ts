@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { appendBatch } from '../../../src/events/store/append-batch.js';
 import { evolve } from '../../../src/events/domain/evolve.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { readFeed } from '../../../src/events/store/feed.js';
 import { applyEvents } from '../../../src/events/projections/read-model.js';

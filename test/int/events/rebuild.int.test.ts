@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { rebuildWithProgress } from '../../../src/cli/progress.js';
 import { rebuildProjections } from '../../../src/events/projections/rebuild.js';

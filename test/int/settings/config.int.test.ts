@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig, proxyTrustWarning } from '../../../src/settings/config.js';
 import { ENTRY } from '../../fixtures/cluster.js';

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';

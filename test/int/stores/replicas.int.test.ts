@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startStreamingPair, type StreamingPair } from '../../fixtures/pg-replica.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { RING_SCRIPT } from '../../../src/throttle/ring-script.js';
 import { keysMatching } from '../../helpers/redis-keys.js';

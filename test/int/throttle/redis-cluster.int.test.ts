@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createConcurrencyLimiter } from '../../../src/throttle/concurrency.js';
 import { createThrottler } from '../../../src/throttle/consume.js';

@@ -1,7 +1,7 @@
 // Load: all (2,000 requests must finish within the 10 s its Retry-After assertion allows)
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createThrottler, throttleKey } from '../../../src/throttle/consume.js';
 import type { Decision, Throttler } from '../../../src/throttle/throttler.js';

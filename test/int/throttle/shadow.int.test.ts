@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createThrottler, throttleKey } from '../../../src/throttle/consume.js';
 import { parseRate } from '../../../src/throttle/rate.js';

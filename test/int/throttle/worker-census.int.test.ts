@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import hashSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { CENSUS_STALE_MS, WorkerCensus } from '../../../src/throttle/worker-census.js';

@@ -1,6 +1,6 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { readCredentials } from '../../../src/api/auth/credentials.input.js';
 import { buildDocument } from '../../../src/api/openapi/document.js';

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { planMigrateDown, type MigrationState } from '../../../db/migration-admin.js';
 import { parseHeader, parseTrailer, rowLine, tableOfLine } from '../../../src/backup/backup-format.js';

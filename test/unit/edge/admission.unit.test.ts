@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { AdaptiveLimit } from '../../../src/edge/adaptive-limit.js';
 import { Admission, type Level, type ShedReason, type Waiter } from '../../../src/edge/admission.js';

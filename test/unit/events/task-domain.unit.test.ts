@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { decide } from '../../../src/events/domain/decide.js';
 import { evolve } from '../../../src/events/domain/evolve.js';

@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { buildLink, removeQueryParam, replaceQueryParam } from '../../../src/pagination/links.js';
 import { parsePythonInt } from '../../../src/pagination/python-int.js';

@@ -1,5 +1,5 @@
 import { ESLint } from 'eslint';
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { RedisOptions } from '../../../src/embedded/redis.js';
 

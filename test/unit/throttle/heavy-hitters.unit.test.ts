@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { mergeHeavyHitters, SpaceSaving, type HeavyHitter } from '../../../src/throttle/heavy-hitters.js';
 import { TopClients, WINDOW_SLOTS } from '../../../src/throttle/top-clients.js';

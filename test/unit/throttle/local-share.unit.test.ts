@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createMetrics } from '../../../src/base/metrics.js';
 import { LOCAL_SLOTS, LocalLogs, localShare } from '../../../src/throttle/local-logs.js';

@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { Decision } from '../../../src/throttle/throttler.js';
 import { longestWait, rateLimitHeaders, throttledDetail } from '../../../src/throttle/headers.js';

@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { Check, Decision } from '../../../src/throttle/throttler.js';
 import { parseRate } from '../../../src/throttle/rate.js';

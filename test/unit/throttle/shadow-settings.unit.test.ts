@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig } from '../../../src/settings/config.js';
 import { callArguments } from '../../../src/throttle/batches.js';

@@ -1,4 +1,4 @@
-import { suite } from 'uvu';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { parseArgs, parseLimit } from '../../../clients/verify/args.js';
 import { analyseWalk, breaksGuarantee, type Element } from '../../../clients/verify/checks/cursor-analysis.js';

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { eventFacts } from '../../../../src/events/projections/read-model-facts.js';
 import { rebuildProjections } from '../../../../src/events/projections/rebuild.js';

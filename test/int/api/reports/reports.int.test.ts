@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { rebuildProjections } from '../../../../src/events/projections/rebuild.js';
 import { bullPrefix, REPORTS_QUEUE } from '../../../../src/reports/report-queue.js';

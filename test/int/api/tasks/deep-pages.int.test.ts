@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { Database } from '../../../../db/database.js';
 import * as taskRangesMigration from '../../../../db/migrations/20261124000100_task_ranges.js';

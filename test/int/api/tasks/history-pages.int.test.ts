@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { historyPageQuery } from '../../../../src/events/store/task.queries.js';
 import { startTestApp, type TestApp } from '../../../helpers/app.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { Database } from '../../../../db/database.js';
 import { startTestApp, type TestApp } from '../../../helpers/app.js';

@@ -1,6 +1,6 @@
 import { Kysely, PostgresDialect, type CompiledQuery } from 'kysely';
 import pg from 'pg';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { Database } from '../../../../db/database.js';
 import { taskEventsSource, tasksSource } from '../../../../src/events/store/task.queries.js';

@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { sql } from 'kysely';
-import { suite } from 'uvu';
+import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { startTestApp, type TestApp } from '../../../helpers/app.js';
 import { request, type RequestOptions } from '../../../helpers/http.js';
