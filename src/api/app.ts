@@ -12,9 +12,34 @@ import { requestContext, type RequestRecorder } from '../edge/request-context.js
 import { originOf } from '../server/request-url.js';
 import { readKey } from './cached-read.js';
 import { buildScopes, OWN_RATE_SETTINGS, type ScopeName, type ScopeRule } from '../throttle/index.js';
+import { authRoutes } from './auth/auth.routes.js';
+import { docsRoutes } from './docs/docs.routes.js';
+import { rootRoutes } from './docs/root.routes.js';
 import { handleErrors } from './errors.middleware.js';
-import { resources } from './resources.js';
-import { ApiRoutes, type DeclaredRoute, type Resource } from './router.js';
+import { eventRoutes } from './events/events.routes.js';
+import { healthRoutes } from './health/health.routes.js';
+import type { Operation } from './openapi/operation.js';
+import { rateLimitRoutes } from './rate-limits/rate-limits.routes.js';
+import { reportRoutes } from './reports/reports.routes.js';
+import { ApiRoutes, type DeclaredRoute, type Routes } from './router.js';
+import { taskRoutes } from './tasks/tasks.routes.js';
+
+/**
+ * The API, declared once (docs/architecture.md "The request's journey"): the app mounts these routes in this
+ * order, and the API document (`GET /api/schema/`, `npm run client`) lists the operations they declare in the
+ * order declared. The docs page lists the tags in the order they first appear: the tasks first, then auth,
+ * events, reports, meta and health (docs/api.md "For integrators").
+ */
+const API_ROUTES: readonly Routes[] = [
+  taskRoutes,
+  authRoutes,
+  eventRoutes,
+  reportRoutes,
+  rootRoutes,
+  docsRoutes,
+  rateLimitRoutes,
+  healthRoutes,
+];
 
 /**
  * The throttle scopes of docs/architecture.md "Throttling" with their configured rates. Routes may declare more with
@@ -36,8 +61,8 @@ export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
   );
 }
 
-/** Resources a feature mounts after the API's (`createApp`'s `extraRoutes`), as tests declare them. */
-type ExtraRoutes = readonly Resource[];
+/** Routes a feature mounts after the API's (`createApi`'s `extraRoutes`), as tests declare them. */
+type ExtraRoutes = readonly Routes[];
 
 /** Builds the Koa application; `extraRoutes` lets later features mount their resources. */
 export function createApp(deps: Deps, extraRoutes: ExtraRoutes = []): Koa {
@@ -72,17 +97,15 @@ export function createApi(
   recorder: RequestRecorder;
   /** The route the door finds for a request before Koa, as the router will run it (src/api/router.ts). */
   lookup: (path: string, method: string) => DeclaredRoute | undefined;
+  /** Every operation the routes declared, in the order declared: the API document's. */
+  operations: readonly Operation[];
 } {
   const app = new Koa();
   const rules = scopeRules(deps.config);
   const guard = createGuard(deps, rules);
-  const declared = [...resources, ...extraRoutes];
-  const operations = declared.flatMap((resource) => resource.operations);
   const api = new ApiRoutes();
-  const parts = { deps, guard, rules, operations: () => operations };
-  for (const resource of declared) resource.routes(api.resource(resource.operations), parts);
-  const missing = operations.filter((operation) => !api.operations.includes(operation));
-  if (missing.length > 0) throw new Error(`operations listed but not declared: ${missing.map((o) => o.operationId)}`);
+  const parts = { deps, guard, rules, operations: () => api.operations };
+  for (const routes of [...API_ROUTES, ...extraRoutes]) routes(api.resource(), parts);
   warnOfUndeclaredScopes(deps, rules);
   const context = requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG);
   app.use(context);
@@ -100,7 +123,7 @@ export function createApi(
     recorder: context.recorder,
   });
   const classify = classifyRequests(lookup, api, deps);
-  return { app, answerEarly, classify, recorder: context.recorder, lookup };
+  return { app, answerEarly, classify, recorder: context.recorder, lookup, operations: api.operations };
 }
 
 /** Which scopes routes declare is known only now; the config already refused the scopes with their own settings. */

@@ -47,15 +47,12 @@ export interface RouteParts {
   guard: Guard;
   /** The throttle's rules, as the routes have declared them so far. */
   rules: ReadonlyMap<ScopeName, ScopeRule>;
-  /** Every operation of the API, once all are declared (the API document is built from them on first use). */
+  /** Every operation the routes declared, once all are (the API document is built from them on first use). */
   operations: () => readonly Operation[];
 }
 
-/** One room of src/api/: its operations, in the order of the API document, and the routes that serve them. */
-export interface Resource {
-  operations: readonly Operation[];
-  routes(router: ResourceRouter, parts: RouteParts): void;
-}
+/** One room of src/api/: the routes it declares, each with its operation, in the order of the API document. */
+export type Routes = (router: ResourceRouter, parts: RouteParts) => void;
 
 /**
  * Every route of the API on one @koa/router, through its documented API only (docs/architecture.md
@@ -73,13 +70,11 @@ export class ApiRoutes {
   readonly #allow = new Map<string, Set<string>>();
   readonly #found = new Map<string, Entry | null>();
 
-  /** The routes of one resource, which may declare only `operations` (it fails at start otherwise). */
-  resource(operations: readonly Operation[]): ResourceRouter {
+  /** The routes of one resource: its operations join the API's in the order declared. */
+  resource(): ResourceRouter {
     const paths: string[] = [];
     return {
       route: (operation, middleware) => {
-        if (!operations.includes(operation))
-          throw new Error(`${operation.operationId} is declared by a resource that does not list it`);
         this.#operations.push(operation);
         const method = operation.method.toUpperCase();
         const guard = middleware.find(isGuard);
@@ -104,7 +99,7 @@ export class ApiRoutes {
     };
   }
 
-  /** Every declared operation, in the order declared: the API document's. */
+  /** Every declared operation, in the order declared: the API document's and the typed client's. */
   get operations(): readonly Operation[] {
     return this.#operations;
   }

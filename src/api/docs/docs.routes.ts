@@ -95,7 +95,7 @@ const IMMUTABLE = 'public, max-age=31536000, immutable';
 /**
  * `GET /api/schema/`: the API document (docs/architecture.md "API document"), with the request's
  * origin as its server. `GET /api/docs/`: Swagger UI rendering it, every file served from here.
- * `operations`: every operation the app serves (resources.ts).
+ * `operations`: every operation the routes declared (src/api/router.ts `ApiRoutes`).
  */
 export function docsRoutes(router: ResourceRouter, { deps, guard, operations }: RouteParts): void {
   // Built once, on first use (every route is declared by then): the document depends on the code alone;

@@ -9,8 +9,8 @@ const OPTIONS = { target: 'draft-2020-12', uri: (id: string) => `#/components/sc
 
 /**
  * The OpenAPI 3.1 document of `operations` (docs/architecture.md "API document"): built from the
- * operations the routers register and the schemas the server validates and renders with, never
- * kept by hand. `origin` (the client's scheme and host) becomes the one `servers` entry.
+ * operations the routes declare, in the order declared, and the schemas the server validates and
+ * renders with, never kept by hand. `origin` (the client's scheme and host) becomes the one `servers` entry.
  */
 export function buildDocument(operations: readonly Operation[], origin?: string): Json {
   const schemas = {

@@ -8,7 +8,7 @@ import { createUser } from '../../../src/auth/users.repository.js';
 import { scopeRules } from '../../../src/api/app.js';
 import { createGuard } from '../../../src/edge/guard.js';
 import { defineOperation, route } from '../../../src/api/openapi/operation.js';
-import type { Resource } from '../../../src/api/router.js';
+import type { Routes } from '../../../src/api/router.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request, type TestResponse } from '../../helpers/http.js';
 
@@ -262,8 +262,8 @@ Proxied('a route naming a scope that has no rate fails where it is declared, not
 const Declared = suite('a scope declared where its route is declared');
 
 Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES overrides its default', async () => {
-  // A feature's resource: its operation, and its route with the guard that declares the scope in one line.
-  const resourceAt = (path: string, declare: Parameters<ReturnType<typeof createGuard>>[0]): Resource => {
+  // A feature's route with its operation and the guard that declares the scope in one line.
+  const resourceAt = (path: string, declare: Parameters<ReturnType<typeof createGuard>>[0]): Routes => {
     const operation = defineOperation({
       method: 'get',
       path,
@@ -273,13 +273,10 @@ Declared('one line gives an expensive endpoint its own budget; THROTTLE_RATES ov
       access: 'required',
       responses: { 200: { description: 'ok' } },
     });
-    return {
-      operations: [operation],
-      routes: (router, { guard }) =>
-        route(router, operation, guard(declare), (ctx) => {
-          ctx.body = { ok: true };
-        }),
-    };
+    return (router, { guard }) =>
+      route(router, operation, guard(declare), (ctx) => {
+        ctx.body = { ok: true };
+      });
   };
   const exportsRoute = resourceAt('/api/exports/', { scope: 'exports', rate: '2/min', keyedBy: 'user' });
   const searchRoute = resourceAt('/api/search/', { scope: 'search', rate: '50/min' });
