@@ -137,8 +137,15 @@ export function createMetrics(registry = new Registry()) {
     admissionMemory: new Counter({
       name: 'paceline_admission_memory_total',
       help:
-        'Requests answered at once, without a slot, because the worker keeps a current answer to them in memory ' +
-        '(an anonymous cached list, a throttle refusal): not held behind requests that need PostgreSQL.',
+        'Requests started at once, without a slot, because they need no PostgreSQL (a kept list or the own budget ' +
+        'for a client known without it, a throttle refusal): not held behind requests that do.',
+      registers,
+    }),
+    admissionPressedCloses: new Counter({
+      name: 'paceline_admission_pressed_closes_total',
+      help:
+        'Answers that closed their connection because the worker was pressed (a standing backlog, or its event ' +
+        'loop late), so that kept connections take turns with new ones (PRESSED_CONNECTIONS=close).',
       registers,
     }),
     httpDuration: new Histogram({

@@ -150,10 +150,14 @@ async function sendCrowd(port: number, token: string): Promise<void> {
 
 /** Waits until Prometheus's latest scrape holds every request the host has answered so far. */
 async function untilScraped(): Promise<void> {
-  const served = sumOf((await scrape(cluster!.metricsBase)).samples, 'paceline_http_requests_total');
+  // Both read again each time: a request still being answered when the host was first read (a probe of the set-up)
+  // is counted a moment later, and Prometheus then has more than that first reading.
+  const served = async () => sumOf((await scrape(cluster!.metricsBase)).samples, 'paceline_http_requests_total');
   const seen = async () => resultValues(await prometheus!.query('sum(paceline_http_requests_total)'))[0];
-  for (let i = 0; (await seen()) !== served; i += 1) {
-    if (i > 150) assert.unreachable(`Prometheus never scraped all ${served} requests (has ${await seen()})`);
+  for (let i = 0; ; i += 1) {
+    const [host, scraped] = [await served(), await seen()];
+    if (scraped === host) return;
+    if (i > 150) assert.unreachable(`Prometheus never scraped all ${host} requests (has ${scraped})`);
     await sleep(200);
   }
 }

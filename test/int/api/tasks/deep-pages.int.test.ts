@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { suite } from '../../../helpers/suite.js';
 import * as assert from 'uvu/assert';
+import { connectDatabase } from '../../../../db/connect.js';
 import type { Database } from '../../../../db/database.js';
 import * as taskRangesMigration from '../../../../db/migrations/20261124000100_task_ranges.js';
 import { seedCompletedHistory } from '../../../fixtures/seed-events.js';
@@ -170,24 +171,31 @@ let client: pg.Client;
 
 Cost.before(async () => {
   big = await startTestApp({}, 'deep-pages-cost');
-  await seedCompletedHistory(big.deps.db, {
-    tasks: TASKS,
-    owner: { id: actor.userId, username: actor.username },
-    start: new Date('2026-11-01T00:00:00Z'),
-    spanMs: 86_400_000,
-  });
-  await rebuildProjections(big.deps.db, { batchSize: 50_000 });
-  // Deletes through the append path, scattered over the whole id space.
-  const next = random(11);
-  const doomed = new Set(Array.from({ length: 3_000 }, () => 1 + Math.floor(next() * TASKS)));
-  await append(big.deps.db, [...doomed].map(deleteTask), 1_000);
+  // Seeded over a connection of its own with no statement timeout, as the CLI's rebuild runs: writing 100,000
+  // tasks may take longer than a request's timeout on a loaded host.
+  const seeder = connectDatabase(big.databaseUrl, 2);
+  try {
+    await seedCompletedHistory(seeder, {
+      tasks: TASKS,
+      owner: { id: actor.userId, username: actor.username },
+      start: new Date('2026-11-01T00:00:00Z'),
+      spanMs: 86_400_000,
+    });
+    await rebuildProjections(seeder, { batchSize: 50_000 });
+    // Deletes through the append path, scattered over the whole id space.
+    const next = random(11);
+    const doomed = new Set(Array.from({ length: 3_000 }, () => 1 + Math.floor(next() * TASKS)));
+    await append(seeder, [...doomed].map(deleteTask), 1_000);
+  } finally {
+    await seeder.destroy();
+  }
   client = new pg.Client({ connectionString: big.databaseUrl });
   await client.connect();
   await client.query('analyze tasks; analyze task_ranges');
 });
 Cost.after(async () => {
-  await client.end();
-  await big.close();
+  await client?.end();
+  await big?.close();
 });
 
 /**
