@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http';
 import Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { pathToRegexp } from 'path-to-regexp';
@@ -29,7 +30,7 @@ export interface DeclaredRoute {
 
 /** One declared route or a path's other methods, with what the door's lookup needs of it. */
 interface Entry extends DeclaredRoute {
-  /** The methods it answers; empty for a path's other methods (router.all). */
+  /** The methods it is registered for: its own, or every method its path does not answer. */
   methods: readonly string[];
   regexp: RegExp;
   params: number;
@@ -57,8 +58,8 @@ export type Routes = (router: ResourceRouter, parts: RouteParts) => void;
 /**
  * Every route of the API on one @koa/router, through its documented API only (docs/architecture.md
  * "The request's journey"): `exclusive: 'specificity'` runs one route per request, the one with the
- * fewest path parameters (`/api/tasks/stats/` before `/api/tasks/:id/`), the first declared among
- * equals; the router matches once per request. Beside it, what was declared: the operations in
+ * fewest path parameters (`/api/tasks/stats/` before `/api/tasks/:id/`); the routes of one path never
+ * share a method, so no two routes it could choose between tie. The router matches once per request. Beside it, what was declared: the operations in
  * the order of the API document, each path's `Allow`, and `lookup`, the same choice made before
  * Koa (the door's class and early refusal), compiled by the path-to-regexp the router compiles with
  * (test/int/api/routing.int.test.ts pins the two together).
@@ -81,19 +82,29 @@ export class ApiRoutes {
         this.router.register(operation.path, [method], [...middleware] as Parameters<Router['register']>[2]);
         const methods = method === 'GET' ? ['GET', 'HEAD'] : [method];
         this.#add(operation.path, methods, guard, operation.priority, operation.list?.cached === true);
+        const allowed = this.#allow.get(operation.path) ?? new Set(['OPTIONS']);
+        for (const answered of methods) allowed.add(answered);
+        this.#allow.set(operation.path, allowed);
         if (!paths.includes(operation.path)) paths.push(operation.path);
       },
+      // Registered for the methods the path does not answer only, so that no request matches two routes of one
+      // path: which of two equals the router runs is not something its documentation and its code agree on.
       refuseOtherMethods: (guardFor, anonymous = 'any') => {
         for (const path of paths) {
           const allow = this.allowOf(path)!;
+          const answered = this.#allow.get(path)!;
+          const others = METHODS.filter((method) => method === 'OPTIONS' || !answered.has(method));
           const guard = guardFor(path);
-          this.router.all(path, guard, (ctx) => {
-            if (!ctx.state.user && (anonymous === 'none' || (anonymous === 'read' && !SAFE_METHODS.has(ctx.method))))
-              throw Errors.notAuthenticated();
-            if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
-            ctx.status = 204; // with Allow, as every answer of the path
-          });
-          this.#add(path, [], isGuard(guard) ? guard : undefined, undefined, false);
+          this.router.register(path, others, [
+            guard,
+            (ctx) => {
+              if (!ctx.state.user && (anonymous === 'none' || (anonymous === 'read' && !SAFE_METHODS.has(ctx.method))))
+                throw Errors.notAuthenticated();
+              if (ctx.method !== 'OPTIONS') throw Errors.methodNotAllowed(ctx.method, allow);
+              ctx.status = 204; // with Allow, as every answer of the path
+            },
+          ] as Parameters<Router['register']>[2]);
+          this.#add(path, others, isGuard(guard) ? guard : undefined, undefined, false);
         }
       },
     };
@@ -130,11 +141,11 @@ export class ApiRoutes {
     return found ?? undefined;
   }
 
-  /** As the router chooses (exclusive 'specificity'): the fewest parameters, the first declared among equals. */
+  /** As the router chooses (exclusive 'specificity'): the route with the fewest parameters. */
   #choose(path: string, method: string): Entry | null {
     let chosen: Entry | null = null;
     for (const entry of this.#entries) {
-      if (entry.methods.length > 0 && !entry.methods.includes(method)) continue;
+      if (!entry.methods.includes(method)) continue;
       if ((!chosen || entry.params < chosen.params) && entry.regexp.test(path)) chosen = entry;
     }
     return chosen;
@@ -147,12 +158,12 @@ export class ApiRoutes {
     priority: Operation['priority'],
     cached: boolean,
   ) {
+    const declared = this.#entries.filter((entry) => entry.template === template).flatMap((entry) => entry.methods);
+    const twice = methods.filter((method) => declared.includes(method));
+    if (twice.length > 0) throw new Error(`${template} is declared twice for ${twice.join(', ')}`);
     const { regexp, keys } = pathToRegexp(template, { sensitive: true, trailing: false });
     const refuseKnown = guard?.refuseKnown;
     this.#entries.push({ template, methods, regexp, params: keys.length, refuseKnown, priority, cached });
-    const allowed = this.#allow.get(template) ?? new Set(['OPTIONS']);
-    for (const method of methods) allowed.add(method);
-    this.#allow.set(template, allowed);
     this.#found.clear();
   }
 }

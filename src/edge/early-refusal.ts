@@ -46,7 +46,8 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
 
 /**
  * A request target's path as Koa reads it (`ctx.path`, by parseurl), for the targets parseurl reads
- * without Node's URL parser: origin form, with none of the characters that send it there.
+ * without Node's URL parser: origin form, with none of the characters that send it there. A copy of
+ * parseurl's fast path, held to the original by test/unit/edge/plain-path.unit.test.ts.
  */
 export function plainPath(url: string | undefined): string | undefined {
   if (url === undefined || url.charCodeAt(0) !== 0x2f || SLOW_URL.test(url)) return undefined;
