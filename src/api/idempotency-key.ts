@@ -1,13 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import { Errors } from '../base/errors.js';
-import {
-  keepRenderedAnswer,
-  type IdempotencyClaim,
-  type RenderedAnswer,
-  type Replay,
-} from '../idempotency/idempotency.js';
-import type { Deps } from '../deps.js';
+import type { IdempotencyClaim, RenderedAnswer, Replay } from '../idempotency/idempotency.js';
 import type { ProxySettings } from '../server/client-address.js';
 import { absoluteUrl } from '../server/request-url.js';
 
@@ -34,7 +28,8 @@ export function readIdempotencyClaim(ctx: Context, request: unknown): Idempotenc
 /**
  * Sends a replayed answer as first given, marked `Idempotent-Replayed: true`: `render`, the
  * function that rendered the first answer, renders it again from the resource the record kept; a
- * record written before the records kept resources holds the rendered answer, sent as it is.
+ * record written by 0.1.0, before records kept resources, holds the rendered answer, sent as it is
+ * (src/idempotency/idempotency.ts says until when such a record can be live).
  */
 export function sendReplay<R>(
   ctx: Context,
@@ -51,21 +46,4 @@ export function sendAnswer(ctx: Context, proxies: ProxySettings, answer: Rendere
   ctx.status = answer.status;
   if (answer.resourcePath) ctx.set('Location', absoluteUrl(ctx, proxies, answer.resourcePath));
   ctx.body = answer.body;
-}
-
-/**
- * After a first answer given under an `Idempotency-Key`: its rendered form joins the record, for hosts of the
- * previous release during a rolling deploy (`keepRenderedAnswer`). Best effort: a failure is logged, the answer
- * stands.
- */
-export async function keepForOlderHosts(
-  deps: Pick<Deps, 'db' | 'logger'>,
-  userId: number,
-  claim: IdempotencyClaim | undefined,
-  answer: RenderedAnswer,
-): Promise<void> {
-  if (!claim) return;
-  await keepRenderedAnswer(deps.db, { userId, key: claim.key }, answer).catch((error: unknown) =>
-    deps.logger.warn({ cause: String(error) }, 'idempotency record kept without its rendered answer'),
-  );
 }

@@ -47,12 +47,6 @@ export async function issueToken(
 export type TokenCheck =
   { state: 'live'; user: User; expiresAt: Date } | { state: 'expired' } | { state: 'revoked' } | { state: 'unknown' };
 
-/** The user a live token belongs to, or null when it is unknown, revoked or expired. */
-export async function resolveToken(db: Kysely<Database>, token: string, now: Date): Promise<User | null> {
-  const check = await checkToken(db, token, now);
-  return check.state === 'live' ? check.user : null;
-}
-
 /**
  * One lookup that says whether a token is live and, when not, why: revoked (logout, `token:revoke`,
  * or its user disabled) or expired, while its row is kept; unknown once the retention sweep took it

@@ -18,8 +18,6 @@ export const BACKED_UP = [
   { name: 'idempotency_keys' },
 ] as const satisfies ReadonlyArray<{ name: keyof Database }>;
 
-export type BackedUpTable = (typeof BACKED_UP)[number]['name'];
-
 /** Projections of the event log: an import rebuilds them (`rebuildProjections`), a backup leaves them out. */
 export const REBUILT: readonly string[] = [
   'tasks',

@@ -51,8 +51,6 @@ export const Errors = {
   unsupportedMediaType: (detail: string) => new AppError(415, { detail }),
   idempotencyMismatch: () =>
     new AppError(422, { detail: 'Idempotency-Key was already used with a different request body or endpoint.' }),
-  throttled: (seconds: number, detail: string, headers: Record<string, string>) =>
-    new AppError(429, { detail }, { ...headers, 'Retry-After': String(seconds) }),
   unavailable: (detail: string, retryAfterS: number) =>
     new AppError(503, { detail }, { 'Retry-After': String(retryAfterS) }),
 } as const;

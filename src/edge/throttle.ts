@@ -115,8 +115,8 @@ function countDecisions(bound: Series, degraded: boolean, rejected: boolean, sta
 }
 
 /**
- * Answers a refusal here, as a value rather than a thrown AppError: the same status, headers and
- * body as Errors.throttled, without an Error's stack or the error middleware's work, so a
+ * Answers a refusal here, as a value rather than a thrown AppError: the JSON body and headers an
+ * AppError would be answered with, without an Error's stack or the error middleware's work, so a
  * flood of refused requests stays the cheapest thing this process answers (docs/architecture.md
  * "Throttling"). `ctx.state.refusal` tells the access log who was refused, where and for how long.
  */

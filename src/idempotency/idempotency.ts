@@ -12,8 +12,10 @@ import type { Database } from '../../db/database.js';
  * with one function, so a replay repeats the first answer's bytes however the resource changed
  * since. (What the record does not pin is that function: a release that changes how a task or a
  * report is shown renders the records of the release before it, within their 24 hours, its own
- * way.) Records written before migration 20261128000100 hold the answer as the route rendered it
- * then; they are replayed as stored.
+ * way.) Records written by 0.1.0, before migration 20261128000100, hold the answer as the route
+ * rendered it then; they are replayed as stored. Such a record is live for IDEMPOTENCY_TTL_MS after
+ * its create, like any other: a day after the last host of 0.1.0 stopped, none is live (an expired
+ * record is never replayed and the sweep deletes it), and the release after this one reads them no more.
  */
 
 /** Records older than this are forgotten: the key may be used again, and the sweep deletes them. */
@@ -136,27 +138,6 @@ export async function takeClaim(
     .where('key', '=', claim.key)
     .executeTakeFirstOrThrow();
   return recordOf(row);
-}
-
-/**
- * Adds the answer its route rendered to a record that kept only the resource it created. This release replays
- * from the resource; a host of the previous release, during a rolling deploy, replays only a rendered answer
- * (docs/scaling.md "Zero-downtime deploy"), so the route adds it right after the first answer. A repeat that
- * reaches such a host in the moment between the create's commit and this update, or after a crash in between,
- * is the one case it cannot replay (it answers 500, never a second create); any host of this release replays it.
- */
-export async function keepRenderedAnswer(
-  db: Kysely<Database>,
-  claim: { userId: number; key: string },
-  answer: RenderedAnswer,
-): Promise<void> {
-  await db
-    .updateTable('idempotency_keys')
-    .set({ status: answer.status, body: JSON.stringify(answer.body), resource_path: answer.resourcePath })
-    .where('user_id', '=', claim.userId)
-    .where('key', '=', claim.key)
-    .where('status', 'is', null)
-    .execute();
 }
 
 /** Deletes up to `batchSize` records past the TTL; returns how many went. Small batches keep locks short. */

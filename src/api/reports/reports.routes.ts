@@ -7,7 +7,7 @@ import { isReportId, reportPath, viewReport } from './report.view.js';
 import { readBody } from '../body.js';
 import { renderPage } from '../paginated.js';
 import type { ResourceRouter, RouteParts } from '../router.js';
-import { keepForOlderHosts, readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
+import { readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
 import { requireUser } from '../users.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { errorSchema, reportInput, reportPages, reportSchema } from '../openapi/schemas.js';
@@ -73,9 +73,7 @@ export function reportRoutes(router: ResourceRouter, { deps, guard }: RouteParts
         'report recorded but not enqueued; the sweeper will retry',
       );
     });
-    const answer = acceptReport(outcome.report);
-    sendAnswer(ctx, config, answer);
-    await keepForOlderHosts(deps, user.id, idempotency, answer);
+    sendAnswer(ctx, config, acceptReport(outcome.report));
   });
 
   route(router, reportOperations.list, guard(), async (ctx) => {

@@ -12,7 +12,7 @@ import { readAnswer, readHeadAhead, sendList, sendNotModified, sendRead, startRe
 import { renderPage } from '../paginated.js';
 import { audienceOf, viewEvent } from '../events/event.view.js';
 import { etagOf, etagOfBody, matchesEtag, readIfMatch, readIfNoneMatch } from '../conditional.js';
-import { keepForOlderHosts, readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
+import { readIdempotencyClaim, sendAnswer, sendReplay } from '../idempotency-key.js';
 import { taskPath, viewTask, type TaskResource } from './task.view.js';
 import { parseTaskInput } from './task.input.js';
 import { requireUser } from '../users.js';
@@ -89,11 +89,7 @@ function createTask(deps: Deps) {
     const idempotency = readIdempotencyClaim(ctx, fields);
     const outcome = await deps.commands.execute({ type: 'CreateTask', actor: actorOf(ctx, user), fields, idempotency });
     if (outcome.ok && outcome.replayed) sendReplay(ctx, deps.config, outcome.replayed, answerCreated);
-    else {
-      const answer = answerCreated(expectTask(outcome));
-      sendAnswer(ctx, deps.config, answer);
-      await keepForOlderHosts(deps, user.id, idempotency, answer);
-    }
+    else sendAnswer(ctx, deps.config, answerCreated(expectTask(outcome)));
     const etag = etagOfBody(ctx.body);
     if (etag) ctx.set('ETag', etag);
   };

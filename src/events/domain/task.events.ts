@@ -11,8 +11,6 @@ export type TaskEvent =
   | { type: 'TaskReopened'; data: Record<string, never> }
   | { type: 'TaskDeleted'; data: Record<string, never> };
 
-export type TaskEventType = TaskEvent['type'];
-
 /** An event as stored: its global position, its stream (task id) and version within the stream. */
 export type StoredEvent = TaskEvent & {
   position: number;
