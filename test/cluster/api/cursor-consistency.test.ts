@@ -25,8 +25,8 @@ import {
   type WriterOptions,
 } from '../../helpers/writers.js';
 
-// docs/architecture.md "Pagination" "Cursor guarantee under concurrent writes" and "Events": "commit order = id order =
-// position order", checked on the real entry point (4 web workers) with writer processes
+// docs/pagination.md "Guarantees under concurrent writes": "commit order = id order = event position order",
+// checked on the real entry point (4 web workers) with writer processes
 // POSTing over HTTP while cursor readers walk to the end; then the same checks against the
 // plain-sequence append, which must fail them, so these checks are known to catch the bug.
 

@@ -5,7 +5,7 @@ import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';
 import { startTcpRelay, type TcpRelay } from '../../helpers/tcp-relay.js';
 
-// docs/architecture.md "The path of a read": a cached read asks Redis once — the throttle's script call and the read
+// docs/pagination.md "Read cache": a cached read asks Redis once — the throttle's script call and the read
 // of the published head leave together, before either is answered. Redis's replies are held in a relay while a cached
 // page 1 is asked for: both commands must reach the relay while no reply has come back. A read that waited for the
 // throttle's answer before asking for the head would send the head's MGET only after the replies are let go.
