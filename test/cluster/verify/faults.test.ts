@@ -45,11 +45,24 @@ test.before(async () => {
 });
 
 /**
+ * The run of `name`, or, when its `check` missed the seeded fault among ten runs at once (on a loaded host a
+ * burst's requests spread out and may never straddle the fault), a second run of it alone, after saying what the
+ * first saw. The second must catch it.
+ */
+async function caught(name: keyof typeof RUNS, check: string) {
+  const run = runs[name];
+  const first = checkOf(run, check);
+  if (first.verdict === 'violated') return run;
+  console.log(`# ${name}: ${check} ${first.verdict} among ten runs at once (${first.summary}); once more, alone`);
+  return verifyAgainst(name.split(' ')[0]!, [...RUNS[name]]);
+}
+
+/**
  * The limits check was violated over the limit, and the report names the schedules that exposed it: the bursts
  * meant for the fault, or, on a loaded host where a burst's requests spread out, the steady pressure after them.
  */
-function assertOverLimit(name: keyof typeof RUNS, exposedBy: RegExp) {
-  const run = runs[name];
+async function assertOverLimit(name: keyof typeof RUNS, exposedBy: RegExp) {
+  const run = await caught(name, 'limits');
   const limits = checkOf(run, 'limits');
   assert.is(limits.verdict, 'violated', run.output);
   assert.is(run.code, 1);
@@ -59,23 +72,23 @@ function assertOverLimit(name: keyof typeof RUNS, exposedBy: RegExp) {
   assert.match(limits.summary, exposedBy);
 }
 
-test('a fixed window on the clock is over the limit at a window edge', () => {
-  assertOverLimit('fixed-window', /exposed by .*(burst|steady pressure)/);
+test('a fixed window on the clock is over the limit at a window edge', async () => {
+  await assertOverLimit('fixed-window', /exposed by .*(burst|steady pressure)/);
 });
 
-test('a fixed window opened by the first hit is over the limit: the lone request, then bursts at its edge', () => {
+test('a fixed window opened by the first hit is over the limit: the lone request, then bursts at its edge', async () => {
   // Its edge is where bursts find it; on a loaded host the requests of steady pressure can straddle it first
   // (seen on clean-clone runs with the other runs of this file beside it): either way it must be proven over.
-  assertOverLimit('first-hit-window', /exposed by .*(burst before the window’s edge|steady pressure)/);
+  await assertOverLimit('first-hit-window', /exposed by .*(burst before the window’s edge|steady pressure)/);
 });
 
-test('a read-then-write throttle (DRF’s cache race) admits one request per racer in a concurrent burst', () => {
-  assertOverLimit('read-then-write', /exposed by .*(burst|steady pressure)/);
+test('a read-then-write throttle (DRF’s cache race) admits one request per racer in a concurrent burst', async () => {
+  await assertOverLimit('read-then-write', /exposed by .*(burst|steady pressure)/);
 });
 
-test('per-process counters behind 2 workers admit the limit once per worker, for a user and anonymously', () => {
-  assertOverLimit('per-process', /exposed by /);
-  assertOverLimit('per-process anonymous', /exposed by /);
+test('per-process counters behind 2 workers admit the limit once per worker, for a user and anonymously', async () => {
+  await assertOverLimit('per-process', /exposed by /);
+  await assertOverLimit('per-process anonymous', /exposed by /);
   assert.is(checkOf(runs['per-process anonymous'], 'limits').evidence.identities[0].name, 'anonymous from this host');
   assert.equal(
     runs['per-process anonymous'].report.checks.map((c) => c.name),
@@ -83,8 +96,8 @@ test('per-process counters behind 2 workers admit the limit once per worker, for
   );
 });
 
-test('an OFFSET "cursor" skips or repeats tasks under concurrent writes', () => {
-  const run = runs['offset-cursor'];
+test('an OFFSET "cursor" skips or repeats tasks under concurrent writes', async () => {
+  const run = await caught('offset-cursor', 'cursor');
   const cursor = checkOf(run, 'cursor');
   assert.is(cursor.verdict, 'violated', run.output);
   const broken = cursor.evidence.walks.filter(
@@ -93,8 +106,8 @@ test('an OFFSET "cursor" skips or repeats tasks under concurrent writes', () => 
   assert.ok(broken.length > 0, 'a cursor walk lost or repeated a task');
 });
 
-test('a read cache with a TTL on two hosts serves stale reads', () => {
-  const run = runs['ttl-cache'];
+test('a read cache with a TTL on two hosts serves stale reads', async () => {
+  const run = await caught('ttl-cache', 'ryw');
   const ryw = checkOf(run, 'ryw');
   assert.is(ryw.verdict, 'violated', run.output);
   assert.ok(
@@ -103,8 +116,21 @@ test('a read cache with a TTL on two hosts serves stale reads', () => {
   );
 });
 
-test('the same service without a fault: every check holds, exit 0 (no false alarm)', () => {
-  const run = runs.honest;
+/**
+ * The run of `name`, or, when its limits check was skipped because its requests came too slowly to reach the
+ * limit (ten runs at once on a loaded host), a second run of it alone, after saying so. A skip is no alarm, but
+ * the honest runs are here to show every check holding.
+ */
+async function unhurried(name: keyof typeof RUNS) {
+  const run = runs[name];
+  const limits = checkOf(run, 'limits');
+  if (limits.verdict !== 'skipped' || !/never reached/.test(limits.summary)) return run;
+  console.log(`# ${name}: the limits check was skipped among ten runs (${limits.summary}); once more, alone`);
+  return verifyAgainst(name.split(' ')[0]!, [...RUNS[name]]);
+}
+
+test('the same service without a fault: every check holds, exit 0 (no false alarm)', async () => {
+  const run = await unhurried('honest');
   assert.is(run.code, 0, run.output);
   assert.equal(
     run.report.checks.map((c) => [c.name, c.verdict]),
@@ -112,13 +138,13 @@ test('the same service without a fault: every check holds, exit 0 (no false alar
   );
 });
 
-test('a service that ignores "Bearer": stop with exit 2 and one line naming --auth-scheme; with it, all hold', () => {
+test('a service that ignores "Bearer": stop with exit 2 and one line naming --auth-scheme; with it, all hold', async () => {
   const refused = runs['token-scheme'];
   assert.is(refused.code, 2, refused.output);
   const lines = refused.output.trim().split('\n');
   assert.match(lines.at(-1)!, /did not take alpha's token as that user.*--auth-scheme/);
   assert.not.match(refused.output, /\n\s+at /, 'no stack trace');
-  const accepted = runs['token-scheme with --auth-scheme Token'];
+  const accepted = await unhurried('token-scheme with --auth-scheme Token');
   assert.is(accepted.code, 0, accepted.output);
 });
 
