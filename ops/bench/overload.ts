@@ -9,7 +9,6 @@
  *
  *   npm run bench:overload                                          # `on` as shipped; 4-5 min quiet, 11 loaded
  *   BENCH_DOOR=cluster npm run bench:overload                       # `on` with another CONNECTION_DOOR
- *   BENCH_PRESSED=keep npm run bench:overload                       # `on` with PRESSED_CONNECTIONS=keep
  *   BENCH_SECONDS=6 BENCH_FLOOD_SECONDS=5 npm run bench:overload    # a quicker, rougher run
  *   BENCH_MULTIPLES=0.5,4 BENCH_ONLY=on BENCH_FLOOD_SECONDS=0 npm run bench:overload   # 0.5× and 4× on `on` alone
  */
@@ -67,9 +66,6 @@ function refuse(name: string, text: string, allowed: string): never {
 /** The `on` instance's CONNECTION_DOOR: the build's default unless BENCH_DOOR names another it accepts. */
 const door = process.env.BENCH_DOOR || shippedDoor();
 if (!knowsDoor(door)) refuse('BENCH_DOOR', door, 'a CONNECTION_DOOR this build accepts (docs/configuration.md)');
-/** The `on` instance's PRESSED_CONNECTIONS: the build's default unless BENCH_PRESSED says `close` or `keep`. */
-const pressed = process.env.BENCH_PRESSED || '';
-if (!['', 'close', 'keep'].includes(pressed)) refuse('BENCH_PRESSED', pressed, 'close, keep or unset');
 const multiplesText = process.env.BENCH_MULTIPLES || '';
 const multiples = multiplesText === '' ? DEFAULT_MULTIPLES : multiplesText.split(',').map(Number);
 if (multiples.some((m) => !(m > 0 && m <= 16)))
@@ -112,14 +108,14 @@ async function main(): Promise<void> {
   const connections = Math.min(wantedConnections, Number.isFinite(limit) ? limit - 512 : wantedConnections);
   const perLoad = onlyOn ? 1 : 2;
   log(
-    `overload benchmark (on: CONNECTION_DOOR=${door}${pressed ? ` PRESSED_CONNECTIONS=${pressed}` : ''}): capacity search, ${multiples.length * perLoad} runs of ` +
+    `overload benchmark (on: CONNECTION_DOOR=${door}): capacity search, ${multiples.length * perLoad} runs of ` +
       `${seconds} s, ${floodSeconds > 0 ? `${perLoad} flood(s) of ${floodSeconds} s` : 'no flood'}`,
   );
   running.root = await mkdtemp(join(tmpdir(), 'paceline-overload-'));
   await chmod(running.root, 0o755); // as root, PostgreSQL runs as the postgres user
   const { stores, seeded } = await startSeededStores(running.root, TASKS);
   running.stores = stores;
-  const started = await Promise.allSettled(MODES.map((mode) => startInstance(stores, mode, logLevel, door, pressed)));
+  const started = await Promise.allSettled(MODES.map((mode) => startInstance(stores, mode, logLevel, door)));
   for (const result of started) if (result.status === 'fulfilled') running.instances.push(result.value);
   for (const result of started) if (result.status === 'rejected') throw result.reason;
   const [off, on] = running.instances as [Instance, Instance];
@@ -227,7 +223,6 @@ async function main(): Promise<void> {
     settingsLine({
       door,
       doorAsked: (process.env.BENCH_DOOR || '') !== '',
-      pressed,
       multiples,
       multiplesAsked: multiplesText !== '',
       onlyOn,

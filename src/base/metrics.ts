@@ -141,13 +141,6 @@ export function createMetrics(registry = new Registry()) {
         'for a client known without it, a throttle refusal): not held behind requests that do.',
       registers,
     }),
-    admissionPressedCloses: new Counter({
-      name: 'paceline_admission_pressed_closes_total',
-      help:
-        'Answers that closed their connection because the worker was pressed (a standing backlog, or its event ' +
-        'loop late), so that kept connections take turns with new ones (PRESSED_CONNECTIONS=close).',
-      registers,
-    }),
     httpDuration: new Histogram({
       name: 'paceline_http_request_duration_seconds',
       help: HTTP_DURATION_HELP,

@@ -3,8 +3,7 @@ import type { Config } from '../settings/config.js';
 import type { Metrics } from '../base/metrics.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
 import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
-import { JSON_TYPE, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
-import { eventLoopPressure } from './pressure.js';
+import { JSON_TYPE, LIVENESS, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
 
 /** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
 export interface Classified {
@@ -27,13 +26,12 @@ export interface EdgeParts {
     | 'ADMISSION_QUEUE_SIZE'
     | 'ADMISSION_LIMIT_MIN'
     | 'ADMISSION_LIMIT_MAX'
-    | 'PRESSED_CONNECTIONS'
     | 'BODY_LIMIT_BYTES'
   >;
 }
 
 const SHED_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
-const LIVE_BODY = Buffer.from(JSON.stringify({ status: 'ok' }));
+const LIVE_BODY = Buffer.from(JSON.stringify(LIVENESS));
 
 /**
  * The worker's door (docs/throttling.md "Past capacity: admission and shedding"): `GET /healthz`
@@ -58,17 +56,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
   // Every shed series exists from the start, at 0, so that rate() sees a host's first shedding.
   for (const name of LEVEL_NAMES)
     for (const reason of SHED_REASONS) metrics.admissionShed.labels({ class: name, reason }).inc(0);
-  // Past a pressure level, as Envoy's overload manager does: a worker whose requests wait in a standing backlog,
-  // or whose event loop is late, answers with `Connection: close`, so a client holding a connection reconnects and
-  // takes its turn at the listening socket with the newcomers rather than ahead of them (docs/throttling.md
-  // "Past capacity: newcomers take turns").
-  const lateLoop = on && config.PRESSED_CONNECTIONS === 'close' ? eventLoopPressure() : undefined;
-  const pressed = () => lateLoop !== undefined && (admission.backlogged || lateLoop.late());
   const listener: RequestListener = (req, res) => {
-    if (pressed()) {
-      res.setHeader('Connection', 'close');
-      metrics.admissionPressedCloses.inc();
-    }
     const classified = parts.classify(req);
     if (classified.level === 'health' && classified.route === '/healthz' && req.method === 'GET')
       return answerLive(req, res, classified, recorder);
@@ -104,12 +92,7 @@ export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestL
     });
     gauges();
   };
-  return Object.assign(listener, {
-    close() {
-      admission.close();
-      lateLoop?.close();
-    },
-  });
+  return Object.assign(listener, { close: () => admission.close() });
 }
 
 /**

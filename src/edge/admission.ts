@@ -76,11 +76,6 @@ export class Admission {
     return this.#queued;
   }
 
-  /** Requests wait in a standing backlog: the worker has not caught up for STANDING_AFTER_MS. */
-  get backlogged(): boolean {
-    return this.#queued > 0 && this.#standing();
-  }
-
   /**
    * Starts `waiter` now, queues it, or sheds it, or sheds another waiter in its place: the oldest of the lowest
    * class in a standing backlog at its limit, a lower class's newest in a full queue.

@@ -56,3 +56,9 @@ export function writeEdgeAnswer(res: ServerResponse, answer: EdgeAnswer): void {
 
 /** The JSON type the app sends (Koa's, for a body it serialises). */
 export const JSON_TYPE = ['Content-Type', 'application/json; charset=utf-8'] as const;
+
+/**
+ * The liveness probe's answer (`GET /healthz`): the process answers. Written before Koa by the admission listener
+ * for a GET, and by the app's route for the methods that reach it (HEAD), so both say the same.
+ */
+export const LIVENESS = { status: 'ok' } as const;

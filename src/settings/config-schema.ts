@@ -134,9 +134,6 @@ export const settingsSchema = z.object({
   ADMISSION_QUEUE_SIZE: integer(0, 100_000).default(1_024),
   ADMISSION_LIMIT_MIN: integer(1, 100_000).default(4),
   ADMISSION_LIMIT_MAX: integer(1, 100_000).default(256),
-  // Under pressure, answers close their connection so kept connections take turns with new ones
-  // (docs/throttling.md "Past capacity: newcomers take turns"); `keep` leaves every connection open.
-  PRESSED_CONNECTIONS: z.enum(['close', 'keep']).default('close'),
   // How the web workers take connections on PORT: every one accepting from one socket the primary holds, or
   // node:cluster's round robin (docs/throttling.md "Past capacity: admission and shedding"). `reuseport` is
   // measured by the overload bench only and goes with it.

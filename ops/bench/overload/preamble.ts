@@ -67,8 +67,6 @@ export interface RunSettings {
   /** The `on` instance's CONNECTION_DOOR, and whether it was asked for (BENCH_DOOR) rather than the default. */
   door: string;
   doorAsked: boolean;
-  /** The `on` instance's PRESSED_CONNECTIONS when BENCH_PRESSED set it, else ''. */
-  pressed: string;
   /** The multiples of capacity run, and whether they were asked for (BENCH_MULTIPLES). */
   multiples: readonly number[];
   multiplesAsked: boolean;
@@ -88,7 +86,6 @@ export interface RunSettings {
 export function settingsLine(s: RunSettings): string {
   const env = [
     s.doorAsked && `BENCH_DOOR=${s.door}`,
-    s.pressed !== '' && `BENCH_PRESSED=${s.pressed}`,
     s.multiplesAsked && `BENCH_MULTIPLES=${s.multiples.join(',')}`,
     s.onlyOn && 'BENCH_ONLY=on',
     s.seconds !== 10 && `BENCH_SECONDS=${s.seconds}`,
@@ -104,7 +101,7 @@ export function settingsLine(s: RunSettings): string {
   return [
     `Command: \`${[...env, 'npm run bench:overload'].join(' ')}\`. The service: \`node dist/src/main.js\`, 2 web ` +
       `workers, on 127.0.0.1, twice (\`off\`: \`ADMISSION_CONTROL=off CONNECTION_DOOR=cluster\`, the service without ` +
-      `either; \`on\`: \`ADMISSION_CONTROL=on CONNECTION_DOOR=${s.door}${s.pressed ? ` PRESSED_CONNECTIONS=${s.pressed}` : ''}\`` +
+      `either; \`on\`: \`ADMISSION_CONTROL=on CONNECTION_DOOR=${s.door}\`` +
       `${s.door === shippedDoor() ? ', both as shipped' : `, admission as shipped, the door set by BENCH_DOOR (the build’s own: \`${shippedDoor()}\`)`}; ` +
       `each with its own database of ` +
       `${s.tasks.toLocaleString('en-US')} seeded tasks), THROTTLE_ANON and THROTTLE_USER at 100000/s (no client is ` +

@@ -60,14 +60,7 @@ const databaseOf = (mode: Mode) => `bench_overload_${mode}`;
  * CONNECTION_DOOR=`onDoor` (the benchmark's default: the build's own), `off` without admission control and with
  * node:cluster's round robin (ADMISSION_CONTROL=off, CONNECTION_DOOR=cluster).
  */
-export async function startInstance(
-  stores: Stores,
-  mode: Mode,
-  logLevel: string,
-  onDoor: string,
-  /** The `on` instance's PRESSED_CONNECTIONS ('': the build's default). */
-  pressed = '',
-): Promise<Instance> {
+export async function startInstance(stores: Stores, mode: Mode, logLevel: string, onDoor: string): Promise<Instance> {
   const database = databaseOf(mode);
   const door = mode === 'on' ? onDoor : 'cluster';
   const cluster = await startService({
@@ -80,7 +73,6 @@ export async function startInstance(
     THROTTLE_USER: '100000/s',
     ADMISSION_CONTROL: mode,
     CONNECTION_DOOR: door,
-    ...(mode === 'on' && pressed !== '' ? { PRESSED_CONNECTIONS: pressed } : {}),
   });
   return { mode, door, database, cluster };
 }

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { LIVENESS } from '../../edge/answer.js';
 import { checkRedis } from '../../stores/redis-client.js';
 import { describeStoreError, type StoreSetting } from '../../stores/store-errors.js';
 import type { ResourceRouter, RouteParts } from '../router.js';
@@ -46,8 +47,9 @@ export function healthRoutes(router: ResourceRouter, { deps }: RouteParts): void
     deps.config.READY_CHECK_MS,
     deps.clock,
   );
+  // A GET is answered before Koa (src/edge/admission-listener.ts); a HEAD reaches this route.
   route(router, healthOperations.live, (ctx) => {
-    ctx.body = { status: 'ok' };
+    ctx.body = LIVENESS;
   });
   route(router, healthOperations.ready, async (ctx) => {
     if (deps.leaving) {

@@ -226,51 +226,6 @@ test('a shed write keeps its connection for the next request; one whose body is 
   for (const raw of [...queued, shed, chunked]) raw.socket.destroy();
 });
 
-test('in a standing backlog an answer closes its connection, so kept connections take turns with new ones', async () => {
-  const path = '/api/tasks/?limit=5';
-  for (let i = 0; i < 2; i += 1) {
-    const warm = send(cluster.port, `warm ${i} pressed`, get(path, false));
-    assert.is((await warm.answer).status, 200);
-    warm.socket.destroy();
-  }
-  const quiet = send(cluster.port, 'quiet', get(path, false));
-  const quietAnswer = await quiet.answer;
-  assert.match(
-    quietAnswer.text,
-    /\r\nConnection: keep-alive\r\n/i,
-    `kept while the worker keeps up: ${quietAnswer.text}`,
-  );
-  const held = await holdBothSlots(cluster.port);
-  // A read that needs PostgreSQL waits for a slot; once the queue has not emptied for a second it is standing.
-  const waiting = send(cluster.port, 'waiting read', get('/api/tasks/999998/'));
-  await sleep(1_300);
-  const before = pressedCloses(await (await fetch(`${cluster.metricsBase}/metrics`)).text());
-  const pressed = send(cluster.port, 'pressed', get(path, false));
-  try {
-    const answer = await Promise.race([pressed.answer, sleep(5_000).then(() => ({ status: 0, text: 'none in 5 s' }))]);
-    assert.is(answer.status, 200, answer.text);
-    assert.match(answer.text, /\r\nConnection: close\r\n/i, `closed under pressure: ${answer.text}`);
-    await Promise.race([once(pressed.socket, 'close'), sleep(2_000)]);
-    assert.ok(pressed.socket.destroyed || pressed.socket.readableEnded, 'the worker closed the connection');
-  } finally {
-    for (const { socket } of held) socket.destroy();
-    pressed.socket.destroy();
-  }
-  assert.is((await waiting.answer).status, 404, 'the waiting read is served once a slot frees');
-  waiting.socket.destroy();
-  const after = pressedCloses(await (await fetch(`${cluster.metricsBase}/metrics`)).text());
-  assert.ok(after > before, `paceline_admission_pressed_closes_total grew: ${before} -> ${after}`);
-  // Caught up again: connections are kept.
-  const again = send(cluster.port, 'caught up', get(path, false));
-  const againAnswer = await again.answer;
-  assert.match(againAnswer.text, /\r\nConnection: keep-alive\r\n/i, `kept once caught up: ${againAnswer.text}`);
-  for (const raw of [quiet, again]) raw.socket.destroy();
-});
-
-function pressedCloses(metrics: string): number {
-  return Number(/^paceline_admission_pressed_closes_total (\d+)/m.exec(metrics)?.[1] ?? 0);
-}
-
 test('with node:cluster at the door (CONNECTION_DOOR=cluster), PORT also queues 4,096 connections not yet accepted', () => {
   const { backlogs, expected, listing } = listenBacklog(cluster.port);
   assert.equal(backlogs, [expected], `one socket, the primary's: ${listing}`);
