@@ -126,8 +126,18 @@ test('a flood stays near its limit while Redis is frozen, a good client is serve
   await untilBothCounted();
   assert.is(await metric('paceline_throttle_workers'), 2, 'the workers counted through Redis');
   // Every worker has had a check answered, so its calls carry their deadline in Redis's clock.
-  for (const answer of await burst('203.0.113.9', 6, 1))
-    assert.equal([answer.status, answer.mode], [200, undefined], 'decided by Redis');
+  // With THROTTLE_TIMEOUT_MS at 100, a loaded host's Redis may answer one of them late, and that one is decided
+  // locally: said, and tried again (a fresh address each time), up to three times.
+  for (let attempt = 1; ; attempt += 1) {
+    const answers = await burst(`203.0.113.${attempt}`, 6, 1);
+    const late = answers.filter((answer) => answer.mode === 'local').length;
+    if (late > 0 && attempt < 3) {
+      console.log(`# ${late} of 6 checks before the freeze came back from Redis after 100 ms; again`);
+      continue;
+    }
+    for (const answer of answers) assert.equal([answer.status, answer.mode], [200, undefined], 'decided by Redis');
+    break;
+  }
 
   process.kill(redis!.pid, 'SIGSTOP');
   let flood: Answer[];
