@@ -11,6 +11,7 @@ import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
 import { listenBacklog } from '../../helpers/listen-backlog.js';
+import { scrape, sumOf } from '../../helpers/metrics.js';
 
 // docs/throttling.md "Past capacity: admission and shedding", on the real entry point: one web worker
 // whose limit is pinned at 2 requests in progress (ADMISSION_LIMIT_MIN = MAX), so that two requests
@@ -140,7 +141,7 @@ test('answers needing no PostgreSQL for a known client are not held behind the r
       warm.socket.destroy();
     }
   }
-  const before = memoryAnswers(await (await fetch(`${cluster.metricsBase}/metrics`)).text());
+  const before = await memoryAnswers();
   const held = await holdBothSlots(cluster.port);
   const sent = fast.map(({ label, head }) => ({ label, raw: send(cluster.port, label, head) }));
   // A read that needs PostgreSQL (one task, not kept) waits behind the held slots: the control.
@@ -162,12 +163,12 @@ test('answers needing no PostgreSQL for a known client are not held behind the r
   }
   assert.is((await slow.answer).status, 404, 'the control is answered once a slot frees');
   slow.socket.destroy();
-  const after = memoryAnswers(await (await fetch(`${cluster.metricsBase}/metrics`)).text());
+  const after = await memoryAnswers();
   assert.ok(after - before >= fast.length, `paceline_admission_memory_total grew by ${after - before}`);
 });
 
-function memoryAnswers(metrics: string): number {
-  return Number(/^paceline_admission_memory_total (\d+)/m.exec(metrics)?.[1] ?? 0);
+async function memoryAnswers(): Promise<number> {
+  return sumOf((await scrape(cluster.metricsBase)).samples, 'paceline_admission_memory_total');
 }
 
 test('a queued request whose client left does no work: the write it carried is never made', async () => {
