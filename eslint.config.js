@@ -203,7 +203,7 @@ export default tseslint.config(
     },
   },
   {
-    // Benchmarks and scripts may use the tests' fixtures and helpers (test/fixtures/, test/helpers/).
+    // Benchmarks and scripts may use what the tests share (test/helpers/).
     files: ['ops/**/*.ts'],
     rules: { 'no-restricted-imports': 'off' },
   },
@@ -226,7 +226,7 @@ export default tseslint.config(
           patterns: [
             {
               group: ['**/ops/**'],
-              message: 'Tests keep their runner, helpers and fixtures under test/; they never import ops/.',
+              message: 'Tests keep their runner and helpers under test/; they never import ops/.',
             },
           ],
         },

@@ -32,7 +32,7 @@ import { describeCommit, uptime, wrkVersion } from './machine.js';
 import { runMetricsRow } from './abuse/metrics-row.js';
 import { BENCH_DATABASE, startCountingStores } from './abuse/stores.js';
 import { factList, markdownTable } from './abuse/report.js';
-import type { RunningCluster } from '../../test/fixtures/cluster.js';
+import type { RunningCluster } from '../../test/helpers/cluster.js';
 import { startBare, startService, type Stores } from './read-path/processes.js';
 import { seedTasks } from './read-path/seed.js';
 import { readBenchCount } from './settings.js';

@@ -22,7 +22,7 @@ import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/api/app.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 import { benchSettings, serveWhenSetUp, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = {

@@ -6,7 +6,7 @@
  *   ordered    the product's: group commit, one transaction per batch holding the global append
  *              lock to commit; ids and positions from counters (commit order = id order)
  *   unordered  one transaction per command, id and position from plain sequences, no lock, no
- *              shared counter row (test/fixtures/unordered-append.ts; exists only for tests and benches)
+ *              shared counter row (test/helpers/unordered-append.ts; exists only for tests and benches)
  *
  *   node --import tsx ops/bench/ordered-appends.ts [seconds per variant, default 10] [connections, default 64]
  *
@@ -29,9 +29,9 @@ import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/api/app.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { checkEventOrder } from '../../test/fixtures/event-order.js';
-import { createUnorderedBus, createUnorderedSequences } from '../../test/fixtures/unordered-append.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { checkEventOrder } from '../../test/helpers/event-order.js';
+import { createUnorderedBus, createUnorderedSequences } from '../../test/helpers/unordered-append.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 type Variant = 'ordered' | 'unordered';

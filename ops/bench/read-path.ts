@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import type { RunningCluster } from '../../test/fixtures/cluster.js';
+import type { RunningCluster } from '../../test/helpers/cluster.js';
 import { depthCursor } from './read-path/depth-cursor.js';
 import { childPids, rssMiB, startBare, startService, startStores, type Stores } from './read-path/processes.js';
 import { markdownTable, summarise, type Slice } from './read-path/report.js';

@@ -45,7 +45,7 @@ import { buildDeps } from '../../src/deps.js';
 import { createApiListener } from '../../src/api/app.js';
 import { createApiServer } from '../../src/server/server.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 import pino from 'pino';
 

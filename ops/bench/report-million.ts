@@ -6,7 +6,7 @@
  *   node --import tsx ops/bench/report-million.ts [events, default 1000000]
  *
  * Starts its own throwaway PostgreSQL (the test suite's settings) and redis-server in a temporary
- * directory it deletes, seeds the history with generate_series (test/fixtures/seed-events.ts: 2/3 creations,
+ * directory it deletes, seeds the history with generate_series (test/helpers/seed-events.ts: 2/3 creations,
  * 1/3 completions over 30 days), runs `POST /api/reports/` for the whole range, checks every
  * number of the result against the seed, and prints the timings.
  */
@@ -23,8 +23,8 @@ import { createUser } from '../../src/auth/users.repository.js';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
 import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
-import { startCluster, type RunningCluster } from '../../test/fixtures/cluster.js';
-import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/fixtures/seed-events.js';
+import { startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
+import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/helpers/seed-events.js';
 
 const EVENTS = Number(process.argv[2] ?? 1_000_000);
 const RANGE = { from: '2026-10-01', to: '2026-10-30' };

@@ -30,8 +30,8 @@ import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { startCluster, type RunningCluster } from '../../test/fixtures/cluster.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 
 const REQUESTS = Number(process.argv[2] ?? 2_000);
 const PREFIX = 'sizing:';

@@ -46,7 +46,7 @@ import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { startBenchRedis } from '../../test/fixtures/bench-stores.js';
+import { startBenchRedis } from '../../test/helpers/bench-stores.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];

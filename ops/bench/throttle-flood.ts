@@ -28,7 +28,7 @@ import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/api/app.js';
 import { createThrottler } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;

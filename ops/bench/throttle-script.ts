@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { startBenchRedis } from '../../test/fixtures/bench-stores.js';
+import { startBenchRedis } from '../../test/helpers/bench-stores.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];

@@ -32,7 +32,7 @@ import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createApp } from '../../src/api/app.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
 import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
 
 const VARIANTS = {

@@ -7,7 +7,7 @@
  * In a temporary directory it deletes (also on failure or Ctrl-C): seeds `tasks` tasks into a fresh embedded
  * database the way `npm run cli` reaches it (the service's role, migrated; ops/bench/read-path/seed.ts: events by
  * generate_series, every projection by the rebuild, VACUUM ANALYZE), before the service ever runs on it, so that
- * nothing races the rebuild; then starts Paceline on it (test/fixtures/verify-host.ts, every setting at its
+ * nothing races the rebuild; then starts Paceline on it (test/helpers/verify-host.ts, every setting at its
  * default but the ports, DATA_DIR and ACCESS_LOG=off: THROTTLE_USER stays 100/min, the budget that bounds the
  * run), creates verify's two users with the CLI, confirms the list counts the seeded tasks, and runs
  * `npm run verify` once as a user would (with `--history`, to say where the time went). Prints and writes
@@ -27,8 +27,8 @@ import { migrateToLatest } from '../../db/migrate.js';
 import { openEmbeddedDatabase } from '../../src/embedded/embedded-database.js';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { loadConfig } from '../../src/settings/config.js';
-import type { RunningCluster } from '../../test/fixtures/cluster.js';
-import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/fixtures/verify-host.js';
+import type { RunningCluster } from '../../test/helpers/cluster.js';
+import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/helpers/verify-host.js';
 import { uptime } from './machine.js';
 import { seedTasks, type Seeded } from './read-path/seed.js';
 
@@ -402,7 +402,7 @@ function describe(r: {
     .join(', ')} at the end).
 \`uptime\` at the script's start: \`${r.uptimeAtStart}\`; before verify: \`${r.uptimeBefore}\`; after: \`${r.uptimeAfter}\`.
 
-Paceline: \`src/main.ts\` under tsx (test/fixtures/verify-host.ts), on its embedded PostgreSQL and Redis under a
+Paceline: \`src/main.ts\` under tsx (test/helpers/verify-host.ts), on its embedded PostgreSQL and Redis under a
 temporary DATA_DIR, every setting at its default (${availableParallelism()} web workers, 1 jobs child, \`THROTTLE_USER\`
 100/min, \`LOG_LEVEL\` info) except the ports, \`DATA_DIR\` and \`ACCESS_LOG=off\`; verify's users made with
 \`src/cli.ts user:create\` after the start (${s(r.startSeconds)} s for the start and both users).

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SCHEDULES } from '../../clients/verify/checks/limits-schedule.js';
 import { MEMBERS } from '../verify-zoo/zoo.js';
-import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/fixtures/verify-host.js';
+import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/helpers/verify-host.js';
 import type * as VerifyPaceline from '../../test/helpers/verify-paceline.js';
 import { runVerify, startFaulty, type VerifyRun } from '../../test/helpers/verify.js';
 import { startStores, type TestStores } from '../../test/runner/stores.js';

@@ -21,8 +21,8 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { childPids, startCluster, type RunningCluster } from '../../test/fixtures/cluster.js';
-import { createBenchDatabase, startBenchStores } from '../../test/fixtures/bench-stores.js';
+import { childPids, startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
+import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
 
 /** Signed-in clients, each its own user, well below THROTTLE_USER. */
 const STEADY = 6;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findFreePort } from '../../src/embedded/ports.js';
 import { startRedis, newRedisPassword } from '../../src/embedded/redis.js';
-import { startVerifyHost } from '../../test/fixtures/verify-host.js';
+import { startVerifyHost } from '../../test/helpers/verify-host.js';
 import { runVerify, type VerifyRun } from '../../test/helpers/verify.js';
 
 interface Member {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { ENTRY } from '../fixtures/cluster.js';
+import { ENTRY } from './cluster.js';
 
 /** What a run of the command-line tool printed and how it exited. */
 export interface CliRun {

@@ -6,7 +6,7 @@ import type { Tool } from './files.js';
  * installs a tool: redis-server whenever the stores start, plus each tool a file's header names.
  * With the stores it also builds dist/ when a source is newer than it (`ensure_build`, as `npm
  * start` does): the tests start the service's processes from the compiled entry points
- * (test/fixtures/cluster.ts `ENTRY`). Resolves when all are present; rejects with the script's
+ * (test/helpers/cluster.ts `ENTRY`). Resolves when all are present; rejects with the script's
  * reason otherwise.
  */
 export async function ensureTools(tools: Tool[], withStores: boolean): Promise<void> {

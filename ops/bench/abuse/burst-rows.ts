@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { lessBackground, TICKS_PER_S } from './costs.js';
-import { burst, type BurstResult } from '../../../test/fixtures/burst.js';
+import { burst, type BurstResult } from '../../../test/helpers/burst.js';
 import type { Latencies } from './good-client-process.js';
 import type { GoodMode } from './good-client.js';
 import { statusList, type RowResult } from './report.js';

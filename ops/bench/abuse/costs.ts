@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import type { Redis } from 'ioredis';
 import type { Database } from '../../../db/database.js';
-import { childPids } from '../../../test/fixtures/cluster.js';
+import { childPids } from '../../../test/helpers/cluster.js';
 
 /** Every counter the rows compare: what the stores and the processes had done, by a moment or between two. */
 export interface Counters {

@@ -1,4 +1,4 @@
-import { burst } from '../../../test/fixtures/burst.js';
+import { burst } from '../../../test/helpers/burst.js';
 import { statusList, type RowResult } from './report.js';
 import { measure, perRequest, quiet, type Bench } from './window.js';
 

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { percentile } from '../../../test/fixtures/burst.js';
+import { percentile } from '../../../test/helpers/burst.js';
 import type { GoodClientSettings, GoodMode, Sample } from './good-client.js';
 
 /** The good client's answers in one window, as a row reports them. */

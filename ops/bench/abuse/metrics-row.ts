@@ -1,5 +1,5 @@
 import { fdLimit, openFds } from './costs.js';
-import { holdIdleConnections } from '../../../test/fixtures/idle-connections.js';
+import { holdIdleConnections } from '../../../test/helpers/idle-connections.js';
 import type { RowResult } from './report.js';
 import { measure, quiet, type Bench } from './window.js';
 

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { connectDatabase } from '../../../db/connect.js';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';
-import { createBenchDatabase, startBenchRedis } from '../../../test/fixtures/bench-stores.js';
+import { createBenchDatabase, startBenchRedis } from '../../../test/helpers/bench-stores.js';
 import type { Stores } from '../read-path/processes.js';
 
 export const BENCH_DATABASE = 'bench_abuse';

@@ -8,7 +8,7 @@ import {
   type Summary,
   type Tally,
 } from './outcomes.js';
-import { createConnectionQueue, planArrivals, realClock, runOpenLoop } from '../../../test/fixtures/open-loop.js';
+import { createConnectionQueue, planArrivals, realClock, runOpenLoop } from '../../../test/helpers/open-loop.js';
 import { random as seededRandom } from '../../../test/helpers/random.js';
 import { HttpPool, type RequestSpec } from './send.js';
 

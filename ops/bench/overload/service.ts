@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { connectDatabase } from '../../../db/connect.js';
 import type { Database } from '../../../db/database.js';
-import { childPids, type RunningCluster } from '../../../test/fixtures/cluster.js';
+import { childPids, type RunningCluster } from '../../../test/helpers/cluster.js';
 import { BENCH_DATABASE, startCountingStores } from '../abuse/stores.js';
 import { startService, type Stores } from '../read-path/processes.js';
 import { seedTasks, type Seeded } from '../read-path/seed.js';

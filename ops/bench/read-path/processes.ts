@@ -9,7 +9,7 @@ import { migrateToLatest } from '../../../db/migrate.js';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';
 import { newRedisPassword, startRedis } from '../../../src/embedded/redis.js';
-import { childPids, startCluster, type RunningCluster } from '../../../test/fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../../../test/helpers/cluster.js';
 export { childPids };
 
 export interface Stores {

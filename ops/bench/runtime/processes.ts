@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { NODE_MAJOR } from '../../../src/settings/node-runtime.js';
-import { ENTRY } from '../../../test/fixtures/cluster.js';
+import { ENTRY } from '../../../test/helpers/cluster.js';
 import { childPids } from '../read-path/processes.js';
 
 /** A Node.js binary the bench runs things on: its path and the version it reports itself. */

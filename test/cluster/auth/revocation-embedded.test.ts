@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { runCli } from '../../helpers/cli.js';
 import { findFreePort } from '../../../src/embedded/ports.js';
 

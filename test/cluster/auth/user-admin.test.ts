@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { ENTRY, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { ENTRY, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request, type TestResponse } from '../../helpers/http.js';

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';

@@ -9,7 +9,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
-import { ENTRY, childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { ENTRY, childPids, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
 import { listenBacklog } from '../../helpers/listen-backlog.js';

@@ -1,7 +1,7 @@
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
-import { holdConnection, type HeldOutcome } from '../../fixtures/held-connection.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
+import { holdConnection, type HeldOutcome } from '../../helpers/held-connection.js';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';

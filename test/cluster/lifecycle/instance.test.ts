@@ -7,7 +7,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 // The checks the primary makes before it starts anything: the ports it needs, and no other
 // Paceline running on its DATA_DIR (recorded in DATA_DIR/paceline.pid).

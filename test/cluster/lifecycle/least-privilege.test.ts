@@ -8,7 +8,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { migrateToLatest } from '../../../db/migrate.js';
-import { ENTRY, childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { ENTRY, childPids, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { redisSay } from '../../helpers/redis-say.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { findFreePort } from '../../../src/embedded/ports.js';

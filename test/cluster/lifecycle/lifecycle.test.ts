@@ -9,7 +9,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { connectDatabase } from '../../../db/connect.js';
-import { ENTRY, childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { ENTRY, childPids, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';

@@ -1,7 +1,7 @@
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
-import { holdConnection, type HeldOutcome } from '../../fixtures/held-connection.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
+import { holdConnection, type HeldOutcome } from '../../helpers/held-connection.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';

@@ -3,7 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { ENTRY, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { ENTRY, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { childPids, parseMetrics, requestOnNewConnection, scrape, sumOf } from '../../helpers/metrics.js';

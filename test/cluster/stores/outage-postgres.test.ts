@@ -8,7 +8,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { migrateToLatest } from '../../../db/migrate.js';
-import { childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { findFreePort } from '../../../src/embedded/ports.js';

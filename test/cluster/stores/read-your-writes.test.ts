@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { findFreePort } from '../../../src/embedded/ports.js';

@@ -9,7 +9,7 @@ import { findFreePort, findFreePorts } from '../../../src/embedded/ports.js';
 import { newRedisPassword, startRedis } from '../../../src/embedded/redis.js';
 import { embeddedRedisUrl } from '../../../src/stores/redis-service-user.js';
 import { createTestDatabase } from '../../helpers/database.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 // A real start (the primary, one web and one jobs child) against a store it cannot use: a Redis
 // or a Redis Cluster on a closed port, a Redis that wants another password, a database on a closed

@@ -11,7 +11,7 @@ import type { Database } from '../../../db/database.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { concurrencyKey } from '../../../src/throttle/concurrency.js';
-import { childPids, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { childPids, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request, type TestResponse } from '../../helpers/http.js';

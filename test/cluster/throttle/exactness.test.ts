@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { scrape, sumOf } from '../../helpers/metrics.js';

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { isAlive } from '../../../src/cluster/processes.js';
 import { startRedis } from '../../../src/embedded/redis.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';

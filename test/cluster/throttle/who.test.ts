@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { ENTRY, startCluster, type RunningCluster } from '../../fixtures/cluster.js';
+import { ENTRY, startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { pseudonymOf } from '../../../src/throttle/pseudonym.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { answerClientErrors } from '../../../src/server/client-errors.js';
-import { holdConnection } from '../../fixtures/held-connection.js';
+import { holdConnection } from '../../helpers/held-connection.js';
 
 // docs/security.md "Slow clients": the JSON answer to a request Node's parser times out is the
 // last thing on its connection, whatever the client does next. Node's own timeouts only (no

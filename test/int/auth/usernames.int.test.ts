@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { createTestDatabase } from '../../helpers/database.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 // docs/security.md "Login CPU budget": one account per case-folded name (trimmed, NFKC,
 // lower-cased, as the login budget counts names). Creation refuses a variant, concurrent

@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';
 import type { RunningService } from '../../../src/embedded/service.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 const TMP = process.env.TEST_TMP_DIR;
 if (!TMP) throw new Error('TEST_TMP_DIR is not set: run tests with `npm test`');

@@ -9,7 +9,7 @@ import type { Actor, CommandOutcome } from '../../../src/events/domain/task.even
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { random } from '../../helpers/random.js';
 import { catchUpReadModel } from '../../helpers/read-model.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 let app: TestApp;
 

@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../../../src/settings/config.js';
 import { startTestApp } from '../../helpers/app.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 // docs/configuration.md "Rules between settings": settings that cannot all hold stop a start (and
 // a reload, test/cluster/lifecycle/reload-settings.test.ts) with one line naming the setting and the rule.

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig, proxyTrustWarning } from '../../../src/settings/config.js';
-import { ENTRY } from '../../fixtures/cluster.js';
+import { ENTRY } from '../../helpers/cluster.js';
 
 interface Run {
   code: number | null;

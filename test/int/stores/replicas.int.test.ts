@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { startStreamingPair, type StreamingPair } from '../../fixtures/pg-replica.js';
+import { startStreamingPair, type StreamingPair } from '../../helpers/pg-replica.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';
 

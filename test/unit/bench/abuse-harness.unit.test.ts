@@ -3,8 +3,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { burst, percentile } from '../../fixtures/burst.js';
-import { holdIdleConnections } from '../../fixtures/idle-connections.js';
+import { burst, percentile } from '../../helpers/burst.js';
+import { holdIdleConnections } from '../../helpers/idle-connections.js';
 
 // The abuse benchmark's counters report what happened (ops/bench/abuse/): a server's closes of
 // idle connections are seen and none is invented, and every answer of a burst is counted by status.

@@ -7,9 +7,9 @@ import {
   runOpenLoop,
   type LoopClock,
   type Plan,
-} from '../../fixtures/open-loop.js';
+} from '../../helpers/open-loop.js';
 
-// The overload benchmark's load is open-loop (test/fixtures/open-loop.ts, used by ops/bench/overload/mix.ts):
+// The overload benchmark's load is open-loop (test/helpers/open-loop.ts, used by ops/bench/overload/mix.ts):
 // requests leave at planned times, however long the answers take, and a late generator catches up skipping none.
 
 /** A virtual clock: time moves only when the loop sleeps, or when a test says an issue took CPU time. */

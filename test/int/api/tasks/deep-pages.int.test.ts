@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../../db/connect.js';
 import type { Database } from '../../../../db/database.js';
 import * as taskRangesMigration from '../../../../db/migrations/20261124000100_task_ranges.js';
-import { seedCompletedHistory } from '../../../fixtures/seed-events.js';
+import { seedCompletedHistory } from '../../../helpers/seed-events.js';
 import { rebuildProjections } from '../../../../src/events/projections/rebuild.js';
 import { appendBatch } from '../../../../src/events/store/append-batch.js';
 import { RANGE_SIZE } from '../../../../src/events/store/task-ranges.js';
