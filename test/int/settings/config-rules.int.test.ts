@@ -8,7 +8,7 @@ import { startTestApp } from '../../helpers/app.js';
 import { ENTRY } from '../../helpers/cluster.js';
 
 // docs/configuration.md "Rules between settings": settings that cannot all hold stop a start (and
-// a reload, test/cluster/lifecycle/reload-settings.test.ts) with one line naming the setting and the rule.
+// a reload, test/cluster/cluster/reload-settings.test.ts) with one line naming the setting and the rule.
 
 const Rules = suite('settings that contradict each other are refused in one line');
 

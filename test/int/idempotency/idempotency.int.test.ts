@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
-import { suite } from '../../../helpers/suite.js';
+import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { sweepExpiredClaims } from '../../../../src/idempotency/idempotency.js';
-import { startTestApp, type TestApp } from '../../../helpers/app.js';
-import { request, type TestResponse } from '../../../helpers/http.js';
+import { sweepExpiredClaims } from '../../../src/idempotency/idempotency.js';
+import { startTestApp, type TestApp } from '../../helpers/app.js';
+import { request, type TestResponse } from '../../helpers/http.js';
 
 let app: TestApp;
 let alice: string;
