@@ -232,45 +232,8 @@ test('promtool accepts the alert rules, the scrape config and a live scrape', as
   assert.ok(metrics.status === 0 && metrics.output.trim() === '', `promtool check metrics: ${metrics.output}`);
 });
 
-test('the dashboard imports as is: a datasource variable, used by every panel and query', () => {
-  const variable = DASHBOARD.templating.list.find((v: any) => v.name === 'datasource');
-  assert.is(variable?.type, 'datasource');
-  assert.is(variable?.query, 'prometheus');
-  assert.ok(Array.isArray(DASHBOARD.__inputs));
-  for (const panel of DASHBOARD.panels.filter((p: any) => p.type !== 'row')) {
-    assert.is(panel.datasource?.uid, '${datasource}', panel.title);
-    for (const target of panel.targets)
-      assert.is(target.datasource?.uid, '${datasource}', `${panel.title} ${target.refId}`);
-  }
-  const titles = DASHBOARD.panels.map((p: any) => p.title).join('\n');
-  const wanted = [
-    /admitted vs throttled/,
-    /throttle ratio/i,
-    /top routes by 429/i,
-    /status class/,
-    /latency percentiles/i,
-    /throttle check latency/i,
-    /store errors/,
-    /appended/,
-    /batch size/,
-    /queue depth/,
-    /restarts/i,
-    /top throttled clients/i,
-    /distinct throttled clients/i,
-    /near-limit ratio/i,
-    /shadow vs enforced/i,
-    /against its scope's limit/i,
-    /settings reloads/i,
-    /in progress against the learnt limit/i,
-    /queued requests/i,
-    /shed per second by class and reason/i,
-    /queue time p99 by class/i,
-    /abandoned in the queue/i,
-    /throttle deciding locally/i,
-  ];
-  for (const title of wanted) assert.match(titles, title);
-});
-
+// That the dashboard imports as is (a datasource variable, the panels it must have) is a lint check
+// (ops/lint/documents.ts); here its queries meet a real Prometheus.
 test('every dashboard and alert expression returns data from a real Prometheus scraping the host', async () => {
   const groups = (await prometheus!.api('/api/v1/rules')).groups as any[];
   const rules = groups.flatMap((g) => g.rules);

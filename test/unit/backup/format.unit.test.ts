@@ -1,9 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { planMigrateDown, type MigrationState } from '../../../db/migration-admin.js';
 import { parseHeader, parseTrailer, rowLine, tableOfLine } from '../../../src/backup/backup-format.js';
-import { BACKED_UP, REBUILT } from '../../../src/backup/backup-tables.js';
 
 const Format = suite('a backup file’s lines');
 
@@ -68,30 +66,5 @@ Down('a pending or unknown --to, no migration applied, or one of a newer release
   );
 });
 
-const Page = suite('docs/operations.md "Backup and restore" names what a backup holds');
-const section = /\n## Backup and restore\n([\s\S]*?)\n## /.exec(readFileSync('docs/operations.md', 'utf8'))?.[1] ?? '';
-const backedUp = BACKED_UP.map((table) => table.name);
-
-/** The `code` names in the list item of the section that starts with `**lead**`. */
-function namedIn(lead: string): string[] {
-  const item = section.split('\n- ').find((text) => text.startsWith(`**${lead}**`)) ?? '';
-  return [...item.split('\n\n')[0]!.matchAll(/`(\w+)`/g)].map((match) => match[1]!);
-}
-
-Page('"In the file" names every table the export writes, "Rebuilt on import" every projection', () => {
-  assert.equal(namedIn('In the file').sort(), [...backedUp].sort());
-  assert.equal(namedIn('Rebuilt on import').sort(), [...REBUILT].sort());
-});
-
-Page("the export's and the import's examples count the tables the export writes, in its order", () => {
-  const examples = [...section.matchAll(/; (users \d+(?:,\s+\w+ \d+)*)/g)];
-  assert.is(examples.length, 2);
-  for (const [, counts] of examples) {
-    const tables = counts!.split(/,\s+/).map((count) => count.split(' ')[0]);
-    assert.equal(tables, backedUp);
-  }
-});
-
 Format.run();
 Down.run();
-Page.run();
