@@ -13,57 +13,34 @@
  *   BENCH_ROUNDS=1 BENCH_SECONDS=2 npm run bench:abuse   # a quicker, rougher run
  *   BENCH_LOG_LEVEL=warn npm run bench:abuse             # without the access log (as `npm run bench`)
  */
-import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { sql } from 'kysely';
-import { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
 import { loadConfig } from '../../src/settings/config.js';
-import { findFreePort } from '../../src/embedded/ports.js';
 import { runDocsRow } from './abuse/docs-row.js';
 import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';
 import { createCostReader } from './abuse/costs.js';
 import { runFloodRows } from './abuse/flood-rows.js';
-import { startGoodClient, type GoodClient } from './abuse/good-client-process.js';
-import { describeCommit, uptime, wrkVersion } from './machine.js';
+import { startGoodClient } from './abuse/good-client-process.js';
 import { runMetricsRow } from './abuse/metrics-row.js';
-import { BENCH_DATABASE, startCountingStores } from './abuse/stores.js';
-import { factList, markdownTable } from './abuse/report.js';
-import type { RunningCluster } from '../../test/helpers/cluster.js';
-import { startBare, startService, type Stores } from './read-path/processes.js';
-import { seedTasks } from './read-path/seed.js';
-import { readBenchCount } from './settings.js';
+import { factList, resultsTable } from './abuse/report.js';
+import { stamp, uptime, writeResults, wrkVersion } from './harness/report.js';
+import { defer, log, runBench, scratchDir } from './harness/run.js';
+import { seedDatabase } from './harness/seed.js';
+import { copyDatabase, redisVersion, startBare, startService, startStores } from './harness/service.js';
+import { readBenchCount, readBenchText } from './harness/settings.js';
 
-const RESULTS = process.env.BENCH_RESULTS || 'ops/bench/results/abuse.md';
+const RESULTS = readBenchText('BENCH_RESULTS', 'ops/bench/results/abuse.md');
 const SECRET = 'abuse-bench-cursor-secret-0123456789';
 const TASKS = 1_000;
 const OPEN_DATABASE = 'bench_abuse_open';
 const GOOD_RATES = { get: 20, login: 3 };
 
 const rounds = readBenchCount('BENCH_ROUNDS', 3);
-const logLevel = process.env.BENCH_LOG_LEVEL || 'info';
+const logLevel = readBenchText('BENCH_LOG_LEVEL', 'info');
 const seconds = readBenchCount('BENCH_SECONDS', 4);
-
-const running: {
-  stores?: Stores;
-  services: RunningCluster[];
-  bare?: ChildProcess;
-  good?: GoodClient;
-  close: (() => Promise<unknown> | void)[];
-  root?: string;
-} = { services: [], close: [] };
-
-async function cleanUp(): Promise<void> {
-  running.good?.stop();
-  running.bare?.kill('SIGTERM');
-  await Promise.allSettled(running.services.map((service) => service.stop('SIGTERM')));
-  await Promise.allSettled(running.close.map((close) => close()));
-  await running.stores?.stop().catch(() => {});
-  if (running.root) await rm(running.root, { recursive: true, force: true });
-}
 
 /** The metrics server's header timeout: its setting when the service has one, else Node's default. */
 function metricsHeadersTimeout(env: Record<string, string>): { ms: number; source: string } {
@@ -80,25 +57,16 @@ function hashBound(env: Record<string, string>): string {
   return keys.length ? keys.map((key) => `${key}=${String(config[key])}`).join(', ') : 'none (no setting)';
 }
 
-async function seed(stores: Stores) {
-  const db = connectDatabase(stores.databaseUrl, 2);
-  const seeded = await seedTasks(db, TASKS).finally(() => db.destroy());
-  const admin = connectDatabase(stores.databaseUrl.replace(/\/[^/]*$/, '/postgres'), 1);
-  await sql`create database ${sql.id(OPEN_DATABASE)} template ${sql.id(BENCH_DATABASE)}`.execute(admin);
-  await admin.destroy();
-  return seeded;
-}
-
 async function main(): Promise<void> {
   const startedAt = Date.now();
   const uptimeBefore = uptime();
-  process.stderr.write(
-    `abuse benchmark: ${rounds} rounds × 4 floods × ${seconds} s, then five abuses; about ${Math.ceil((rounds * (4 * (seconds + 2) + 5) + 130) / 60)} min of load\n`,
+  log(
+    `abuse benchmark: ${rounds} rounds × 4 floods × ${seconds} s, then five abuses; about ${Math.ceil((rounds * (4 * (seconds + 2) + 5) + 130) / 60)} min of load`,
   );
-  running.root = await mkdtemp(join(tmpdir(), 'paceline-abuse-'));
-  await chmod(running.root, 0o755); // as root, PostgreSQL runs as the postgres user
-  const stores = (running.stores = await startCountingStores(running.root));
-  const seeded = await seed(stores);
+  const root = await scratchDir('abuse');
+  const stores = await startStores({ statements: true, database: 'bench_abuse' });
+  const seeded = await seedDatabase(stores.databaseUrl, TASKS);
+  const openUrl = await copyDatabase(stores, OPEN_DATABASE);
 
   // By default both instances log as deployed (LOG_LEVEL info, every request logged): logging is part of the cost.
   const common = {
@@ -116,47 +84,34 @@ async function main(): Promise<void> {
     THROTTLE_USER: '100000/s',
     THROTTLE_LOGIN: '100000/s',
   };
-  const openEnv = {
-    ...common,
-    DATABASE_URL: stores.databaseUrl.replace(/\/[^/]*$/, `/${OPEN_DATABASE}`),
-    REDIS_PREFIX: 'bench:open:',
-    THROTTLE_ANON: '100000/s',
-    THROTTLE_USER: '100000/s',
-  };
-  const started = await Promise.allSettled([startService(guardedEnv), startService(openEnv)]);
-  for (const result of started) if (result.status === 'fulfilled') running.services.push(result.value);
-  const [guarded, open] = started.map((result) => {
-    if (result.status === 'rejected') throw result.reason;
-    return result.value;
-  }) as [RunningCluster, RunningCluster];
-
+  const openEnv = { ...common, DATABASE_URL: openUrl, REDIS_PREFIX: 'bench:open:' };
+  const [guarded, open] = await Promise.all([
+    startService(guardedEnv),
+    startService({ ...openEnv, THROTTLE_ANON: '100000/s', THROTTLE_USER: '100000/s' }),
+  ]);
   const page1 = await fetch(`${open.base}/api/tasks/`, { headers: { 'X-Forwarded-For': '10.0.0.1' } });
-  const bodyFile = join(running.root, 'page-1.json');
+  const bodyFile = join(root, 'page-1.json');
   await writeFile(bodyFile, Buffer.from(await page1.arrayBuffer()));
-  const barePort = await findFreePort();
-  running.bare = await startBare(barePort, 2, bodyFile, page1.headers.get('content-type') ?? 'application/json');
+  const bare = await startBare(bodyFile, page1.headers.get('content-type') ?? 'application/json');
 
   const monitor = connectDatabase(stores.databaseUrl, 1, 'abuse-bench-monitor');
-  const redis = new Redis(stores.redisUrl);
-  running.close.push(
-    () => monitor.destroy(),
-    () => redis.disconnect(),
-  );
+  defer(() => monitor.destroy());
   const primary = guarded.child.pid!;
-  const trees = { guarded: primary, open: open.child.pid!, bare: running.bare.pid! };
-  const good = (running.good = await startGoodClient({
+  const trees = { guarded: primary, open: open.child.pid!, bare: bare.primary };
+  const good = await startGoodClient({
     base: guarded.base,
     token: seeded.reader.token,
     username: seeded.reader.username,
     password: `${seeded.reader.username}-password`,
     rates: GOOD_RATES,
-  }));
+  });
+  defer(() => good.stop());
   const bench = {
     guarded: { base: guarded.base, metricsPort: guarded.metricsPort, primary },
     open: { base: open.base, primary: open.child.pid! },
-    bare: { base: `http://127.0.0.1:${barePort}`, primary: running.bare.pid! },
+    bare: { base: bare.base, primary: bare.primary },
     good,
-    read: createCostReader(monitor, OPEN_DATABASE, redis, trees, primary),
+    read: createCostReader(monitor, OPEN_DATABASE, stores.admin, trees, primary),
     rounds,
     seconds,
   };
@@ -172,14 +127,13 @@ async function main(): Promise<void> {
   for (const run of abuses) {
     const row = await run();
     rows.push(row);
-    process.stderr.write(
+    log(
       `${row.name.padEnd(45)} ${Math.round(row.reqPerS).toString().padStart(6)} req/s, good client p99 ` +
-        `${row.good?.quiet.p99Ms.toFixed(1)} → ${row.good?.during.p99Ms.toFixed(1)} ms, ${row.statuses}\n`,
+        `${row.good?.quiet.p99Ms.toFixed(1)} → ${row.good?.during.p99Ms.toFixed(1)} ms, ${row.statuses}`,
     );
   }
-  const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
   await writeReport(rows, {
-    versions: `node ${process.version}, PostgreSQL ${stores.postgresVersion} (fsync on), Redis ${redisVersion}, wrk ${wrkVersion()}`,
+    versions: `node ${process.version}, PostgreSQL ${stores.postgresVersion} (fsync on), Redis ${await redisVersion(stores.admin)}, wrk ${wrkVersion()}`,
     uptimeBefore,
     minutes: (Date.now() - startedAt) / 60_000,
   });
@@ -192,7 +146,7 @@ async function writeReport(
   const report = [
     '# Abuse benchmark (`npm run bench:abuse`)',
     '',
-    `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}; ${run.versions}; ` +
+    `${stamp()}; ${run.versions}; ` +
       `${cpus().length} CPUs shared by everything (other work included); the run took ${run.minutes.toFixed(1)} min.`,
     `\`uptime\` before: \`${run.uptimeBefore}\`; after: \`${uptime()}\`.`,
     '',
@@ -217,30 +171,12 @@ async function writeReport(
       'warm-up each), medians over the rounds; costs of the 429 flood per refused request. Rows 2–6: a Node client ' +
       'of up to 32 keep-alive connections (50 for the logins, 16 for the docs files) sending a fixed number of requests.',
     '',
-    markdownTable(rows),
+    resultsTable(rows),
     '',
     factList(rows),
     '',
   ].join('\n');
-  process.stdout.write(`\n${report}`);
-  await mkdir('ops/bench/results', { recursive: true });
-  await writeFile(RESULTS, report);
-  process.stderr.write(`written to ${RESULTS}\n`);
+  await writeResults(RESULTS, report);
 }
 
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    process.stderr.write(`\n${signal}: stopping what the benchmark started\n`);
-    void cleanUp().finally(() => process.exit(130));
-  });
-}
-try {
-  await main();
-} catch (error) {
-  process.stderr.write(
-    `abuse benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-  );
-  process.exitCode = 1;
-} finally {
-  await cleanUp();
-}
+await runBench('abuse', main);

@@ -12,16 +12,13 @@
  *   BENCH_SECONDS=6 BENCH_FLOOD_SECONDS=5 npm run bench:overload    # a quicker, rougher run
  *   BENCH_MULTIPLES=0.5,4 BENCH_ONLY=on BENCH_FLOOD_SECONDS=0 npm run bench:overload   # 0.5× and 4× on `on` alone
  */
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { readFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import { connectDatabase } from '../../db/connect.js';
-import type { Stores } from './read-path/processes.js';
 import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload/capacity.js';
 import { knowsDoor, machineFacts, settingsLine, shippedDoor } from './overload/preamble.js';
 import { PROBE_TIMEOUT_MS } from './overload/outcomes.js';
-import { startLoadProcess, startProber, type LoadProcess, type Prober } from './overload/processes.js';
+import { startLoadProcess, startProber } from './overload/processes.js';
 import {
   admissionTable,
   classTable,
@@ -42,10 +39,12 @@ import {
   type Newcomer,
 } from './overload/scenarios.js';
 import { MODES, counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
-import { uptime } from './machine.js';
-import { readBenchCount } from './settings.js';
+import { uptime, writeResults } from './harness/report.js';
+import { defer, log, runBench } from './harness/run.js';
+import { redisVersion } from './harness/service.js';
+import { readBenchCount, readBenchText, refuse } from './harness/settings.js';
 
-const RESULTS = process.env.BENCH_RESULTS || 'ops/bench/results/overload.md';
+const RESULTS = readBenchText('BENCH_RESULTS', 'ops/bench/results/overload.md');
 const TASKS = 5_000;
 const DEFAULT_MULTIPLES = [0.5, 1, 2, 4];
 /** The quiet run and the overloaded one whose served latencies and goodput the report sets side by side. */
@@ -57,40 +56,21 @@ const SOCKETS = 1_000;
 const RAMP_SECONDS = 3;
 const WARM_UP_SECONDS = 5;
 
-/** A setting from the environment that is none of `allowed` stops the run with one line and exit 2. */
-function refuse(name: string, text: string, allowed: string): never {
-  process.stderr.write(`${name} must be ${allowed}, got "${text}"\n`);
-  process.exit(2);
-}
-
 /** The `on` instance's CONNECTION_DOOR: the build's default unless BENCH_DOOR names another it accepts. */
-const door = process.env.BENCH_DOOR || shippedDoor();
+const door = readBenchText('BENCH_DOOR', shippedDoor());
 if (!knowsDoor(door)) refuse('BENCH_DOOR', door, 'a CONNECTION_DOOR this build accepts (docs/configuration.md)');
-const multiplesText = process.env.BENCH_MULTIPLES || '';
+const multiplesText = readBenchText('BENCH_MULTIPLES');
 const multiples = multiplesText === '' ? DEFAULT_MULTIPLES : multiplesText.split(',').map(Number);
 if (multiples.some((m) => !(m > 0 && m <= 16)))
   refuse('BENCH_MULTIPLES', multiplesText, 'multiples of capacity above 0 and at most 16, by commas (0.5,4)');
-const onlyText = process.env.BENCH_ONLY || '';
+const onlyText = readBenchText('BENCH_ONLY');
 if (onlyText !== '' && onlyText !== 'on') refuse('BENCH_ONLY', onlyText, 'on or unset');
 const onlyOn = onlyText === 'on';
 const seconds = readBenchCount('BENCH_SECONDS', 10);
 /** 0: no flood. */
 const floodSeconds = readBenchCount('BENCH_FLOOD_SECONDS', 10, 0);
 const wantedConnections = readBenchCount('BENCH_FLOOD_CONNECTIONS', 2_000);
-const logLevel = process.env.BENCH_LOG_LEVEL || 'info';
-const log = (line: string) => process.stderr.write(`${line}\n`);
-
-const running: { stores?: Stores; instances: Instance[]; load?: LoadProcess; prober?: Prober; root?: string } = {
-  instances: [],
-};
-
-async function cleanUp(): Promise<void> {
-  running.load?.stop();
-  running.prober?.stop();
-  await Promise.allSettled(running.instances.map((instance) => instance.cluster.stop('SIGTERM')));
-  await running.stores?.stop().catch(() => {});
-  if (running.root) await rm(running.root, { recursive: true, force: true });
-}
+const logLevel = readBenchText('BENCH_LOG_LEVEL', 'info');
 
 /** The soft open-file limit this process (and all it starts) runs under. */
 async function fileLimit(): Promise<number> {
@@ -111,20 +91,14 @@ async function main(): Promise<void> {
     `overload benchmark (on: CONNECTION_DOOR=${door}): capacity search, ${multiples.length * perLoad} runs of ` +
       `${seconds} s, ${floodSeconds > 0 ? `${perLoad} flood(s) of ${floodSeconds} s` : 'no flood'}`,
   );
-  running.root = await mkdtemp(join(tmpdir(), 'paceline-overload-'));
-  await chmod(running.root, 0o755); // as root, PostgreSQL runs as the postgres user
-  const { stores, seeded } = await startSeededStores(running.root, TASKS);
-  running.stores = stores;
-  const started = await Promise.allSettled(MODES.map((mode) => startInstance(stores, mode, logLevel, door)));
-  for (const result of started) if (result.status === 'fulfilled') running.instances.push(result.value);
-  for (const result of started) if (result.status === 'rejected') throw result.reason;
-  const [off, on] = running.instances as [Instance, Instance];
+  const { stores, seeded } = await startSeededStores(TASKS);
+  const [off, on] = (await Promise.all(MODES.map((mode) => startInstance(stores, mode, logLevel, door)))) as [
+    Instance,
+    Instance,
+  ];
   const monitor = connectDatabase(stores.databaseUrl, 1, 'overload-bench-monitor');
-  const bench: Bench = {
-    load: (running.load = await startLoadProcess()),
-    prober: (running.prober = await startProber()),
-    read: counterReader(monitor),
-  };
+  defer(() => monitor.destroy());
+  const bench: Bench = { load: await startLoadProcess(), prober: await startProber(), read: counterReader(monitor) };
   const mixRun = (ratePerS: number, runSeconds: number, seed: number) => ({
     token: seeded.writer.token,
     tasks: TASKS,
@@ -186,7 +160,6 @@ async function main(): Promise<void> {
   }
   log(`waiting for the last probes (up to ${PROBE_TIMEOUT_MS / 1000} s)`);
   await bench.prober.drain();
-  await monitor.destroy();
   const newcomers: Array<{ label: string; mode: string; newcomer: Newcomer; flood?: FloodScenario }> = [
     ...scenarios.map((s) => ({ label: s.label, mode: s.mode, newcomer: newcomerOf(bench.prober, s) })),
     ...floods.map((f) => ({
@@ -205,14 +178,11 @@ async function main(): Promise<void> {
     );
   const goals = overloadGoalTable(scenarios, QUIET, LOADED, ramp.capacity);
 
-  const redis = new Redis(stores.redisUrl);
-  const redisVersion = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
-  redis.disconnect();
   const facts = machineFacts({
     uptimeBefore,
     loadBefore,
     minutes: (Date.now() - startedAt) / 60_000,
-    versions: `PostgreSQL ${stores.postgresVersion} (fsync on), Redis ${redisVersion}`,
+    versions: `PostgreSQL ${stores.postgresVersion} (fsync on), Redis ${await redisVersion(stores.admin)}`,
     fileLimit: limit,
   });
   const report = [
@@ -222,7 +192,7 @@ async function main(): Promise<void> {
     '',
     settingsLine({
       door,
-      doorAsked: (process.env.BENCH_DOOR || '') !== '',
+      doorAsked: readBenchText('BENCH_DOOR') !== '',
       multiples,
       multiplesAsked: multiplesText !== '',
       onlyOn,
@@ -271,23 +241,7 @@ async function main(): Promise<void> {
       ? []
       : [`## ${connections.toLocaleString('en-US')} keep-alive connections`, '', floodTable(floods), '']),
   ].join('\n');
-  process.stdout.write(`\n${report}`);
-  await mkdir('ops/bench/results', { recursive: true });
-  await writeFile(RESULTS, report);
-  log(`written to ${RESULTS}`);
+  await writeResults(RESULTS, report);
 }
 
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    log(`\n${signal}: stopping what the benchmark started`);
-    void cleanUp().finally(() => process.exit(130));
-  });
-}
-try {
-  await main();
-} catch (error) {
-  log(`overload benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  process.exitCode = 1;
-} finally {
-  await cleanUp();
-}
+await runBench('overload', main);

@@ -5,7 +5,7 @@
  *   node --import tsx ops/bench/verify-million.ts [tasks, default 1000000]
  *
  * In a temporary directory it deletes (also on failure or Ctrl-C): seeds `tasks` tasks into a fresh embedded
- * database the way `npm run cli` reaches it (the service's role, migrated; ops/bench/read-path/seed.ts: events by
+ * database the way `npm run cli` reaches it (the service's role, migrated; ops/bench/harness/seed.ts: events by
  * generate_series, every projection by the rebuild, VACUUM ANALYZE), before the service ever runs on it, so that
  * nothing races the rebuild; then starts Paceline on it (test/helpers/verify-host.ts, every setting at its
  * default but the ports, DATA_DIR and ACCESS_LOG=off: THROTTLE_USER stays 100/min, the budget that bounds the
@@ -13,10 +13,10 @@
  * `npm run verify` once as a user would (with `--history`, to say where the time went). Prints and writes
  * ops/bench/results/verify-million.md. Exit status 1 when the run did not complete or verify did not say holds.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -29,8 +29,9 @@ import { findFreePort } from '../../src/embedded/ports.js';
 import { loadConfig } from '../../src/settings/config.js';
 import type { RunningCluster } from '../../test/helpers/cluster.js';
 import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/helpers/verify-host.js';
-import { uptime } from './machine.js';
-import { seedTasks, type Seeded } from './read-path/seed.js';
+import { changedFiles, describeCommit, loadAverage, uptime } from './harness/report.js';
+import { defer, runBench, scratchDir } from './harness/run.js';
+import { seedTasks, type Seeded } from './harness/seed.js';
 
 const TASKS = Number(process.argv[2] ?? 1_000_000);
 const GOAL_SECONDS = 120;
@@ -82,34 +83,12 @@ interface Request {
   retryAfter?: number;
 }
 
-const cleanups: (() => Promise<unknown>)[] = [];
-let cleaning: Promise<void> | undefined;
-/** Runs every cleanup registered so far, newest first, once. */
-function cleanUp(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const step of cleanups.reverse()) await step().catch((error: unknown) => console.error(error));
-  })();
-  return cleaning;
-}
-for (const [signal, code] of [
-  ['SIGINT', 130],
-  ['SIGTERM', 143],
-] as const) {
-  process.once(signal, () => {
-    console.error(`${signal}: stopping what this benchmark started`);
-    void cleanUp().finally(() => process.exit(code));
-  });
-}
-
 async function main(): Promise<number> {
   if (!Number.isInteger(TASKS) || TASKS < 1)
     throw new Error(`tasks must be a positive integer, not ${process.argv[2]}`);
   // Paceline, its CLI and `npm run verify` run from the repository's root.
   process.chdir(fileURLToPath(new URL('../..', import.meta.url)));
-  const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-million-'));
-  cleanups.push(() => rm(scratch, { recursive: true, force: true }));
-  // As root PostgreSQL runs as the postgres user, which must be able to enter this directory.
-  await chmod(scratch, 0o755);
+  const scratch = await scratchDir('verify-million');
   const uptimeAtStart = uptime();
 
   // Every setting at its default (an empty one counts as unset, over the fixture's and startCluster's test
@@ -134,7 +113,7 @@ async function main(): Promise<number> {
 
   const starting = Date.now();
   const { host } = await startVerifyHost(scratch, settings);
-  cleanups.push(() => host.stop());
+  defer(() => host.stop());
   const startSeconds = (Date.now() - starting) / 1000;
   const listed = await countTasks(host, seed.reader.token);
   console.log(
@@ -156,7 +135,7 @@ async function main(): Promise<number> {
 
 /**
  * Seeds the tasks on a fresh DATA_DIR as a command of the CLI would reach it (openEmbeddedDatabase: PostgreSQL
- * started and initialised, the service's role made): migrated, then ops/bench/read-path/seed.ts. The service is
+ * started and initialised, the service's role made): migrated, then ops/bench/harness/seed.ts. The service is
  * not running yet, so its projection follower cannot race the rebuild.
  */
 async function seedDatabase(settings: Record<string, string>): Promise<SeedReport> {
@@ -227,7 +206,7 @@ async function runVerify(base: string, scratch: string): Promise<VerifyRun> {
   args.push('--history', join(scratch, 'history.jsonl'));
   const command = `npm ${args.join(' ')}`.replaceAll(scratch, '$TMP');
   console.log(`running: ${command}`);
-  const [measured, changed] = [commit(), changedFiles()];
+  const [measured, changed] = [describeCommit().split(' ')[0]!, changedFiles()];
   const began = Date.now();
   const child: ChildProcess = spawn('npm', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const stopGroup = (signal: NodeJS.Signals) => {
@@ -238,7 +217,7 @@ async function runVerify(base: string, scratch: string): Promise<VerifyRun> {
       // gone meanwhile
     }
   };
-  cleanups.push(async () => stopGroup('SIGKILL'));
+  defer(() => stopGroup('SIGKILL'));
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
@@ -397,9 +376,7 @@ function describe(r: {
 
 \`node --import tsx ops/bench/verify-million.ts ${TASKS}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${run.commit}${
     run.changed.length > 0 ? ` with uncommitted changes to ${run.changed.map((f) => `\`${f}\``).join(', ')}` : ''
-  }; node ${process.version}, ${availableParallelism()} CPUs shared with whatever else ran (load average ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(', ')} at the end).
+  }; node ${process.version}, ${availableParallelism()} CPUs shared with whatever else ran (load average ${loadAverage(2)} at the end).
 \`uptime\` at the script's start: \`${r.uptimeAtStart}\`; before verify: \`${r.uptimeBefore}\`; after: \`${r.uptimeAfter}\`.
 
 Paceline: \`src/main.ts\` under tsx (test/helpers/verify-host.ts), on its embedded PostgreSQL and Redis under a
@@ -454,28 +431,4 @@ ${run.output.replaceAll('\r', '').trim()}
 `;
 }
 
-function commit(): string {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  } catch {
-    return 'unknown';
-  }
-}
-
-/** Tracked files that differ from the commit (read-only: no index refresh). */
-function changedFiles(): string[] {
-  try {
-    return execFileSync('git', ['--no-optional-locks', 'diff', '--name-only', 'HEAD'], { encoding: 'utf8' })
-      .split('\n')
-      .filter((line) => line !== '');
-  } catch {
-    return [];
-  }
-}
-
-process.exitCode = await main()
-  .catch((error: unknown) => {
-    console.error(error);
-    return 1;
-  })
-  .finally(() => cleanUp());
+await runBench('verify-million', main);

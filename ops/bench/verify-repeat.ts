@@ -12,9 +12,8 @@
  * starts once another would end past that budget. Writes ops/bench/results/verify.md after every run.
  * Needs nginx, haproxy, redis-server and redis-cli (ops/bench/verify-repeat.sh installs them).
  */
-import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SCHEDULES } from '../../clients/verify/checks/limits-schedule.js';
@@ -23,6 +22,8 @@ import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/helpers/verify-hos
 import type * as VerifyPaceline from '../../test/helpers/verify-paceline.js';
 import { runVerify, startFaulty, type VerifyRun } from '../../test/helpers/verify.js';
 import { startStores, type TestStores } from '../../test/runner/stores.js';
+import { describeCommit } from './harness/report.js';
+import { defer, runBench, scratchDir } from './harness/run.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
 const BUDGET_MS = process.argv[3] === undefined ? Infinity : Number(process.argv[3]) * 60_000;
@@ -138,12 +139,10 @@ interface Surprise {
   excerpt: string;
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const began = Date.now();
   const loadBefore = loadavg();
-  const scratch = await mkdtemp(join(tmpdir(), 'paceline-verify-repeat-'));
-  // As root PostgreSQL and Redis run as their own users, which must be able to enter it.
-  await chmod(scratch, 0o755);
+  const scratch = await scratchDir('verify-repeat');
   const started: { target: Target; running: Started; lastEnd: number }[] = [];
   const rows = new Map<Target, Row>(
     TARGETS.map((t) => [
@@ -152,63 +151,54 @@ async function main(): Promise<void> {
     ]),
   );
   const surprises: Surprise[] = [];
-  let cleaning: Promise<void> | undefined;
-  const cleanUp = () =>
-    (cleaning ??= (async () => {
-      await Promise.allSettled(started.map(({ running }) => running.stop()));
-      if (stores !== undefined) await (await stores).stores.stop();
-      await rm(scratch, { recursive: true, force: true });
-    })());
-  for (const signal of ['SIGINT', 'SIGTERM'] as const)
-    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  defer(async () => {
+    await Promise.allSettled(started.map(({ running }) => running.stop()));
+    if (stores !== undefined) await (await stores).stores.stop();
+  });
   let done = 0;
-  try {
-    const startBegan = Date.now();
-    // One at a time: each start is CPU-heavy (tsx, PostgreSQL's initdb), and a failure names its target.
-    for (const [i, target] of TARGETS.entries()) {
-      const dir = join(scratch, `target-${i}`);
-      await mkdir(dir, { recursive: true, mode: 0o755 });
-      const running = await target.start(dir).catch((error: unknown) => {
-        throw new Error(`starting ${target.name}: ${String(error)}`);
-      });
-      started.push({ target, running, lastEnd: 0 });
+  const startBegan = Date.now();
+  // One at a time: each start is CPU-heavy (tsx, PostgreSQL's initdb), and a failure names its target.
+  for (const [i, target] of TARGETS.entries()) {
+    const dir = join(scratch, `target-${i}`);
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    const running = await target.start(dir).catch((error: unknown) => {
+      throw new Error(`starting ${target.name}: ${String(error)}`);
+    });
+    started.push({ target, running, lastEnd: 0 });
+  }
+  console.log(`${started.length} targets started in ${((Date.now() - startBegan) / 1000).toFixed(0)} s`);
+  const groups = [...new Set(TARGETS.map((t) => t.group))];
+  for (let i = 1; i <= RUNS; i++) {
+    const runBegan = Date.now();
+    const perRun = done === 0 ? 0 : (runBegan - startBegan) / done;
+    if (done > 0 && runBegan - began + perRun > BUDGET_MS) {
+      console.log(`stopping after ${done} runs: another would end past the ${BUDGET_MS / 60_000}-minute budget`);
+      break;
     }
-    console.log(`${started.length} targets started in ${((Date.now() - startBegan) / 1000).toFixed(0)} s`);
-    const groups = [...new Set(TARGETS.map((t) => t.group))];
-    for (let i = 1; i <= RUNS; i++) {
-      const runBegan = Date.now();
-      const perRun = done === 0 ? 0 : (runBegan - startBegan) / done;
-      if (done > 0 && runBegan - began + perRun > BUDGET_MS) {
-        console.log(`stopping after ${done} runs: another would end past the ${BUDGET_MS / 60_000}-minute budget`);
-        break;
-      }
-      for (const group of groups) {
-        await Promise.all(
-          started
-            .filter((s) => s.target.group === group)
-            .map(async (s) => {
-              await sleep(Math.max(0, s.lastEnd + QUIET_MS - Date.now()));
-              const runStart = Date.now();
-              const report = join(scratch, `report-${i}-${TARGETS.indexOf(s.target)}`);
-              const run = await runVerify(s.running.base, s.running.args, report);
-              s.lastEnd = Date.now();
-              const surprise = record(rows.get(s.target)!, run, (s.lastEnd - runStart) / 1000);
-              if (surprise !== undefined) {
-                surprises.push({ run: i, target: s.target.name, excerpt: surprise });
-                console.log(`run ${i}: ${s.target.name}: unexpected verdict\n${run.output}`);
-              }
-            }),
-        );
-      }
-      done = i;
-      console.log(`run ${i}/${RUNS} in ${((Date.now() - runBegan) / 1000).toFixed(0)} s`);
-      await writeResults([...rows.values()], surprises, { began, done, loadBefore });
+    for (const group of groups) {
+      await Promise.all(
+        started
+          .filter((s) => s.target.group === group)
+          .map(async (s) => {
+            await sleep(Math.max(0, s.lastEnd + QUIET_MS - Date.now()));
+            const runStart = Date.now();
+            const report = join(scratch, `report-${i}-${TARGETS.indexOf(s.target)}`);
+            const run = await runVerify(s.running.base, s.running.args, report);
+            s.lastEnd = Date.now();
+            const surprise = record(rows.get(s.target)!, run, (s.lastEnd - runStart) / 1000);
+            if (surprise !== undefined) {
+              surprises.push({ run: i, target: s.target.name, excerpt: surprise });
+              console.log(`run ${i}: ${s.target.name}: unexpected verdict\n${run.output}`);
+            }
+          }),
+      );
     }
-  } finally {
-    await cleanUp();
+    done = i;
+    console.log(`run ${i}/${RUNS} in ${((Date.now() - runBegan) / 1000).toFixed(0)} s`);
+    await writeResults([...rows.values()], surprises, { began, done, loadBefore });
   }
   console.log(await writeResults([...rows.values()], surprises, { began, done, loadBefore, ended: true }));
-  if (surprises.length > 0 || done < RUNS) process.exitCode = 1;
+  return surprises.length > 0 || done < RUNS ? 1 : 0;
 }
 
 /** Counts one run; returns an excerpt of verify's output when the verdict was not the expected one. */
@@ -289,7 +279,7 @@ async function writeResults(
     : `${at.done} of ${RUNS} runs so far (still running)`;
   const text = `# verify, repeated (\`npm run bench:verify\`)
 
-${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit()}, node ${process.version}; ${status}
+${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}, node ${process.version}; ${status}
 in ${minutes} min, starting the targets included. Load average (1, 5, 15 min) before: ${load(at.loadBefore)};
 after: ${load(loadavg())}. One 2-core machine runs the targets, their stores and every verify process.
 
@@ -317,12 +307,4 @@ ${
   return text;
 }
 
-function commit(): string {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  } catch {
-    return 'unknown';
-  }
-}
-
-await main();
+await runBench('verify-repeat', main);

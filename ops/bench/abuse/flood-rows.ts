@@ -1,4 +1,6 @@
-import { runWrk, type Load, type WrkResult } from '../read-path/wrk.js';
+import { interleave, runWrk, type Load, type Slice as WrkResult } from '../harness/send.js';
+import { log } from '../harness/run.js';
+import { median, sumOf } from '../harness/stats.js';
 import type { Latencies } from './good-client-process.js';
 import type { RowResult } from './report.js';
 import { measure, perRequest, quiet, type Bench, type Window } from './window.js';
@@ -59,13 +61,6 @@ function mergeFailures(list: Latencies[]): Record<number, number> {
   return merged;
 }
 
-const median = (values: number[]) => {
-  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  if (sorted.length === 0) return NaN;
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
-
 /**
  * Row 1: BENCH_ROUNDS interleaved rounds (rotated order) of the bare server, page 1 and /healthz
  * on the open instance, and the 429 flood on the guarded one, each BENCH_SECONDS, the good
@@ -73,25 +68,20 @@ const median = (values: number[]) => {
  */
 export async function runFloodRows(bench: Bench): Promise<RowResult[]> {
   const list = floods(bench);
-  const slices = new Map<Flood, Slice[]>(list.map((flood) => [flood, []]));
   const quiets: Window<Latencies>[] = [];
   for (const flood of list) await runWrk(flood.load, WARMUP_S); // and spends the flood address's budget
-  for (let round = 0; round < bench.rounds; round += 1) {
-    const background = await quiet(bench, 'get');
-    quiets.push(background);
-    const order = [...list.slice(round % list.length), ...list.slice(0, round % list.length)];
-    for (const flood of order) {
-      const window = await measure(bench, () => runWrk(flood.load, bench.seconds));
-      const wrk = window.value;
-      const costs = perRequest(window, background, flood.tree, flood.refused ? wrk.non2xx : wrk.requests);
-      const good = bench.good.latencies('get', window.from, window.to);
-      slices.get(flood)!.push({ wrk, ...costs, good, fdsBefore: window.fdsBefore, fdsMax: window.fdsMax });
-      process.stderr.write(
-        `round ${round + 1}/${bench.rounds}  ${flood.name.padEnd(38)} ${Math.round(wrk.reqPerS).toString().padStart(6)} req/s, ` +
-          `good client p99 ${good.p99Ms.toFixed(1)} ms\n`,
-      );
-    }
-  }
+  const slices = await interleave(list, bench.rounds, async (flood, round): Promise<Slice> => {
+    if (flood === list[round % list.length]) quiets.push(await quiet(bench, 'get'));
+    const window = await measure(bench, () => runWrk(flood.load, bench.seconds));
+    const wrk = window.value;
+    const costs = perRequest(window, quiets.at(-1)!, flood.tree, flood.refused ? wrk.non2xx : wrk.requests);
+    const good = bench.good.latencies('get', window.from, window.to);
+    log(
+      `round ${round + 1}/${bench.rounds}  ${flood.name.padEnd(38)} ${Math.round(wrk.reqPerS).toString().padStart(6)} req/s, ` +
+        `good client p99 ${good.p99Ms.toFixed(1)} ms`,
+    );
+    return { wrk, ...costs, good, fdsBefore: window.fdsBefore, fdsMax: window.fdsMax };
+  });
   return summarise(list, slices, quiets);
 }
 
@@ -101,14 +91,14 @@ function summarise(list: Flood[], slices: Map<Flood, Slice[]>, quiets: Window<La
   const page1 = reqPerS(list[1]!);
   const healthz = list[2]!;
   const quietGood = {
-    n: quiets.reduce((n, q) => n + q.value.n, 0),
+    n: sumOf(quiets, (q) => q.value.n),
     p50Ms: median(quiets.map((q) => q.value.p50Ms)),
     p99Ms: median(quiets.map((q) => q.value.p99Ms)),
     failures: mergeFailures(quiets.map((q) => q.value)),
   };
   return list.map((flood): RowResult => {
     const runs = slices.get(flood)!;
-    const sum = (pick: (s: Slice) => number) => runs.reduce((n, s) => n + pick(s), 0);
+    const sum = (pick: (s: Slice) => number) => sumOf(runs, pick);
     const requests = sum((s) => s.wrk.requests);
     const refused = sum((s) => s.wrk.non2xx);
     const cpuUs = median(runs.map((s) => s.cpuUs));

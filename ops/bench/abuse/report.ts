@@ -1,5 +1,6 @@
 import type { Latencies } from './good-client-process.js';
 import type { GoodMode } from './good-client.js';
+import { int, markdownTable, ms } from '../harness/report.js';
 
 /** One row of the results table and the facts printed under it. */
 export interface RowResult {
@@ -24,9 +25,6 @@ export interface RowResult {
   facts: string[];
 }
 
-const int = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '—');
-const ms = (value: number) =>
-  !Number.isFinite(value) ? '—' : value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
 const per = (value: number | undefined) =>
   value === undefined || !Number.isFinite(value) ? '—' : value < 10 ? value.toFixed(2) : value.toFixed(0);
 
@@ -50,20 +48,34 @@ function goodCell(row: RowResult): string {
 }
 
 /** The results table: one line a row. */
-export function markdownTable(rows: RowResult[]): string {
-  const lines = [
-    '| row | abuser sends | abuser req/s | ÷ bare | answers | good client p50 / p99 ms, quiet → during | PG statements / req | Redis cmds / req | service CPU µs / req | primary FDs (before → most) | goal | met |',
-    '|---|---|---:|---:|---|---|---:|---:|---:|---:|---|---|',
+export function resultsTable(rows: RowResult[]): string {
+  const columns = [
+    'row',
+    'abuser sends',
+    'abuser req/s>',
+    '÷ bare>',
+    'answers',
+    'good client p50 / p99 ms, quiet → during',
   ];
-  for (const row of rows) {
-    const met = row.met === undefined ? '' : row.met ? '**met**' : '**not met**';
-    lines.push(
-      `| ${row.name} | \`${row.request}\` | ${int(row.reqPerS)} | ${row.vsBare === undefined ? '' : row.vsBare.toFixed(2)} | ` +
-        `${row.statuses} | ${goodCell(row)} | ${per(row.pg)} | ${per(row.redis)} | ${int(row.cpuUs ?? NaN)} | ` +
-        `${row.fds.before} → ${row.fds.max} | ${row.goal} | ${met} |`,
-    );
-  }
-  return lines.join('\n');
+  columns.push('PG statements / req>', 'Redis cmds / req>', 'service CPU µs / req>', 'primary FDs (before → most)>');
+  const met = (row: RowResult) => (row.met === undefined ? '' : row.met ? '**met**' : '**not met**');
+  return markdownTable(
+    [...columns, 'goal', 'met'],
+    rows.map((row) => [
+      row.name,
+      `\`${row.request}\``,
+      int(row.reqPerS),
+      row.vsBare === undefined ? '' : row.vsBare.toFixed(2),
+      row.statuses,
+      goodCell(row),
+      per(row.pg),
+      per(row.redis),
+      int(row.cpuUs ?? NaN),
+      `${row.fds.before} → ${row.fds.max}`,
+      row.goal,
+      met(row),
+    ]),
+  );
 }
 
 /** The facts under the table, one bullet a row that has any. */

@@ -2,6 +2,8 @@
  * What became of the requests of one class in one run, and the figures the report shows of them. Pure: the load
  * processes record outcomes and send the summaries to the benchmark.
  */
+import { quantile } from '../harness/stats.js';
+export { quantile };
 
 /**
  * An answer (its status, ms from the planned start to its last byte), or none: no answer in time (`timeout`), no
@@ -76,12 +78,6 @@ export interface Summary {
   other: Record<number, number>;
   /** Answers of any status. */
   answered: number;
-}
-
-/** The value at quantile `p` of ascending `sorted` (nearest rank; NaN when empty). */
-export function quantile(sorted: ArrayLike<number>, p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
 }
 
 export function summarise(tally: Tally, seconds: number): Summary {

@@ -1,6 +1,6 @@
 import { cpus } from 'node:os';
 import { loadConfig } from '../../../src/settings/config.js';
-import { describeCommit, uptime } from '../machine.js';
+import { describeCommit, uptime } from '../harness/report.js';
 import { P99_BOUND_MS } from './capacity.js';
 import { CLASSES } from './mix.js';
 import { FIRST_ANSWER_MS } from './flood.js';

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { defer } from '../harness/run.js';
 import type { FloodResult, FloodRun } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
 import { PROBE_TIMEOUT_MS, type Probe, type ProbeKind } from './outcomes.js';
@@ -20,16 +20,6 @@ function stopChild(child: ChildProcess): void {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
 }
 
-/** CPU time (user + system) a process has used, in seconds (0 once it has exited). */
-export function cpuSeconds(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // Linux' USER_HZ
-  } catch {
-    return 0;
-  }
-}
-
 export interface LoadProcess {
   pid: number;
   mix(run: MixRun): Promise<MixResult>;
@@ -40,6 +30,7 @@ export interface LoadProcess {
 /** Forks load-process.ts: the mix and the flood run there, one at a time. */
 export async function startLoadProcess(): Promise<LoadProcess> {
   const child = await forkHere('./load-process.ts');
+  defer(() => stopChild(child));
   let nextId = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   child.on('message', (message: { id: number; result?: unknown; error?: string }) => {
@@ -80,6 +71,7 @@ export interface Prober {
 /** Forks prober.ts: `/healthz` and page 1, each on a new connection, every 250 ms. */
 export async function startProber(): Promise<Prober> {
   const child = await forkHere('./prober.ts');
+  defer(() => stopChild(child));
   const seen: Probe[] = [];
   let drained: () => void = () => {};
   const done = new Promise<void>((resolve) => (drained = resolve));

@@ -2,7 +2,8 @@ import type { FloodResult } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
 import { PROBE_PATHS, PROBE_TIMEOUT_MS, quantile, type Outcome, type Probe } from './outcomes.js';
 import { sendOnce } from './send.js';
-import { cpuSeconds, type LoadProcess, type Prober } from './processes.js';
+import { cpuSeconds } from '../harness/service.js';
+import type { LoadProcess, Prober } from './processes.js';
 import {
   readAdmission,
   serviceCpuSeconds,

@@ -1,11 +1,15 @@
 import { sql, type Kysely } from 'kysely';
-import { connectDatabase } from '../../../db/connect.js';
 import type { Database } from '../../../db/database.js';
-import { childPids, type RunningCluster } from '../../../test/helpers/cluster.js';
-import { BENCH_DATABASE, startCountingStores } from '../abuse/stores.js';
-import { startService, type Stores } from '../read-path/processes.js';
-import { seedTasks, type Seeded } from '../read-path/seed.js';
-import { cpuSeconds } from './processes.js';
+import { seedDatabase } from '../harness/seed.js';
+import {
+  copyDatabase,
+  startService,
+  startStores,
+  treeCpuSeconds,
+  type RunningCluster,
+  type Stores,
+} from '../harness/service.js';
+import type { Seeded } from '../harness/seed.js';
 
 /** The two settings of admission control each scenario runs under (the service reads ADMISSION_CONTROL). */
 export const MODES = ['off', 'on'] as const;
@@ -28,29 +32,17 @@ export interface Counters {
 }
 
 /** CPU seconds the instance's primary and workers have used. */
-export function serviceCpuSeconds(instance: Instance): number {
-  const primary = instance.cluster.child.pid!;
-  return [primary, ...childPids(primary)].reduce((sum, pid) => sum + cpuSeconds(pid), 0);
-}
+export const serviceCpuSeconds = (instance: Instance): number => treeCpuSeconds(instance.cluster.child.pid!);
 
 /**
- * The stores (PostgreSQL with pg_stat_statements, fsync on, as deployed; Redis) under `root`, `tasks` tasks
- * seeded as events with their projections, and a copy of that database for each admission setting.
+ * The stores (PostgreSQL with pg_stat_statements, fsync on, as deployed; Redis), `tasks` tasks seeded as events
+ * with their projections, and a copy of that database for each admission setting.
  */
-export async function startSeededStores(root: string, tasks: number): Promise<{ stores: Stores; seeded: Seeded }> {
-  const stores = await startCountingStores(root);
-  try {
-    const db = connectDatabase(stores.databaseUrl, 2);
-    const seeded = await seedTasks(db, tasks).finally(() => db.destroy());
-    const admin = connectDatabase(stores.databaseUrl.replace(/\/[^/]*$/, '/postgres'), 1);
-    for (const mode of MODES)
-      await sql`create database ${sql.id(databaseOf(mode))} template ${sql.id(BENCH_DATABASE)}`.execute(admin);
-    await admin.destroy();
-    return { stores, seeded };
-  } catch (error) {
-    await stores.stop();
-    throw error;
-  }
+export async function startSeededStores(tasks: number): Promise<{ stores: Stores; seeded: Seeded }> {
+  const stores = await startStores({ statements: true, database: 'bench_overload' });
+  const seeded = await seedDatabase(stores.databaseUrl, tasks);
+  for (const mode of MODES) await copyDatabase(stores, databaseOf(mode));
+  return { stores, seeded };
 }
 
 const databaseOf = (mode: Mode) => `bench_overload_${mode}`;

@@ -1,4 +1,4 @@
-import type { Load } from './wrk.js';
+import type { Load } from '../harness/send.js';
 
 export interface Row {
   name: string;

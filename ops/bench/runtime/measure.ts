@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { runWrk, type WrkResult } from '../read-path/wrk.js';
-import { cpuSeconds, type Runtime } from './processes.js';
+import { runWrk, type Slice } from '../harness/send.js';
+import { treeCpuSeconds } from '../harness/service.js';
+import type { Runtime } from './processes.js';
 import { loadOf, ROWS, type Row, type Targets } from './rows.js';
 
 /** One wrk run, with the CPU the processes that answered it used per request. */
 export interface Run {
-  wrk: WrkResult;
+  wrk: Slice;
   cpuUsPerRequest: number;
 }
 
@@ -35,9 +36,9 @@ export interface Plan {
 async function warmUp(row: Row, runtime: Runtime, plan: Plan): Promise<number> {
   const targets = plan.targets.get(runtime)!;
   const tree = targets.trees[row.server];
-  const start = cpuSeconds(tree);
+  const start = treeCpuSeconds(tree.primary);
   let runs = 0;
-  while (runs < WARMUP_MAX_RUNS && cpuSeconds(tree) - start < WARMUP_CPU_S) {
+  while (runs < WARMUP_MAX_RUNS && treeCpuSeconds(tree.primary) - start < WARMUP_CPU_S) {
     await runWrk(loadOf(row, targets), 1);
     runs += 1;
   }
@@ -48,10 +49,10 @@ async function warmUp(row: Row, runtime: Runtime, plan: Plan): Promise<number> {
 async function runRow(row: Row, runtime: Runtime, plan: Plan, label: string): Promise<Run> {
   const targets = plan.targets.get(runtime)!;
   const tree = targets.trees[row.server];
-  const before = cpuSeconds(tree);
+  const before = treeCpuSeconds(tree.primary);
   const wrk = await runWrk(loadOf(row, targets), plan.seconds);
   await sleep(300); // what was in flight when wrk stopped finishes, and is counted, before the next run
-  const cpuUsPerRequest = ((cpuSeconds(tree) - before) / wrk.requests) * 1e6;
+  const cpuUsPerRequest = ((treeCpuSeconds(tree.primary) - before) / wrk.requests) * 1e6;
   process.stderr.write(
     `${label}  ${row.name.padEnd(42)} node ${runtime.line}  ${Math.round(wrk.reqPerS).toString().padStart(6)} req/s  ` +
       `p99 ${wrk.p99Ms.toFixed(1)} ms  ${cpuUsPerRequest.toFixed(0)} µs CPU/req  non-2xx ${wrk.non2xx}\n`,

@@ -1,6 +1,6 @@
 import { PAGE_1_ROW } from '../read-path/rows.js';
-import type { Load } from '../read-path/wrk.js';
-import type { Tree } from './processes.js';
+import type { Load } from '../harness/send.js';
+import type { Tree } from '../harness/service.js';
 
 /** One runtime's processes, and what the write row sends. */
 export interface Targets {

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { connectDatabase } from '../../../db/connect.js';
 import type { Database } from '../../../db/database.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
@@ -67,6 +68,17 @@ export async function seedTasks(db: Kysely<Database>, tasks: number): Promise<Se
   await sql`vacuum analyze`.execute(db);
   return { reader, writer, eventsSeconds, rebuildSeconds, vacuumSeconds: (Date.now() - vacuumStarted) / 1000 };
 }
+
+/** {@link seedTasks} on the database at `url`, through a connection of its own. */
+export async function seedDatabase(url: string, tasks: number): Promise<Seeded> {
+  const db = connectDatabase(url, 2);
+  return seedTasks(db, tasks).finally(() => db.destroy());
+}
+
+/** The seconds each phase of the seeding took, as a report says them. */
+export const describeSeeding = (s: Seeded): string =>
+  `events by generate_series ${s.eventsSeconds.toFixed(1)} s, projections by the rebuild ${s.rebuildSeconds.toFixed(1)} s, ` +
+  `VACUUM ANALYZE ${s.vacuumSeconds.toFixed(1)} s`;
 
 async function benchUser(db: Kysely<Database>, username: string): Promise<BenchUser> {
   const password = `${username}-password`;
