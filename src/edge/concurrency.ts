@@ -2,29 +2,14 @@ import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../base/errors.js';
 import { primeThrottleSeries } from '../base/throttle-series.js';
-import {
-  concurrentScope,
-  createConcurrencyLimiter,
-  type ConcurrencyLimiter,
-  type Slot,
-  type SlotRequest,
-} from '../throttle/concurrency.js';
+import { concurrentScope, createConcurrencyLimiter, type Slot } from '../throttle/concurrency.js';
 import { CONCURRENCY_RETRY_S, concurrencyFields, concurrencyRefusal } from '../throttle/headers.js';
 import type { RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
 import { LocalSlots } from '../throttle/local-slots.js';
 import { identify, ruleFor } from './client-identity.js';
-import { answerRefusal, refusalOf } from './refusal.js';
-import { seriesFor } from './throttle.js';
-import { createBurstLogger, STORE_DOWN_RETRY_S, type BurstLogger } from './throttle-store-down.js';
-
-/** What every route's concurrency limit of one app shares. */
-interface Shared {
-  limiter: ConcurrencyLimiter;
-  local: LocalSlots | undefined;
-  storeErrors: BurstLogger;
-  series: ReturnType<typeof seriesFor>;
-  answers: Map<string, RefusalAnswer>;
-}
+import { createDecide, type Decide, type Limit, type Taken } from './decision.js';
+import { answerRefusal } from './refusal.js';
+import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
 
 /**
  * The concurrency limits of one process (docs/throttling.md "Concurrency limits"). `limitFor(scope)`
@@ -34,26 +19,17 @@ interface Shared {
  * any host; undefined for a route none of whose scopes is limited. It runs before the rate check,
  * so a request it refuses is not counted by the rate, and a request the rate refuses gives its
  * slot back before its 429 goes out. A client the rate already refuses in process takes no slot.
+ * The decision is recorded by decision.ts, as every limit's is.
  */
 export function createConcurrencyLimits(
   deps: Deps,
   rules: ReadonlyMap<ScopeName, ScopeRule>,
+  decide: Decide = createDecide(deps),
 ): (scope?: ScopeName) => SlotCheck | undefined {
   const { config } = deps;
   const limits = new Map(Object.entries(config.THROTTLE_CONCURRENCY));
   if (limits.size === 0) return () => undefined;
-  const shared: Shared = {
-    limiter: createConcurrencyLimiter({
-      redis: deps.redis,
-      keyPrefix: config.REDIS_PREFIX,
-      expiryMs: config.THROTTLE_CONCURRENCY_EXPIRY_MS,
-      timeoutMs: config.THROTTLE_TIMEOUT_MS,
-    }),
-    local: deps.census && new LocalSlots(deps.census),
-    storeErrors: createBurstLogger(deps, 'concurrency store unavailable; applying THROTTLE_FAILURE_MODE'),
-    series: seriesFor(deps),
-    answers: new Map(),
-  };
+  const slots = slotLimit(deps, limits);
   primeThrottleSeries(deps.metrics, [...limits.keys()].map(concurrentScope));
   return (scope) => {
     const named = scope === undefined ? undefined : rules.get(scope);
@@ -62,17 +38,17 @@ export function createConcurrencyLimits(
     return async (ctx) => {
       if (!config.THROTTLE_ENABLED) return FREE;
       const rule = ruleFor(named, rules, ctx.state.user !== null);
-      const limit = limits.get(rule.scope);
-      if (limit === undefined) return FREE;
-      const ident = identify(ctx, rule, deps);
+      if (!limits.has(rule.scope)) return FREE;
+      const check = { rule, ident: identify(ctx, rule, deps) };
       // The throttle answers this one from memory, with no Redis: it need not hold a slot for that.
-      if (deps.throttler.isRefused({ rule, ident })) return FREE;
-      const slot = await hold(deps, shared, { scope: rule.scope, ident, limit });
-      if (!slot) return FREE;
-      if (!slot.admitted) {
-        refuse(ctx, deps, shared, rule.scope, ident, slot);
+      if (deps.throttler.isRefused(check)) return FREE;
+      const decided = await decide.take(slots, check);
+      if (!decided?.slot) return FREE;
+      if (decided.refusal) {
+        answerRefusal(ctx, decided.refusal.refusal, decided.refusal.answer);
         return 'refused';
       }
+      const { slot } = decided;
       return {
         async release() {
           await slot.release();
@@ -94,39 +70,48 @@ const FREE: Held = { release: async () => {} };
 /** Takes a slot of the request's scope for the client, or answers 429 (`'refused'`) when none is free. */
 export type SlotCheck = (ctx: Context) => Promise<Held | 'refused'>;
 
-async function hold(deps: Deps, shared: Shared, request: SlotRequest): Promise<Slot | undefined> {
-  const bound = shared.series(concurrentScope(request.scope));
-  const started = performance.now();
-  try {
-    const slot = await shared.limiter.acquire(request);
-    bound.duration.observe((performance.now() - started) / 1000);
-    (slot.admitted ? bound.allowed : bound.throttled).inc();
-    shared.storeErrors.recovered();
-    return slot;
-  } catch (error) {
-    bound.duration.observe((performance.now() - started) / 1000);
-    bound.storeError.inc();
-    shared.storeErrors.report(error);
-    if (shared.local) {
-      const slot = shared.local.acquire(request);
-      (slot.admitted ? bound.local.allowed : bound.local.throttled).inc();
-      return slot;
-    }
-    if (deps.config.THROTTLE_FAILURE_MODE !== 'closed') return undefined;
-    throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
-  }
-}
-
-/** Answers a concurrency refusal as the throttle answers its own: a 429 value, logged by sample, in the who view. */
-function refuse(ctx: Context, deps: Deps, shared: Shared, scope: ScopeName, ident: string, slot: Slot): void {
-  const name = concurrentScope(scope);
-  const local = slot.degraded === true;
-  const refusal = refusalOf(name, ident, CONCURRENCY_RETRY_S, local, deps.watch?.pseudonym(ident));
-  deps.watch?.refused(name, ident);
-  const key = `${name} ${slot.limit} ${local}`;
-  let answer = shared.answers.get(key);
-  if (!answer) shared.answers.set(key, (answer = concurrencyRefusal(name, slot.limit, local)));
-  answerRefusal(ctx, refusal, answer);
+/**
+ * Slots as the decision takes them (decision.ts): a client's requests in progress in Redis; without Redis,
+ * this worker's share of them (THROTTLE_FAILURE_MODE=local), none held (open), or a 503 (closed).
+ */
+function slotLimit(deps: Deps, limits: ReadonlyMap<string, number>): Limit {
+  const { config } = deps;
+  const limiter = createConcurrencyLimiter({
+    redis: deps.redis,
+    keyPrefix: config.REDIS_PREFIX,
+    expiryMs: config.THROTTLE_CONCURRENCY_EXPIRY_MS,
+    timeoutMs: config.THROTTLE_TIMEOUT_MS,
+  });
+  const local = deps.census && new LocalSlots(deps.census);
+  const answers = new Map<string, RefusalAnswer>();
+  const request = ({ rule, ident }: { rule: ScopeRule; ident: string }) => ({
+    scope: rule.scope,
+    ident,
+    limit: limits.get(rule.scope) as number,
+  });
+  const taken = (slot: Slot, scope: ScopeName): Taken => ({
+    by: slot.degraded ? 'alone' : 'store',
+    refused: slot.admitted ? undefined : { scope: concurrentScope(scope), retryAfterS: CONCURRENCY_RETRY_S },
+    decisions: [],
+    slot,
+  });
+  return {
+    store: { errors: createBurstLogger(deps, 'concurrency store unavailable; applying THROTTLE_FAILURE_MODE') },
+    series: concurrentScope,
+    take: async (check) => taken(await limiter.acquire(request(check)), check.rule.scope),
+    withoutStore(check) {
+      if (local) return taken(local.acquire(request(check)), check.rule.scope);
+      if (config.THROTTLE_FAILURE_MODE !== 'closed') return undefined;
+      throw Errors.unavailable('Rate limiting is temporarily unavailable; try again shortly.', STORE_DOWN_RETRY_S);
+    },
+    answer({ slot, refused }) {
+      const local = slot?.degraded === true;
+      const key = `${refused!.scope} ${slot!.limit} ${local}`;
+      let answer = answers.get(key);
+      if (!answer) answers.set(key, (answer = concurrencyRefusal(refused!.scope, slot!.limit, local)));
+      return answer;
+    },
+  };
 }
 
 /** Adds the limit's members to the RateLimit fields the throttle set (a list each, so one more member). */

@@ -9,6 +9,7 @@ import { createConcurrencyLimits } from './concurrency.js';
 import { anonymousCheck } from './client-identity.js';
 import { answerRefusal } from './refusal.js';
 import { createThrottle } from './throttle.js';
+import { createDecide } from './decision.js';
 
 export type Guard = ReturnType<typeof createGuard>;
 
@@ -39,8 +40,10 @@ const JSON_ONLY = ['application/json'] as const;
 export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const unknown = new UnknownTokens();
   const turns = new KeyedTurns(deps.config.DATABASE_WAIT_MS);
-  const throttleFor = createThrottle(deps, rules);
-  const limitFor = createConcurrencyLimits(deps, rules);
+  // One decision for every limit of the app (decision.ts): its metric series and shadow log are shared.
+  const decide = createDecide(deps);
+  const throttleFor = createThrottle(deps, rules, decide);
+  const limitFor = createConcurrencyLimits(deps, rules, decide);
   return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): GuardMiddleware => {
     if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
       const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope)
@@ -53,7 +56,7 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
     const lookups: LookupGuard = { unknown, turns, anonymousCheck: check };
     const holdSlot = limitFor(scope);
     const countRate = throttleFor(scope);
-    const refuse = refuseKnown(deps, check);
+    const refuse = refuseKnown(deps, decide, check);
     const guard: Middleware = async (ctx, next) => {
       ctx.state.user = null;
       // 1. A client this process knows the throttle refuses, without credentials: answered from memory.

@@ -4,11 +4,11 @@ import { verifyPassword } from '../auth/passwords.js';
 import type { PasswordCheck } from '../auth/tokens.js';
 import type { Deps } from '../deps.js';
 import { Errors } from '../base/errors.js';
-import type { Decision, ScopeRule } from '../throttle/index.js';
+import type { ScopeRule } from '../throttle/index.js';
 import { clientIp, createRefusalAnswers, ipKey, loginIdent, longestWait, rateLimitHeaders } from '../throttle/index.js';
-import { answerRefusal, refusalOf } from './refusal.js';
+import { createDecide, takenFrom, type Decide, type Limit } from './decision.js';
+import { answerRefusal } from './refusal.js';
 import { forwardedHops } from '../server/client-address.js';
-import { createShadowLog, seriesFor, watchDecisions } from './throttle.js';
 import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
 
 /**
@@ -21,56 +21,50 @@ export type LoginLimit = (ctx: Context, username: string) => Promise<boolean>;
  * The per-account login budget (docs/security.md "Password guessing"): every attempt that names a username
  * counts against that name, normalised and hashed (`loginIdent`), from whichever address it
  * comes, whether the user exists or not. It runs after the route's per-address `token-obtain`
- * check and before any password work, so a refused attempt costs no scrypt.
+ * check and before any password work, so a refused attempt costs no scrypt. The decision is recorded by
+ * decision.ts, as every limit's is.
  *
  * Always closed, whatever THROTTLE_FAILURE_MODE says: when Redis cannot answer, the attempt is
  * answered 503 and never reaches the password check. Its RateLimit fields are added to those of
  * `token-obtain`, on the 429 and on every other answer of an attempt it counted.
  */
-export function createLoginLimit(deps: Deps, rule: ScopeRule): LoginLimit {
-  const { config, throttler, cursorSecret } = deps;
-  const storeErrors = createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back');
-  const series = seriesFor(deps);
-  const { duration, allowed, throttled, storeError, shadowRefused } = series(rule.scope);
-  const shadowLog = createShadowLog(deps);
-  const answers = createRefusalAnswers();
+export function createLoginLimit(deps: Deps, rule: ScopeRule, decide: Decide = createDecide(deps)): LoginLimit {
+  const { config, cursorSecret } = deps;
+  const limit = loginBudget(deps);
   return async (ctx, username) => {
     if (!config.THROTTLE_ENABLED) return true;
-    const started = performance.now();
-    const ident = loginIdent(username, cursorSecret);
-    let decisions: Decision[];
-    try {
-      decisions = await throttler.consume([{ rule, ident }]);
-    } catch (error) {
-      duration.observe((performance.now() - started) / 1000);
-      storeError.inc();
-      storeErrors.report(error);
+    const earlier = ctx.state.rateLimit ?? [];
+    const decided = await decide.take(limit, { rule, ident: loginIdent(username, cursorSecret) }, earlier);
+    if (!decided) return true;
+    if (decided.refusal) {
+      answerRefusal(ctx, decided.refusal.refusal, decided.refusal.answer);
+      return false;
+    }
+    const headers = rateLimitHeaders([...earlier, ...decided.decisions]);
+    for (const name in headers) ctx.set(name, headers[name] as string);
+    return true;
+  };
+}
+
+/** The login budget as the decision takes it (decision.ts): the sliding log in Redis, closed without it. */
+function loginBudget(deps: Deps): Limit {
+  const answers = createRefusalAnswers();
+  return {
+    store: { errors: createBurstLogger(deps, 'throttle store unavailable; logins are answered 503 until it is back') },
+    series: (scope) => scope,
+    async take(check) {
+      const decisions = await deps.throttler.consume([check]);
+      return takenFrom(decisions, longestWait(decisions));
+    },
+    withoutStore(check) {
       // A scope wholly in shadow never refuses, not even for want of Redis.
-      if (rule.inShadow) return true;
+      if (check.rule.inShadow) return undefined;
       throw Errors.unavailable(
         'Logins are temporarily unavailable: their rate limit cannot be checked. Try again shortly.',
         STORE_DOWN_RETRY_S,
       );
-    }
-    duration.observe((performance.now() - started) / 1000);
-    if (!decisions[0]?.local) storeErrors.recovered();
-    const counted = [...(ctx.state.rateLimit ?? []), ...decisions];
-    const rejected = longestWait(decisions);
-    (rejected ? throttled : allowed).inc();
-    if (decisions[0]?.shadowRefused) {
-      shadowRefused.inc();
-      shadowLog(rule, ident);
-    }
-    watchDecisions(deps, series, decisions, ident);
-    if (rejected) {
-      const seconds = rejected.retryAfterS;
-      const refusal = refusalOf(rule.scope, ident, seconds, rejected.local === true, deps.watch?.pseudonym(ident));
-      answerRefusal(ctx, refusal, answers(counted, seconds));
-      return false;
-    }
-    const headers = rateLimitHeaders(counted);
-    for (const name in headers) ctx.set(name, headers[name] as string);
-    return true;
+    },
+    answer: (taken, counted) => answers(counted, taken.refused!.retryAfterS),
   };
 }
 

@@ -23,7 +23,7 @@ export interface RequestState {
   /** The authenticated user; null for an anonymous client or bad credentials. */
   user: User | null;
   /** The throttle's decisions of an admitted request, for routes that check a scope of their own. */
-  rateLimit?: Decision[];
+  rateLimit?: readonly Decision[];
   /** The read cache's published head, read as the request arrived (cached-read.ts). */
   head?: Promise<number | null>;
   /** Set when the throttle refused the request. */
