@@ -2,8 +2,8 @@
 // docs/testing.md "Stores as shipped": a Redis without the password and the service's ACL user
 // cannot be started by a test, a benchmark or the service unless it says why. Both guards are the
 // lint's own: the eslint rule against a redis-server spawned by hand, and the type of startRedis's
-// options, which the type checker (the lint's last step, over this file too) holds to its
-// @ts-expect-error lines below.
+// options: the type checker (the lint's last step, over this file too) fails when a line below
+// marked as an expected type error is not one.
 // A failed check prints its suite, test and message, and the script exits non-zero.
 import { fileURLToPath } from 'node:url';
 import { ESLint } from 'eslint';
