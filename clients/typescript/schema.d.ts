@@ -513,6 +513,52 @@ export interface components {
           /** @constant */
           status: 'stopping';
         };
+    /** @description An error as RFC 9457 problem details, for a client whose Accept asks for `application/problem+json`. */
+    Problem: {
+      /** @constant */
+      type: 'about:blank';
+      /** @description The status phrase: `Not Found`, `Bad Request`… */
+      title: string;
+      /** @description The answer's status code. */
+      status: number;
+      /** @description DRF's text, as the `detail` of the JSON answer; `Invalid input.` beside `errors`. */
+      detail: string;
+      /** @description A 400 for a body that does not validate: each bad field with its messages, as DRF lists them. */
+      errors?: components['schemas']['ValidationError'];
+    };
+    /** @description A throttle 429 as the IETF RateLimit draft's "quota-exceeded" problem (draft-ietf-httpapi-ratelimit-headers). */
+    QuotaExceeded: {
+      /** @constant */
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+      /** @constant */
+      title: 'Request cannot be satisfied as assigned quota has been exceeded';
+      /** @constant */
+      status: 429;
+      /** @description DRF's text: `Request was throttled. Expected available in 37 seconds.` */
+      detail: string;
+      /** @description The names of the policies the request exceeded, as `RateLimit-Policy` names them. */
+      'violated-policies': string[];
+      /** @description Each violated policy, in the order of `violated-policies`. */
+      policies: {
+        /** @description The throttle scope: the policy name (`anon`, `user:concurrent`). */
+        scope: string;
+        /** @description Its `q`: requests per window, or requests in progress. */
+        quota: number;
+        /** @description Its `w`: the window in seconds; none for a concurrency limit. */
+        window?: number;
+        /**
+         * @description Its `qu` for a concurrency limit; absent for requests.
+         * @constant
+         */
+        'quota-unit'?: 'concurrent-requests';
+        /** @description The client's plan whose quota this is, when one sets it. */
+        plan?: string;
+        /** @description The override that set this client's quota, when one did. */
+        override?: string;
+      }[];
+      /** @description Seconds to wait: the value of the `Retry-After` field. */
+      'retry-after': number;
+    };
     TaskInput: {
       /** @description Trimmed; may not be blank. */
       title: string;
@@ -557,6 +603,20 @@ export interface components {
       };
       content: {
         'application/json': components['schemas']['Error'] | components['schemas']['ValidationError'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Bad Request",
+         *       "status": 400,
+         *       "detail": "Invalid input.",
+         *       "errors": {
+         *         "title": [
+         *           "This field may not be blank."
+         *         ]
+         *       }
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
     /** @description No credentials, or a token that is unknown, expired or revoked. */
@@ -574,6 +634,15 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Unauthorized",
+         *       "status": 401,
+         *       "detail": "Authentication credentials were not provided."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
     /** @description A token was sent but is malformed, unknown, expired or revoked (anonymous clients need none here). */
@@ -591,6 +660,15 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Unauthorized",
+         *       "status": 401,
+         *       "detail": "Invalid token."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
     /** @description No such resource (or an invalid page or cursor on a list). */
@@ -605,6 +683,15 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Not Found",
+         *       "status": 404,
+         *       "detail": "Not found."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
     /** @description The Accept header excludes JSON, the only representation. */
@@ -619,6 +706,15 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Not Acceptable",
+         *       "status": 406,
+         *       "detail": "Could not satisfy the request Accept header."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
     /** @description The body is larger than BODY_LIMIT_BYTES (default 65536). */
@@ -633,6 +729,15 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Payload Too Large",
+         *       "status": 413,
+         *       "detail": "Request body is larger than 65536 bytes."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
     /** @description The body is not `application/json` in UTF-8. */
@@ -647,9 +752,18 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Unsupported Media Type",
+         *       "status": 415,
+         *       "detail": "Unsupported media type \"text/plain\" in request. Send the body as JSON with Content-Type: application/json."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
-    /** @description Over the rate of the request's throttle scope: wait `Retry-After` seconds. */
+    /** @description Over the rate of the request's throttle scope, or its requests in progress: wait `Retry-After` seconds. As problem details, the IETF RateLimit draft's quota-exceeded type with the violated policies. */
     Throttled: {
       headers: {
         'Retry-After': components['headers']['Retry-After'];
@@ -664,6 +778,26 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+         *       "title": "Request cannot be satisfied as assigned quota has been exceeded",
+         *       "status": 429,
+         *       "detail": "Request was throttled. Expected available in 37 seconds.",
+         *       "violated-policies": [
+         *         "anon"
+         *       ],
+         *       "policies": [
+         *         {
+         *           "scope": "anon",
+         *           "quota": 20,
+         *           "window": 60
+         *         }
+         *       ],
+         *       "retry-after": 37
+         *     }
+         */
+        'application/problem+json': components['schemas']['QuotaExceeded'];
       };
     };
     /** @description The database did not answer in time, Redis could not take a write's publication, or the throttle store is down with THROTTLE_FAILURE_MODE=closed. Nothing was written: retry after `Retry-After`. */
@@ -679,6 +813,15 @@ export interface components {
          *     }
          */
         'application/json': components['schemas']['Error'];
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Service Unavailable",
+         *       "status": 503,
+         *       "detail": "The database is busy and could not answer in time. Try again later."
+         *     }
+         */
+        'application/problem+json': components['schemas']['Problem'];
       };
     };
   };
@@ -829,6 +972,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       429: components['responses']['Throttled'];
@@ -889,6 +1033,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['ValidationError'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       401: components['responses']['InvalidToken'];
@@ -972,6 +1117,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       429: components['responses']['Throttled'];
@@ -1021,6 +1167,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       404: components['responses']['NotFound'];
@@ -1034,6 +1181,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       413: components['responses']['PayloadTooLarge'];
@@ -1077,6 +1225,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       404: components['responses']['NotFound'];
@@ -1090,6 +1239,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       429: components['responses']['Throttled'];
@@ -1162,6 +1312,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       404: components['responses']['NotFound'];
@@ -1175,6 +1326,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       413: components['responses']['PayloadTooLarge'];
@@ -1380,6 +1532,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       401: components['responses']['NotAuthenticated'];
@@ -1498,6 +1651,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Error'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
       429: components['responses']['Throttled'];
@@ -1972,6 +2126,7 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Readiness'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
     };

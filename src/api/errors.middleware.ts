@@ -5,11 +5,13 @@ import { DatabaseDeadlineError } from '../../db/deadline.js';
 import { TurnTimeoutError } from '../auth/unknown-tokens.js';
 import { AppError, Errors } from '../base/errors.js';
 import { CommandTimeoutError } from '../events/store/group-commit.js';
+import { PROBLEM_JSON, prefersProblem, problemOf } from '../server/problem-details.js';
 
 /**
  * The one place errors become responses: every error is JSON; an AppError answers with its own
  * status, body and headers; a request that waited past its deadline for the database is 503 with
- * `Retry-After`; anything else is logged with its stack and answered with a bare 500.
+ * `Retry-After`; anything else is logged with its stack and answered with a bare 500. The body is
+ * DRF's, or its problem details for a client that asks for them (docs/api.md "Problem details").
  */
 export function handleErrors(logger: Logger): Middleware {
   return async (ctx, next) => {
@@ -27,7 +29,11 @@ export function handleErrors(logger: Logger): Middleware {
       const appError = waited ?? (known ? error : fromUnknown(error));
       ctx.status = appError.status;
       ctx.set(appError.headers);
-      ctx.body = appError.body;
+      if (!prefersProblem(ctx.req.headers.accept)) ctx.body = appError.body;
+      else {
+        ctx.set('Content-Type', PROBLEM_JSON);
+        ctx.body = problemOf(appError.status, appError.body);
+      }
     }
   };
 }

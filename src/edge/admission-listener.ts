@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Config } from '../settings/config.js';
 import type { Metrics } from '../base/metrics.js';
+import { PROBLEM_JSON, prefersProblem, problemOf } from '../server/problem-details.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
 import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
 import { JSON_TYPE, LIVENESS, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
@@ -30,7 +31,10 @@ export interface EdgeParts {
   >;
 }
 
-const SHED_BODY = Buffer.from(JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' }));
+const SHED_DETAIL = { detail: 'Service temporarily unavailable, try again later.' };
+const SHED_BODY = Buffer.from(JSON.stringify(SHED_DETAIL));
+/** The shed 503 as problem details (docs/api.md "Problem details"). */
+const SHED_PROBLEM = Buffer.from(JSON.stringify(problemOf(503, SHED_DETAIL)));
 const LIVE_BODY = Buffer.from(JSON.stringify(LIVENESS));
 
 /**
@@ -144,6 +148,14 @@ function shedRequest(
   const close =
     req.headers['transfer-encoding'] !== undefined ||
     (length !== undefined && !(Number(length) <= parts.config.BODY_LIMIT_BYTES));
-  const fields = [...JSON_TYPE, 'Retry-After', String(retryAfterS), ...(close ? ['Connection', 'close'] : [])];
-  writeEdgeAnswer(res, { status: 503, requestId, fields, body: SHED_BODY, allow: route.allow });
+  const problem = prefersProblem(req.headers.accept);
+  const type = problem ? ['Content-Type', PROBLEM_JSON] : JSON_TYPE;
+  const fields = [...type, 'Retry-After', String(retryAfterS), ...(close ? ['Connection', 'close'] : [])];
+  writeEdgeAnswer(res, {
+    status: 503,
+    requestId,
+    fields,
+    body: problem ? SHED_PROBLEM : SHED_BODY,
+    allow: route.allow,
+  });
 }

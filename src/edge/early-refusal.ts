@@ -39,7 +39,7 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
     const seconds = (performance.now() - started) / 1000;
     const { method } = req;
     recorder.record({ requestId, method, route: route.template, status: 429, seconds, refusal: known.refusal });
-    writeRefusal(res, known.answer, { requestId, allow: allowOf(route.template) });
+    writeRefusal(res, known.answer, { requestId, allow: allowOf(route.template), accept: req.headers.accept });
     return true;
   };
 }

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
+import { prefersProblem } from '../server/problem-details.js';
 import type { RefusalAnswer } from '../throttle/index.js';
 import { writeEdgeAnswer } from './answer.js';
 import type { Refusal } from './request-state.js';
@@ -25,13 +26,15 @@ export function refusalOf(
 
 /**
  * Writes a refusal's 429: the request's id, the base fields, its own fields (Content-Type, Retry-After, the
- * RateLimit fields), Content-Length and the path's `Allow`, with its body, in one write.
+ * RateLimit fields), Content-Length and the path's `Allow`, with its body, in one write. DRF's body, or its problem
+ * details when the request's `accept` asks for them (docs/api.md "Problem details"), both kept with the answer.
  */
 export function writeRefusal(
   res: ServerResponse,
-  { fields, body }: RefusalAnswer,
-  lead: { requestId: string; allow: string | undefined },
+  answer: RefusalAnswer,
+  lead: { requestId: string; allow: string | undefined; accept: string | undefined },
 ): void {
+  const { fields, body } = prefersProblem(lead.accept) ? answer.problem() : answer;
   writeEdgeAnswer(res, { status: 429, requestId: lead.requestId, fields, body, allow: lead.allow });
 }
 
@@ -51,6 +54,6 @@ export function writeRecordedRefusal(ctx: Context, allow: string | undefined): b
   const answer = ctx.state.refusalAnswer;
   if (!answer || ctx.res.headersSent) return false;
   ctx.respond = false;
-  writeRefusal(ctx.res, answer, { requestId: ctx.state.requestId, allow });
+  writeRefusal(ctx.res, answer, { requestId: ctx.state.requestId, allow, accept: ctx.req.headers.accept });
   return true;
 }

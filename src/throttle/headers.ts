@@ -1,3 +1,4 @@
+import { quotaExceededProblem, type ViolatedPolicy } from './quota-problem.js';
 import type { Decision } from './throttler.js';
 
 /** The field that marks an answer decided by one worker's share of the limit, without Redis. */
@@ -33,22 +34,55 @@ export function rateLimitHeaders(decisions: ReadonlyArray<Decision>): Record<str
   return fields;
 }
 
-/** A 429's own header fields (a flat name, value list) and body, whichever path answers it; shared, never changed. */
-export interface RefusalAnswer {
+/** A 429's own header fields (a flat name, value list) and body. */
+export interface RefusalBytes {
   readonly fields: readonly string[];
   readonly body: Buffer;
 }
 
 /**
+ * A 429 whichever path answers it, shared and never changed: DRF's (`fields`, `body`), and the same answer as
+ * RFC 9457 problem details (`problem()`: `Content-Type: application/problem+json` and the quota-exceeded body),
+ * built on its first use and kept with it (docs/api.md "Problem details").
+ */
+export interface RefusalAnswer extends RefusalBytes {
+  problem(): RefusalBytes;
+}
+
+/**
  * What a refusal adds to its 429, waiting `retryAfterS`: the RateLimit fields of `decisions`, `Retry-After`, the
- * JSON content type, and DRF's body `{"detail":"Request was throttled. Expected available in 37 seconds."}`.
+ * JSON content type, and DRF's body `{"detail":"Request was throttled. Expected available in 37 seconds."}`; as
+ * problem details, the policies of the refusing decisions (those not in shadow).
  */
 export function refusalAnswer(decisions: ReadonlyArray<Decision>, retryAfterS: number): RefusalAnswer {
   const fields: string[] = [];
   const limits = rateLimitHeaders(decisions);
   for (const name in limits) fields.push(name, limits[name] as string);
-  fields.push('Retry-After', String(retryAfterS), 'Content-Type', 'application/json; charset=utf-8');
-  return { fields, body: Buffer.from(JSON.stringify({ detail: throttledDetail(retryAfterS) })) };
+  fields.push('Retry-After', String(retryAfterS));
+  return answerWith(fields, retryAfterS, () => {
+    const violated: ViolatedPolicy[] = [];
+    for (const { allowed, inShadow, scope, limit, windowMs } of decisions)
+      if (!allowed && !inShadow) violated.push({ scope, quota: limit, window: Math.ceil(windowMs / 1000) });
+    return violated;
+  });
+}
+
+/**
+ * A refusal's answer from its own fields (before the content type): DRF's JSON, and its problem details, whose
+ * `policies` are read on first use.
+ */
+function answerWith(own: readonly string[], retryAfterS: number, policies: () => ViolatedPolicy[]): RefusalAnswer {
+  const detail = throttledDetail(retryAfterS);
+  let problem: RefusalBytes | undefined;
+  return {
+    fields: [...own, 'Content-Type', 'application/json; charset=utf-8'],
+    body: Buffer.from(JSON.stringify({ detail })),
+    problem: () =>
+      (problem ??= {
+        fields: [...own, 'Content-Type', 'application/problem+json'],
+        body: Buffer.from(JSON.stringify(quotaExceededProblem(policies(), retryAfterS, detail))),
+      }),
+  };
 }
 
 /**
@@ -63,12 +97,13 @@ export function createRefusalAnswers(): (decisions: ReadonlyArray<Decision>, ret
     const resetS = Math.ceil(decision.resetMs / 1000);
     if (last && retryAfterS === last.retryAfterS && resetS === last.resetS) {
       const known = last.decision;
-      // What rateLimitHeaders reads of a decision besides its reset.
+      // What rateLimitHeaders and the problem details read of a decision besides its reset.
       const same =
         decision.scope === known.scope &&
         decision.limit === known.limit &&
         decision.windowMs === known.windowMs &&
         decision.remaining === known.remaining &&
+        decision.allowed === known.allowed &&
         decision.inShadow === known.inShadow &&
         decision.degraded === known.degraded;
       if (same) return last.answer;
@@ -94,14 +129,15 @@ export function concurrencyFields(scope: string, limit: number, remaining: numbe
 
 /**
  * A concurrency refusal's 429 (docs/throttling.md "Concurrency limits"): its RateLimit fields with `r=0`
- * (`Paceline-Throttle: local` when this worker decided alone), `Retry-After: 1` and DRF's body.
+ * (`Paceline-Throttle: local` when this worker decided alone), `Retry-After: 1` and DRF's body; as problem
+ * details, its policy with the `concurrent-requests` unit and no window.
  */
 export function concurrencyRefusal(scope: string, limit: number, degraded: boolean): RefusalAnswer {
   const { policy, state } = concurrencyFields(scope, limit, 0);
   const fields = ['RateLimit-Policy', policy, 'RateLimit', state];
   if (degraded) fields.push(DEGRADED_FIELD, 'local');
-  fields.push('Retry-After', String(CONCURRENCY_RETRY_S), 'Content-Type', 'application/json; charset=utf-8');
-  return { fields, body: Buffer.from(JSON.stringify({ detail: throttledDetail(CONCURRENCY_RETRY_S) })) };
+  fields.push('Retry-After', String(CONCURRENCY_RETRY_S));
+  return answerWith(fields, CONCURRENCY_RETRY_S, () => [{ scope, quota: limit, quotaUnit: 'concurrent-requests' }]);
 }
 
 /** The 429 body's detail: `Request was throttled. Expected available in 37 seconds.` (`1 second.`). */

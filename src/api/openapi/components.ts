@@ -1,10 +1,16 @@
 /**
  * The parts of the API document every operation shares (docs/architecture.md "API document"):
  * authentication schemes, the pagination and conditional-request parameters, the headers, and
- * the error answers of the guard and of the body reader, with the texts of src/base/errors.ts.
+ * the error answers of the guard and of the body reader, with the texts of src/base/errors.ts, each
+ * also as problem details (docs/api.md "Problem details").
  */
 
+import { PROBLEM_JSON, problemOf } from '../../server/problem-details.js';
+import { quotaExceededProblem, throttledDetail } from '../../throttle/index.js';
+
 type Json = Record<string, unknown>;
+
+const THROTTLED = throttledDetail(37);
 
 export const REF = {
   schema: (id: string) => `#/components/schemas/${id}`,
@@ -108,10 +114,14 @@ const headers: Record<string, Json> = {
   },
 };
 
-const detail = (description: string, example: string, extra: Json = {}): Json => ({
+/** An error answer of `status`: DRF's `{detail}`, or its problem details for a client that asks for them. */
+const detail = (status: number, description: string, example: string, extra: Json = {}): Json => ({
   description,
   ...extra,
-  content: { 'application/json': { schema: { $ref: REF.schema('Error') }, example: { detail: example } } },
+  content: {
+    'application/json': { schema: { $ref: REF.schema('Error') }, example: { detail: example } },
+    [PROBLEM_JSON]: { schema: { $ref: REF.schema('Problem') }, example: problemOf(status, { detail: example }) },
+  },
 });
 const rateLimitFields = {
   'RateLimit-Policy': { $ref: REF.header('RateLimit-Policy') },
@@ -127,9 +137,14 @@ const responses: Record<string, Json> = {
       'application/json': {
         schema: { anyOf: [{ $ref: REF.schema('Error') }, { $ref: REF.schema('ValidationError') }] },
       },
+      [PROBLEM_JSON]: {
+        schema: { $ref: REF.schema('Problem') },
+        example: problemOf(400, { title: ['This field may not be blank.'] }),
+      },
     },
   },
   NotAuthenticated: detail(
+    401,
     'No credentials, or a token that is unknown, expired or revoked.',
     'Authentication credentials were not provided.',
     {
@@ -137,33 +152,44 @@ const responses: Record<string, Json> = {
     },
   ),
   InvalidToken: detail(
+    401,
     'A token was sent but is malformed, unknown, expired or revoked (anonymous clients need none here).',
     'Invalid token.',
     {
       headers: { 'WWW-Authenticate': { $ref: REF.header('WWW-Authenticate') }, ...rateLimitFields },
     },
   ),
-  NotFound: detail('No such resource (or an invalid page or cursor on a list).', 'Not found.'),
+  NotFound: detail(404, 'No such resource (or an invalid page or cursor on a list).', 'Not found.'),
   NotAcceptable: detail(
+    406,
     'The Accept header excludes JSON, the only representation.',
     'Could not satisfy the request Accept header.',
   ),
   PayloadTooLarge: detail(
+    413,
     'The body is larger than BODY_LIMIT_BYTES (default 65536).',
     'Request body is larger than 65536 bytes.',
   ),
   UnsupportedMediaType: detail(
+    415,
     'The body is not `application/json` in UTF-8.',
     'Unsupported media type "text/plain" in request. Send the body as JSON with Content-Type: application/json.',
   ),
-  Throttled: detail(
-    "Over the rate of the request's throttle scope: wait `Retry-After` seconds.",
-    'Request was throttled. Expected available in 37 seconds.',
-    {
-      headers: { 'Retry-After': { $ref: REF.header('Retry-After') }, ...rateLimitFields },
+  Throttled: {
+    description:
+      "Over the rate of the request's throttle scope, or its requests in progress: wait `Retry-After` seconds. As " +
+      "problem details, the IETF RateLimit draft's quota-exceeded type with the violated policies.",
+    headers: { 'Retry-After': { $ref: REF.header('Retry-After') }, ...rateLimitFields },
+    content: {
+      'application/json': { schema: { $ref: REF.schema('Error') }, example: { detail: THROTTLED } },
+      [PROBLEM_JSON]: {
+        schema: { $ref: REF.schema('QuotaExceeded') },
+        example: quotaExceededProblem([{ scope: 'anon', quota: 20, window: 60 }], 37, THROTTLED),
+      },
     },
-  ),
+  },
   Unavailable: detail(
+    503,
     "The database did not answer in time, Redis could not take a write's publication, or the throttle store is down " +
       'with THROTTLE_FAILURE_MODE=closed. Nothing was written: retry after `Retry-After`.',
     'The database is busy and could not answer in time. Try again later.',

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { documentPath, type Operation, type ResponseSpec } from './operation.js';
 import { requests, responses } from './schemas.js';
+// Registers the problem details bodies in `responses`, beside the others.
+import './problem-schemas.js';
+import { PROBLEM_JSON } from '../../server/problem-details.js';
 import { commonComponents, REF } from './components.js';
 
 type Json = Record<string, unknown>;
@@ -43,7 +46,8 @@ export function buildDocument(operations: readonly Operation[], origin?: string)
       version: '1',
       description:
         'Tasks with three pagination styles, exact rate limits and an event feed. ' +
-        "Errors are JSON with DRF's texts; see the README.",
+        "Errors are JSON with DRF's texts, or RFC 9457 problem details (`application/problem+json`) for a " +
+        'client whose Accept asks for them; see the README.',
     },
     ...(origin ? { servers: [{ url: origin }] } : {}),
     tags: [...new Set(operations.map((op) => op.tag))].map((name) => ({ name })),
@@ -75,7 +79,8 @@ function describe(op: Operation): Json {
     ...(op.headers ?? []).map((name) => ({ $ref: REF.parameter(name) })),
   ];
   const answers: Record<string, Json> = {};
-  for (const [status, spec] of Object.entries(op.responses)) answers[status] = response(spec, op.access !== 'public');
+  for (const [status, spec] of Object.entries(op.responses))
+    answers[status] = response(spec, op.access !== 'public', Number(status));
   if (op.list) {
     answers[200] = response(
       {
@@ -121,7 +126,8 @@ function guardResponses(tokenRequired = false): Record<string, Json> {
   };
 }
 
-function response(spec: ResponseSpec, throttled: boolean): Json {
+/** An answer as documented; an error's JSON body is also offered as problem details (docs/api.md "Problem details"). */
+function response(spec: ResponseSpec, throttled: boolean, status = 200): Json {
   const headers: Record<string, Json> = {};
   for (const name of spec.headers ?? []) headers[name] = { $ref: REF.header(name) };
   if (throttled) for (const name of ['RateLimit-Policy', 'RateLimit']) headers[name] = { $ref: REF.header(name) };
@@ -131,7 +137,12 @@ function response(spec: ResponseSpec, throttled: boolean): Json {
     description: spec.description,
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     ...(bodies.length > 0
-      ? { content: Object.fromEntries((spec.jsonMedia ?? ['application/json']).map((type) => [type, { schema }])) }
+      ? {
+          content: {
+            ...Object.fromEntries((spec.jsonMedia ?? ['application/json']).map((type) => [type, { schema }])),
+            ...(status >= 400 ? { [PROBLEM_JSON]: { schema: { $ref: REF.schema('Problem') } } } : {}),
+          },
+        }
       : {}),
     ...(spec.media ? { content: { [spec.media]: { schema: { type: 'string' } } } } : {}),
   };

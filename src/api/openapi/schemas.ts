@@ -18,7 +18,12 @@ type Meta = { id: string; description?: string };
 export const responses = z.registry<Meta>();
 export const requests = z.registry<Meta>();
 
-const named = <T extends z.ZodType>(registry: typeof responses, id: string, schema: T, description?: string): T => {
+export const named = <T extends z.ZodType>(
+  registry: typeof responses,
+  id: string,
+  schema: T,
+  description?: string,
+): T => {
   registry.add(schema, { id, description });
   // Property descriptions (`.describe()`) live in zod's global registry; the conversion reads that one.
   z.globalRegistry.add(schema, { id, description });
