@@ -73,3 +73,23 @@ export function describeOthers(outcomes: Outcome[], expected: number[], since: n
     .map((o) => `${o.failure ?? `status ${o.status}`} after ${o.at - o.sentAt} ms (sent at ${o.sentAt - since} ms)`)
     .join('; ');
 }
+
+/**
+ * An answer in an assertion's words: 200 admitted, 429 refused, 503 shed or unavailable (not a throttle decision),
+ * another status by its number, no answer by why (`failure`, else "no answer"). A count of admissions and
+ * refusals then never takes a shed or a timeout for one of them, and a failed assertion names it.
+ */
+export function outcomeName({ status, failure }: { status: number; failure?: string }): string {
+  if (status === 0) return failure ?? 'no answer: connection error or timeout';
+  if (status === 200) return '200 admitted';
+  if (status === 429) return '429 refused';
+  if (status === 503) return '503 shed or unavailable, not a decision';
+  return `status ${status}`;
+}
+
+/** How many answers of each kind (`outcomeName`), for `assert.equal` against the kinds expected. */
+export function tallyOutcomes(answers: ReadonlyArray<{ status: number; failure?: string }>): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const answer of answers) counts[outcomeName(answer)] = (counts[outcomeName(answer)] ?? 0) + 1;
+  return counts;
+}

@@ -17,6 +17,7 @@ import { startHaproxy, type RunningHaproxy } from '../../helpers/haproxy.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { scrape, sumOf } from '../../helpers/metrics.js';
+import { failureOf, tallyOutcomes } from '../../helpers/answers.js';
 import { resultValues, startPrometheus, type RunningPrometheus } from '../../helpers/prometheus.js';
 import { checkWalk, spawnWriters, walkWithCursor, type Walk } from '../../helpers/writers.js';
 
@@ -52,14 +53,19 @@ const seen = { anonAllowed: 0, anonThrottled: 0, userRequests: 0, created: 0 };
 const hostEnv = (i: number) => ({ ...shared, ...ports[i]! });
 
 /** One request through the balancer on a new connection from `source` (a loopback address); resolves with the status, 0 on a connection error. */
-function fromAddress(source: string, path: string, headers: Record<string, string> = {}): Promise<number> {
+function fromAddress(
+  source: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; failure?: string }> {
   return new Promise((resolve) => {
+    const failed = (error: unknown) => resolve({ status: 0, failure: failureOf(error) });
     const req = httpRequest(new URL(path, balancer!.base), { agent: false, localAddress: source, headers }, (res) => {
       res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', () => resolve(0));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+      res.on('error', failed);
     });
-    req.on('error', () => resolve(0));
+    req.on('error', failed);
     req.end();
   });
 }
@@ -125,7 +131,7 @@ test(`${CLIENTS} clients from their own addresses, ${ANON_LIMIT + EXTRA} request
   const clients = Array.from({ length: CLIENTS }, (_, i) => `127.0.0.${10 + i}`);
   const statuses = await Promise.all(
     clients.map(async (source, c) => {
-      const mine: number[] = [];
+      const mine: Array<{ status: number; failure?: string }> = [];
       for (let n = 0; n < ANON_LIMIT + EXTRA; n += 1) {
         // Odd clients also claim to be someone else on every request: the balancer appends the
         // real address, and only that one counts.
@@ -136,14 +142,14 @@ test(`${CLIENTS} clients from their own addresses, ${ANON_LIMIT + EXTRA} request
     }),
   );
   statuses.forEach((mine, c) => {
-    const allowed = mine.filter((s) => s === 200).length;
-    const throttled = mine.filter((s) => s === 429).length;
+    const allowed = mine.filter((a) => a.status === 200).length;
+    const throttled = mine.filter((a) => a.status === 429).length;
     seen.anonAllowed += allowed;
     seen.anonThrottled += throttled;
     assert.equal(
-      { allowed, throttled },
-      { allowed: ANON_LIMIT, throttled: EXTRA },
-      `client ${clients[c]}: ${mine.join(' ')}`,
+      tallyOutcomes(mine),
+      { '200 admitted': ANON_LIMIT, '429 refused': EXTRA },
+      `client ${clients[c]}: ${mine.map((a) => a.failure ?? a.status).join(' ')}`,
     );
   });
   // Roundrobin spread them: each host decided a good share of them.

@@ -9,6 +9,7 @@ import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { scrape, sumOf } from '../../helpers/metrics.js';
+import { failureOf, tallyOutcomes } from '../../helpers/answers.js';
 
 // docs/architecture.md "Throttling" "exact across processes and hosts": two real clusters of four web workers each (two
 // "hosts" on their own ports) share one PostgreSQL database and one Redis prefix. Hundreds of
@@ -29,18 +30,25 @@ interface Client {
   headers: Record<string, string>;
 }
 
+/** What one request got: its status, or 0 and why it got no answer. */
+interface Answer {
+  status: number;
+  failure?: string;
+}
+
 const anonymous = (ip: string): Client => ({ scope: 'anon', headers: { 'X-Forwarded-For': ip } });
 const authenticated = (token: string): Client => ({ scope: 'user', headers: { Authorization: `Bearer ${token}` } });
 
-/** GET /api/tasks/ on a connection of its own; resolves with the status (0 when the connection failed). */
-function hit(base: string, client: Client): Promise<number> {
+/** GET /api/tasks/ on a connection of its own; its status, or 0 and why it got no answer. */
+function hit(base: string, client: Client): Promise<Answer> {
   return new Promise((resolve) => {
+    const failed = (error: unknown) => resolve({ status: 0, failure: failureOf(error) });
     const req = httpRequest(new URL('/api/tasks/', base), { agent: false, headers: client.headers }, (res) => {
       res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', () => resolve(0));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+      res.on('error', failed);
     });
-    req.on('error', () => resolve(0));
+    req.on('error', failed);
     req.end();
   });
 }
@@ -49,26 +57,20 @@ function hit(base: string, client: Client): Promise<number> {
  * Sends one request per entry of `clients`, alternating between the two hosts, at most
  * `inFlight` at a time; returns each client's statuses and keeps the totals for the metrics check.
  */
-async function fire(clients: Client[], inFlight: number): Promise<Map<Client, number[]>> {
-  const statuses = new Map<Client, number[]>();
+async function fire(clients: Client[], inFlight: number): Promise<Map<Client, Answer[]>> {
+  const statuses = new Map<Client, Answer[]>();
   let next = 0;
   const lane = async () => {
     for (let i = next++; i < clients.length; i = next++) {
       const client = clients[i]!;
-      const status = await hit(hosts[i % hosts.length]!.base, client);
-      statuses.set(client, [...(statuses.get(client) ?? []), status]);
-      if (status === 200) sent[client.scope].allowed += 1;
-      if (status === 429) sent[client.scope].throttled += 1;
+      const answer = await hit(hosts[i % hosts.length]!.base, client);
+      statuses.set(client, [...(statuses.get(client) ?? []), answer]);
+      if (answer.status === 200) sent[client.scope].allowed += 1;
+      if (answer.status === 429) sent[client.scope].throttled += 1;
     }
   };
   await Promise.all(Array.from({ length: Math.min(inFlight, clients.length) }, lane));
   return statuses;
-}
-
-function tally(statuses: number[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const status of statuses) counts[status] = (counts[status] ?? 0) + 1;
-  return counts;
 }
 
 /** Waits until a host's primary says every web child is serving (not just the first one). */
@@ -120,7 +122,11 @@ test(`one client, 300 concurrent requests over both hosts: exactly ${ANON_LIMIT}
       Array.from({ length: 300 }, () => client),
       300,
     );
-    assert.equal(tally(statuses.get(client)!), { 200: ANON_LIMIT, 429: 300 - ANON_LIMIT }, `trial ${trial}`);
+    assert.equal(
+      tallyOutcomes(statuses.get(client)!),
+      { '200 admitted': ANON_LIMIT, '429 refused': 300 - ANON_LIMIT },
+      `trial ${trial}`,
+    );
   }
 });
 
@@ -142,7 +148,11 @@ test(`12 anonymous clients and 4 users at once, shuffled: each admitted exactly 
   clients.forEach((client, i) => {
     const limit = client.scope === 'anon' ? ANON_LIMIT : USER_LIMIT;
     const total = statuses.get(client)!.length;
-    assert.equal(tally(statuses.get(client)!), { 200: limit, 429: total - limit }, `client ${i} (${client.scope})`);
+    assert.equal(
+      tallyOutcomes(statuses.get(client)!),
+      { '200 admitted': limit, '429 refused': total - limit },
+      `client ${i} (${client.scope})`,
+    );
   });
 });
 

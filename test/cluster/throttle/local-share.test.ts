@@ -9,6 +9,7 @@ import { startRedis } from '../../../src/embedded/redis.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { scrape, sumOf } from '../../helpers/metrics.js';
+import { tallyOutcomes } from '../../helpers/answers.js';
 import { privateRedisOptions } from '../../helpers/private-redis.js';
 
 // docs/throttling.md "When Redis is unreachable": two web workers in the default
@@ -161,8 +162,14 @@ test('a flood stays near its limit while Redis is frozen, a good client is serve
       `  frozen Redis: ${admitted} of ${FLOOD} admitted in ${spanMs} ms (limit ${LIMIT} per ${WINDOW_MS} ms)`,
     );
     assert.ok(admitted >= 1 && admitted <= 1.5 * LIMIT * windows, `admitted ${admitted} over ${windows} window(s)`);
+    const decided = tallyOutcomes(flood);
+    assert.equal(
+      Object.keys(decided).filter((kind) => kind !== '200 admitted' && kind !== '429 refused'),
+      [],
+      `every answer a decision: ${JSON.stringify(decided)}`,
+    );
     assert.ok(
-      flood.every((a) => (a.status === 200 || a.status === 429) && a.mode === 'local' && a.ratelimit !== undefined),
+      flood.every((a) => a.mode === 'local' && a.ratelimit !== undefined),
       `every answer decided locally, with its fields: ${JSON.stringify(flood.slice(0, 3))}`,
     );
     assert.is(await metric('paceline_throttle_degraded'), 2, 'both workers say they are degraded');
@@ -182,7 +189,11 @@ test('a flood stays near its limit while Redis is frozen, a good client is serve
   assert.is(exactInARow, 4, 'both workers decide through Redis again');
   for (const ip of ['198.51.100.9', '198.51.100.7']) {
     const answers = await burst(ip, LIMIT + 5, LIMIT + 5);
-    assert.is(answers.filter((a) => a.status === 200).length, LIMIT, `${ip}: exactly the limit, through Redis`);
+    assert.equal(
+      tallyOutcomes(answers),
+      { '200 admitted': LIMIT, '429 refused': 5 },
+      `${ip}: exactly the limit, through Redis`,
+    );
     assert.ok(answers.every((a) => a.mode === undefined && a.ratelimit !== undefined));
   }
   assert.is(await metric('paceline_throttle_degraded'), 0);
