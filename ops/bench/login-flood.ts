@@ -1,9 +1,8 @@
 /**
- * What a login flood costs a good client: one web worker (the real Koa app) per variant, a good
- * client logging in with its right password from one address, first alone (quiet), then while
- * 100 addresses each try 5 made-up names (every address sends its 5 one after another, all
- * addresses at once, over and over until the good client is done). Addresses are varied with
- * X-Forwarded-For from the trusted 127.0.0.1.
+ * What a login flood costs a good client: one web worker (the real Koa app) per variant, a good client logging in
+ * with its right password from one address, first alone (quiet), then while 100 addresses each try 5 made-up
+ * names (every address sends its 5 one after another, all addresses at once, over and over until the good client
+ * is done). Addresses are varied with X-Forwarded-For from the trusted 127.0.0.1.
  *
  *   budget-1   LOGIN_HASH_CONCURRENCY=1, LOGIN_HASH_WAIT_MS=1000
  *   budget     LOGIN_HASH_CONCURRENCY=2, LOGIN_HASH_WAIT_MS=1000 (the defaults)
@@ -11,19 +10,20 @@
  *
  *   node --import tsx ops/bench/login-flood.ts [good logins per phase = 40]
  *
- * Prints the good client's p50/p99 quiet and flooded (and their ratio; the goal is ≤ 2), the
- * flood's answers by status, and the worker's CPU (cores, from process.cpuUsage, which counts the
- * hashing threads) and cores spent hashing (paceline_login_hash_seconds_total over the flood).
+ * Prints the good client's p50/p99 quiet and flooded (and their ratio; the goal is ≤ 2), the flood's answers by
+ * status, and the worker's CPU (cores, from process.cpuUsage, which counts the hashing threads) and cores spent
+ * hashing (paceline_login_hash_seconds_total over the flood).
  */
-import cluster, { type Worker } from 'node:cluster';
-import { once } from 'node:events';
+import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/api/app.js';
-import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
-import { benchSettings, serveWhenSetUp, type BenchSetup } from './bench-worker.js';
+import { runBench } from './harness/run.js';
+import { startStores } from './harness/service.js';
+import { readArgs } from './harness/settings.js';
+import { latencies } from './harness/stats.js';
+import { ask, benchSettings, forkWorkers, runCluster, stopWorkers, type BenchSetup } from './harness/workers.js';
 
 const VARIANTS = {
   'budget-1': { LOGIN_HASH_CONCURRENCY: '1', LOGIN_HASH_WAIT_MS: '1000' },
@@ -31,9 +31,7 @@ const VARIANTS = {
   unbounded: { LOGIN_HASH_CONCURRENCY: '64', LOGIN_HASH_WAIT_MS: '60000' },
 } as const;
 type Variant = keyof typeof VARIANTS;
-interface Setup extends BenchSetup {
-  variant: Variant;
-}
+type Setup = BenchSetup & { variant: Variant };
 interface Probe {
   cpuUs: number;
   hashSeconds: number;
@@ -55,11 +53,11 @@ async function serve(setup: Setup): Promise<void> {
     ...VARIANTS[setup.variant],
   });
   const { deps } = await buildDeps(config, 'bench');
-  process.on('message', async () => {
+  process.on('message', async (message) => {
+    if (message !== 'probe') return;
     const text = await deps.metrics.registry.getSingleMetricAsString('paceline_login_hash_seconds_total');
-    const hashSeconds = Number(/\n[^#\n]+ (\S+)/.exec(text)?.[1] ?? 0);
     const cpu = process.cpuUsage();
-    process.send?.({ cpuUs: cpu.user + cpu.system, hashSeconds } satisfies Probe);
+    process.send?.({ cpuUs: cpu.user + cpu.system, hashSeconds: Number(/\n[^#\n]+ (\S+)/.exec(text)?.[1] ?? 0) });
   });
   createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
 }
@@ -91,87 +89,48 @@ async function goodClient(base: string, count: number, failed: number[] = []): P
 /** 100 addresses × 5 made-up names, repeated until `done` says stop; answers by status. */
 async function flood(base: string, done: () => boolean): Promise<Record<number, number>> {
   const statuses: Record<number, number> = {};
-  let round = 0;
-  const address = async (a: number) => {
+  const address = async (a: number, round: number) => {
     for (let i = 0; i < NAMES_PER_ADDRESS; i++) {
-      const status = await login(base, `10.9.${a}.${round % 250}`, `made-up-${a}-${round}-${i}`, 'guess').catch(
-        () => 0,
-      );
+      const name = `made-up-${a}-${round}-${i}`;
+      const status = await login(base, `10.9.${a}.${round % 250}`, name, 'guess').catch(() => 0);
       statuses[status] = (statuses[status] ?? 0) + 1;
     }
   };
-  do {
-    await Promise.all(Array.from({ length: ADDRESSES }, (_, a) => address(a)));
-    round += 1;
-  } while (!done());
+  for (let round = 0; round === 0 || !done(); round += 1)
+    await Promise.all(Array.from({ length: ADDRESSES }, (_, a) => address(a, round)));
   return statuses;
 }
 
-const probe = async (worker: Worker): Promise<Probe> => {
-  worker.send('probe');
-  return (await once(worker, 'message'))[0] as Probe;
-};
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
 async function measure(variant: Variant, databaseUrl: string, redisUrl: string, count: number): Promise<string> {
-  const httpPort = await findFreePort();
-  const worker = cluster.fork();
-  await once(worker, 'message');
-  worker.send({ variant, databaseUrl, redisUrl, httpPort } satisfies Setup);
-  await once(worker, 'message');
-  const base = `http://127.0.0.1:${httpPort}`;
+  const { workers, base } = await forkWorkers(1, { variant, databaseUrl, redisUrl });
   await goodClient(base, 5);
-  const quiet = await goodClient(base, count);
-  const before = await probe(worker);
+  const quiet = latencies(await goodClient(base, count));
+  const [before] = await ask<Probe>(workers, 'probe');
   const started = performance.now();
   let finished = false;
   const flooding = flood(base, () => finished);
   const failed: number[] = [];
-  const flooded = await goodClient(base, count, failed);
+  const flooded = latencies(await goodClient(base, count, failed));
   finished = true;
   const statuses = await flooding;
   const wallS = (performance.now() - started) / 1000;
-  const after = await probe(worker);
-  worker.kill();
-  const [q50, q99, f50, f99] = [
-    percentile(quiet, 50),
-    percentile(quiet, 99),
-    percentile(flooded, 50),
-    percentile(flooded, 99),
-  ];
+  const [after] = await ask<Probe>(workers, 'probe');
+  await stopWorkers(workers);
   return [
-    `${variant}: good client quiet p50 ${q50.toFixed(0)} ms p99 ${q99.toFixed(0)} ms; flooded p50 ${f50.toFixed(0)} ms`,
-    `p99 ${f99.toFixed(0)} ms (p99 ratio ${(f99 / q99).toFixed(2)}), not 200: [${failed.join(',')}]; flood answers ${JSON.stringify(statuses)} in ${wallS.toFixed(1)} s;`,
-    `worker CPU ${((after.cpuUs - before.cpuUs) / 1e6 / wallS).toFixed(2)} cores, hashing ${((after.hashSeconds - before.hashSeconds) / wallS).toFixed(2)} cores`,
+    `${variant}: good client quiet p50 ${quiet.p50.toFixed(0)} ms p99 ${quiet.p99.toFixed(0)} ms; flooded p50 ${flooded.p50.toFixed(0)} ms`,
+    `p99 ${flooded.p99.toFixed(0)} ms (p99 ratio ${(flooded.p99 / quiet.p99).toFixed(2)}), not 200: [${failed.join(',')}]; flood answers ${JSON.stringify(statuses)} in ${wallS.toFixed(1)} s;`,
+    `worker CPU ${((after!.cpuUs - before!.cpuUs) / 1e6 / wallS).toFixed(2)} cores, hashing ${((after!.hashSeconds - before!.hashSeconds) / wallS).toFixed(2)} cores`,
   ].join(' ');
 }
 
-async function main(): Promise<void> {
-  const count = Number(process.argv[2] ?? 40);
-  const stores = await startBenchStores();
-  try {
-    const { url, db } = await createBenchDatabase(stores.postgres.url, 'bench_login');
-    await createUser(db, 'good', PASSWORD);
-    await db.destroy();
-    for (const variant of Object.keys(VARIANTS) as Variant[])
-      process.stdout.write(`${await measure(variant, url, stores.redis.url, count)}\n`);
-  } finally {
-    await stores.cleanUp();
-  }
+async function primary(): Promise<void> {
+  const [count] = readArgs([40]) as [number];
+  const { databaseUrl, redisUrl } = await startStores({ persistent: false, database: 'bench_login' });
+  const db = connectDatabase(databaseUrl, 1);
+  await createUser(db, 'good', PASSWORD);
+  await db.destroy();
+  for (const variant of Object.keys(VARIANTS) as Variant[])
+    process.stdout.write(`${await measure(variant, databaseUrl, redisUrl, count)}\n`);
 }
 
-if (cluster.isPrimary) {
-  main().then(
-    () => process.exit(0),
-    (error: unknown) => {
-      process.stderr.write(`${String(error)}\n`);
-      process.exit(1);
-    },
-  );
-} else {
-  serveWhenSetUp(serve);
-}
+await runCluster(() => runBench('login-flood', primary), serve);

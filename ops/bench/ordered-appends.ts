@@ -18,9 +18,8 @@
  * p50/p99 latency, the ratio ordered/unordered, the ordered batch sizes, and whether event
  * positions kept task id order in each database.
  */
-import cluster, { type Worker } from 'node:cluster';
-import { once } from 'node:events';
-import autocannon from 'autocannon';
+import type { Worker } from 'node:cluster';
+import type autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
@@ -28,16 +27,18 @@ import { issueToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApp } from '../../src/api/app.js';
-import { findFreePort } from '../../src/embedded/ports.js';
 import { checkEventOrder } from '../../test/helpers/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/helpers/unordered-append.js';
-import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
-import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
+import { createBenchDatabase } from '../../test/helpers/bench-stores.js';
+import { runBench } from './harness/run.js';
+import { interleave, runAutocannon } from './harness/send.js';
+import { startStores } from './harness/service.js';
+import { readArgs } from './harness/settings.js';
+import { median, sumOf } from './harness/stats.js';
+import { ask, benchSettings, forkWorkers, runCluster, stopWorkers, type BenchSetup } from './harness/workers.js';
 
 type Variant = 'ordered' | 'unordered';
-interface Setup extends BenchSetup {
-  variant: Variant;
-}
+type Setup = BenchSetup & { variant: Variant };
 interface BatchSizes {
   buckets: Array<[string, number]>;
   count: number;
@@ -85,42 +86,13 @@ async function prepareDatabase(
   return { url, token: issued!.token };
 }
 
-async function startWorkers(setup: Setup): Promise<Worker[]> {
-  const workers = Array.from({ length: WORKERS }, () => cluster.fork());
-  // A worker says `ready` once it listens for its setup (messages sent earlier would be lost).
-  await Promise.all(
-    workers.map(async (worker) => {
-      await once(worker, 'message');
-      worker.send(setup);
-      await once(worker, 'message');
-    }),
-  );
-  return workers;
-}
-
-async function stopWorkers(workers: Worker[]): Promise<void> {
-  await Promise.all(
-    workers.map(async (worker) => {
-      const exited = once(worker, 'exit');
-      worker.process.kill('SIGKILL');
-      await exited;
-    }),
-  );
-}
-
 async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
-  const replies = await Promise.all(
-    workers.map(async (worker) => {
-      const reply = once(worker, 'message');
-      worker.send('batch-sizes');
-      return (await reply)[0] as BatchSizes;
-    }),
-  );
+  const replies = await ask<BatchSizes>(workers, 'batch-sizes');
   const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [
     le,
     replies.reduce((n, r) => n + r.buckets[i]![1], 0),
   ]);
-  return { buckets, count: replies.reduce((n, r) => n + r.count, 0), sum: replies.reduce((n, r) => n + r.sum, 0) };
+  return { buckets, count: sumOf(replies, (r) => r.count), sum: sumOf(replies, (r) => r.sum) };
 }
 
 interface Target {
@@ -142,10 +114,9 @@ async function startTarget(
     `bench_${variant}_${mode.replace(/\W/g, '_')}`,
     variant,
   );
-  const httpPort = await findFreePort();
-  const workers = await startWorkers({ variant, databaseUrl, redisUrl, httpPort });
+  const { workers, base } = await forkWorkers(WORKERS, { variant, databaseUrl, redisUrl });
   const load = {
-    url: `http://127.0.0.1:${httpPort}/api/tasks/`,
+    url: `${base}/api/tasks/`,
     method: 'POST' as const,
     connections,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
@@ -164,44 +135,32 @@ async function measureMode(mode: string, adminUrl: string, redisUrl: string, sec
     await startTarget('ordered', mode, adminUrl, redisUrl, connections),
     await startTarget('unordered', mode, adminUrl, redisUrl, connections),
   ];
-  try {
-    for (const target of targets) await autocannon({ ...target.load, duration: WARMUP_S });
-    for (const target of targets) for (const worker of target.workers) worker.send('reset');
-    const slices = new Map<Variant, autocannon.Result[]>(targets.map((t) => [t.variant, []]));
-    for (let i = 0; i < Math.ceil(seconds / SLICE_S); i += 1) {
-      for (const target of i % 2 === 0 ? targets : [...targets].reverse()) {
-        slices.get(target.variant)!.push(await autocannon({ ...target.load, duration: SLICE_S }));
-      }
-    }
-    return await Promise.all(
-      targets.map(async (target) => {
-        const results = slices.get(target.variant)!;
-        const sum = (pick: (r: autocannon.Result) => number) => results.reduce((n, r) => n + pick(r), 0);
-        const db = connectDatabase(target.databaseUrl, 1);
-        const order = await checkEventOrder(db);
-        await db.destroy();
-        return {
-          variant: target.variant,
-          mode,
-          reqPerS: Math.round(sum((r) => r['2xx']) / (results.length * SLICE_S)),
-          p50Ms: median(results.map((r) => r.latency.p50)),
-          p99Ms: median(results.map((r) => r.latency.p99)),
-          created: sum((r) => r['2xx']),
-          non2xx: sum((r) => r.non2xx),
-          errors: sum((r) => r.errors + r.timeouts),
-          positionsInIdOrder: order.problems.length === 0,
-          batches: target.variant === 'ordered' ? await collectBatchSizes(target.workers) : undefined,
-        };
-      }),
-    );
-  } finally {
-    for (const target of targets) await stopWorkers(target.workers);
-  }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  for (const target of targets) await runAutocannon(target.load, WARMUP_S);
+  for (const target of targets) for (const worker of target.workers) worker.send('reset');
+  const rounds = Math.ceil(seconds / SLICE_S);
+  const slices = await interleave(targets, rounds, (target) => runAutocannon(target.load, SLICE_S), 'alternate');
+  const rows = await Promise.all(
+    targets.map(async (target) => {
+      const results = slices.get(target)!;
+      const db = connectDatabase(target.databaseUrl, 1);
+      const order = await checkEventOrder(db);
+      await db.destroy();
+      return {
+        variant: target.variant,
+        mode,
+        reqPerS: Math.round(sumOf(results, (r) => r.ok) / (results.length * SLICE_S)),
+        p50Ms: median(results.map((r) => r.p50Ms)),
+        p99Ms: median(results.map((r) => r.p99Ms)),
+        created: sumOf(results, (r) => r.ok),
+        non2xx: sumOf(results, (r) => r.non2xx),
+        errors: sumOf(results, (r) => r.socketErrors),
+        positionsInIdOrder: order.problems.length === 0,
+        batches: target.variant === 'ordered' ? await collectBatchSizes(target.workers) : undefined,
+      };
+    }),
+  );
+  for (const target of targets) await stopWorkers(target.workers);
+  return rows;
 }
 
 function formatBatches(batches: BatchSizes): string {
@@ -216,33 +175,30 @@ function formatBatches(batches: BatchSizes): string {
   return `${batches.count} batches, mean ${(batches.sum / Math.max(1, batches.count)).toFixed(1)} commands (${parts.join(', ')})`;
 }
 
-async function runPrimary(seconds: number, connections: number): Promise<void> {
-  const { postgres, redis, cleanUp } = await startBenchStores({ persistent: true });
-  try {
-    const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
-    for (const mode of MODES) {
-      const admin = connectDatabase(postgres.url, 1);
-      for (const [key, value] of Object.entries(mode.settings))
-        await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
-      await sql`select pg_reload_conf()`.execute(admin);
-      await admin.destroy();
-      rows.push(...(await measureMode(mode.name, postgres.url, redis.url, seconds, connections)));
-    }
-    console.log(
-      `node ${process.version}, W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in alternating ${SLICE_S} s slices after ${WARMUP_S} s warm-up, POST /api/tasks/`,
+async function primary(): Promise<void> {
+  const [seconds, connections] = readArgs([10, 64]) as [number, number];
+  const { adminUrl, redisUrl } = await startStores({ database: 'bench_ordered_appends' });
+  const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
+  for (const mode of MODES) {
+    const admin = connectDatabase(adminUrl, 1);
+    for (const [key, value] of Object.entries(mode.settings))
+      await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
+    await sql`select pg_reload_conf()`.execute(admin);
+    await admin.destroy();
+    rows.push(...(await measureMode(mode.name, adminUrl, redisUrl, seconds, connections)));
+  }
+  console.log(
+    `node ${process.version}, W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in alternating ${SLICE_S} s slices after ${WARMUP_S} s warm-up, POST /api/tasks/`,
+  );
+  console.table(rows.map(({ batches: _batches, ...row }) => row));
+  for (const mode of MODES) {
+    const [ordered, unordered] = ['ordered', 'unordered'].map(
+      (v) => rows.find((r) => r.mode === mode.name && r.variant === v)!,
     );
-    console.table(rows.map(({ batches, ...row }) => row));
-    for (const mode of MODES) {
-      const [ordered, unordered] = ['ordered', 'unordered'].map((v) =>
-        rows.find((r) => r.mode === mode.name && r.variant === v)!,
-      );
-      console.log(
-        `${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`,
-      );
-    }
-  } finally {
-    await cleanUp();
+    console.log(
+      `${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`,
+    );
   }
 }
 
-await runBench(runPrimary, [10, 64], serve);
+await runCluster(() => runBench('ordered-appends', primary), serve);

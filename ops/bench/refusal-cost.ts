@@ -34,20 +34,24 @@
  * shed worker, against healthz on the first: whether the two workers cost alike). Starts its own throwaway
  * PostgreSQL and redis-server.
  */
-import cluster, { type Worker } from 'node:cluster';
+import type { Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import { loadavg } from 'node:os';
-import autocannon from 'autocannon';
+import type autocannon from 'autocannon';
+import pino from 'pino';
+import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApiListener } from '../../src/api/app.js';
 import { createApiServer } from '../../src/server/server.js';
-import { findFreePort } from '../../src/embedded/ports.js';
-import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
-import { benchSettings, runBench, type BenchSetup } from './bench-worker.js';
-import pino from 'pino';
+import { loadAverage } from './harness/report.js';
+import { defer, runBench } from './harness/run.js';
+import { interleave, runAutocannon } from './harness/send.js';
+import { startStores } from './harness/service.js';
+import { readArgs, readBenchText } from './harness/settings.js';
+import { sumOf } from './harness/stats.js';
+import { ask, benchSettings, forkWorkers, runCluster, workersCpuUs, type BenchSetup } from './harness/workers.js';
 
 /** A worker's stores and port, and whether it is the one whose single admission slot is held (the shed load's). */
 type Setup = BenchSetup & { shed: boolean };
@@ -86,7 +90,6 @@ async function serve(setup: Setup): Promise<void> {
   const sum = async (metric: { get(): Promise<{ values: { value: number }[] }> }) =>
     (await metric.get()).values.reduce((total, { value }) => total + value, 0);
   process.on('message', (message) => {
-    if (message === 'cpu') process.send?.(process.cpuUsage());
     if (message === 'admission')
       void Promise.all([
         sum(metrics.admissionShed),
@@ -101,24 +104,14 @@ async function serve(setup: Setup): Promise<void> {
  * Forks a worker serving `setup`, under `--cpu-prof` into `profileDir`/`name` when given: one profile per thread
  * (tsx's module hooks run in their own), the worker's main thread's with thread id 0 in its name.
  */
-async function forkWorker(setup: Setup, name: string, profileDir: string | undefined): Promise<Worker> {
+async function forkWorker(setup: Omit<Setup, 'httpPort'>, name: string, profileDir: string | undefined) {
   const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}/${name}`] : [];
-  cluster.setupPrimary({ execArgv: [...process.execArgv, ...profile] });
-  const worker = cluster.fork();
-  await once(worker, 'message');
-  worker.send(setup);
-  await once(worker, 'message');
-  return worker;
+  const { workers, base } = await forkWorkers(1, setup, profile);
+  return { worker: workers[0]!, base, port: Number(new URL(base).port) };
 }
 
-/** Asks a worker for its CPU time so far (µs, user + system) or its admission counts. */
-async function ask(worker: Worker, question: 'cpu'): Promise<number>;
-async function ask(worker: Worker, question: 'admission'): Promise<AdmissionCounts>;
-async function ask(worker: Worker, question: 'cpu' | 'admission'): Promise<number | AdmissionCounts> {
-  worker.send(question);
-  const [answer] = (await once(worker, 'message')) as [NodeJS.CpuUsage | AdmissionCounts];
-  return 'user' in answer ? answer.user + answer.system : answer;
-}
+/** A worker's admission counts. */
+const admission = async (worker: Worker) => (await ask<AdmissionCounts>([worker], 'admission'))[0]!;
 
 /**
  * Takes the only admission slot of the worker on `port`: an authenticated POST /api/tasks/ (a write, admitted
@@ -148,149 +141,153 @@ async function holdSlot(port: number, token: string): Promise<{ answered: () => 
 /** Waits up to 5 s for `worker` to report `inProgress` requests in progress; false if it never does. */
 async function untilInProgress(worker: Worker, inProgress: number): Promise<boolean> {
   for (let tries = 0; tries < 50; tries += 1) {
-    if ((await ask(worker, 'admission')).inProgress === inProgress) return true;
+    if ((await admission(worker)).inProgress === inProgress) return true;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return false;
 }
 
-async function runPrimary(seconds: number, rounds: number, connections: number): Promise<void> {
-  const { postgres, redis, cleanUp } = await startBenchStores();
+async function primary(): Promise<void> {
+  const [seconds, rounds, connections] = readArgs([3, 2, 20]) as [number, number, number];
+  const stores = await startStores({ persistent: false, database: 'bench_refusal' });
+  const db = connectDatabase(stores.databaseUrl, 1);
+  await createUser(db, 'bench', 'bench-pass-123');
+  await db.destroy();
+  const named = readBenchText('LOADS') === '' ? undefined : readBenchText('LOADS').split(',');
+  const profileDir = readBenchText('PROFILE_DIR') || undefined;
+  const setup = { databaseUrl: stores.databaseUrl, redisUrl: stores.redisUrl };
+  const { worker, base } = await forkWorker({ ...setup, shed: false }, 'answers', profileDir);
+  const login = await fetch(`${base}/api/auth/token/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'bench', password: 'bench-pass-123' }),
+  });
+  const { token } = (await login.json()) as { token: string };
+  const created = await fetch(`${base}/api/tasks/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ title: 'bench' }),
+  });
+  const { id: taskId } = (await created.json()) as { id: number };
+  const loads: Record<string, autocannon.Options> = {
+    flood: { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.1' } },
+    'page-1': { url: `${base}/api/tasks/`, headers: { authorization: `Bearer ${token}` } },
+    healthz: { url: `${base}/healthz` },
+  };
+  // Only when named: an anonymous page 1 and one task, for a profile of the read path.
+  const extra: Record<string, autocannon.Options> = {
+    'anon-page-1': { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.2' } },
+    task: { url: `${base}/api/tasks/${taskId}/`, headers: { authorization: `Bearer ${token}` } },
+  };
+  /** The worker each load is measured on. */
+  const servedBy = new Map<string, Worker>();
+  let shedWorker: Worker | undefined;
   let holder: Awaited<ReturnType<typeof holdSlot>> | undefined;
-  try {
-    const { url: databaseUrl, db } = await createBenchDatabase(postgres.url, 'bench_refusal');
-    await createUser(db, 'bench', 'bench-pass-123');
-    await db.destroy();
-    const stores = { databaseUrl, redisUrl: redis.url };
-    const named = process.env.LOADS?.split(',');
-    const profileDir = process.env.PROFILE_DIR;
-    const httpPort = await findFreePort();
-    const worker = await forkWorker({ ...stores, httpPort, shed: false }, 'answers', profileDir);
-    const base = `http://127.0.0.1:${httpPort}`;
-    const login = await fetch(`${base}/api/auth/token/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: 'bench', password: 'bench-pass-123' }),
-    });
-    const { token } = (await login.json()) as { token: string };
-    const created = await fetch(`${base}/api/tasks/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ title: 'bench' }),
-    });
-    const { id: taskId } = (await created.json()) as { id: number };
-    const loads: Record<string, autocannon.Options> = {
-      flood: { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.1' } },
-      'page-1': { url: `${base}/api/tasks/`, headers: { authorization: `Bearer ${token}` } },
-      healthz: { url: `${base}/healthz` },
-    };
-    // Only when named: an anonymous page 1 and one task, for a profile of the read path.
-    const extra: Record<string, autocannon.Options> = {
-      'anon-page-1': { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.2' } },
-      task: { url: `${base}/api/tasks/${taskId}/`, headers: { authorization: `Bearer ${token}` } },
-    };
-    /** The worker each load is measured on. */
-    const servedBy = new Map<string, Worker>();
-    let shedWorker: Worker | undefined;
-    if (!named || named.includes('shed') || named.includes('shed-healthz')) {
-      const shedPort = await findFreePort();
-      shedWorker = await forkWorker({ ...stores, httpPort: shedPort, shed: true }, 'shed', profileDir);
-      holder = await holdSlot(shedPort, token);
-      if (!(await untilInProgress(shedWorker, 1)))
-        throw new Error(`the shed worker's slot is not held (holder's answer: ${holder.answered() || 'none'})`);
-      const shed = { url: `http://127.0.0.1:${shedPort}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.3' } };
-      const sample = await fetch(shed.url, { headers: shed.headers });
-      await sample.arrayBuffer();
-      if (sample.status !== 503 || !sample.headers.has('retry-after'))
-        throw new Error(
-          `a shed sample was answered ${sample.status}, Retry-After ${sample.headers.get('retry-after')}`,
-        );
-      loads.shed = shed;
-      servedBy.set('shed', shedWorker);
-      // Only when named: /healthz on the shed worker, against healthz on the first (do the two workers cost alike?).
-      extra['shed-healthz'] = { url: `http://127.0.0.1:${shedPort}/healthz` };
-      servedBy.set('shed-healthz', shedWorker);
-    }
-    // LOADS=flood (a comma list) measures only those: a profile of one load alone.
-    for (const name of Object.keys(loads)) if (named && !named.includes(name)) delete loads[name];
-    for (const name of named ?? []) if (extra[name]) loads[name] = extra[name];
-    const totals = new Map<
-      string,
-      { requests: number; seconds: number; non2xx: number; cpuUs: number; statuses: Map<string, number> }
-    >();
-    for (const load of Object.values(loads)) await autocannon({ ...load, connections, duration: 1 });
-    const shedBefore = shedWorker && (await ask(shedWorker, 'admission'));
-    const answersBefore = await ask(worker, 'admission');
-    for (let round = 0; round < rounds; round += 1) {
-      const names = round % 2 === 0 ? Object.keys(loads) : Object.keys(loads).reverse();
-      for (const name of names) {
-        const measured = servedBy.get(name) ?? worker;
-        const before = await ask(measured, 'cpu');
-        const result = await autocannon({ ...loads[name]!, connections, duration: seconds });
-        const total = totals.get(name) ?? { requests: 0, seconds: 0, non2xx: 0, cpuUs: 0, statuses: new Map() };
-        total.cpuUs += (await ask(measured, 'cpu')) - before;
-        total.requests += result.requests.total;
-        total.seconds += result.duration;
-        total.non2xx += result.non2xx;
+  if (!named || named.includes('shed') || named.includes('shed-healthz')) {
+    const shed = await forkWorker({ ...setup, shed: true }, 'shed', profileDir);
+    shedWorker = shed.worker;
+    holder = await holdSlot(shed.port, token);
+    defer(() => holder?.release());
+    if (!(await untilInProgress(shedWorker, 1)))
+      throw new Error(`the shed worker's slot is not held (holder's answer: ${holder.answered() || 'none'})`);
+    const load = { url: `${shed.base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.3' } };
+    const sample = await fetch(load.url, { headers: load.headers });
+    await sample.arrayBuffer();
+    if (sample.status !== 503 || !sample.headers.has('retry-after'))
+      throw new Error(`a shed sample was answered ${sample.status}, Retry-After ${sample.headers.get('retry-after')}`);
+    loads.shed = load;
+    servedBy.set('shed', shedWorker);
+    // Only when named: /healthz on the shed worker, against healthz on the first (do the two workers cost alike?).
+    extra['shed-healthz'] = { url: `${shed.base}/healthz` };
+    servedBy.set('shed-healthz', shedWorker);
+  }
+  // LOADS=flood (a comma list) measures only those: a profile of one load alone.
+  for (const name of Object.keys(loads)) if (named && !named.includes(name)) delete loads[name];
+  for (const name of named ?? []) if (extra[name]) loads[name] = extra[name];
+  for (const load of Object.values(loads)) await runAutocannon({ ...load, connections }, 1);
+  const shedBefore = shedWorker && (await admission(shedWorker));
+  const answersBefore = await admission(worker);
+  const runs = await interleave(
+    Object.keys(loads),
+    rounds,
+    async (name) => {
+      const measured = [servedBy.get(name) ?? worker];
+      const before = await workersCpuUs(measured);
+      const slice = await runAutocannon({ ...loads[name]!, connections }, seconds);
+      return { ...slice, cpuUs: (await workersCpuUs(measured)) - before };
+    },
+    'alternate',
+  );
+  const totals = new Map(
+    [...runs].map(([name, list]) => {
+      const statuses = new Map<string, number>();
+      for (const { result } of list)
         for (const [status, { count = 0 }] of Object.entries(result.statusCodeStats ?? {}))
-          total.statuses.set(status, (total.statuses.get(status) ?? 0) + count);
-        totals.set(name, total);
-      }
-    }
-    if (shedWorker && shedBefore) {
-      // What was measured as shed was shed: the slot still held, every answer a 503, and as many counted shed.
-      const after = await ask(shedWorker, 'admission');
-      const shed = totals.get('shed')!;
-      const counted = after.shed - shedBefore.shed;
-      const problems = [
-        after.inProgress === 1 ? '' : `${after.inProgress} requests in progress, not the holder's 1`,
-        holder?.answered() ? `the holder was answered ${holder.answered()}` : '',
-        shed.statuses.get('503') === shed.requests ? '' : `statuses ${[...shed.statuses]} for ${shed.requests} answers`,
-        // Up to one request per connection and round is still in flight when autocannon stops: shed, not counted there.
-        counted >= shed.requests && counted <= shed.requests + connections * rounds
-          ? ''
-          : `${counted} shed counted for ${shed.requests} answers`,
-      ].filter(Boolean);
-      if (problems.length > 0) throw new Error(`the shed load was not all shed: ${problems.join('; ')}`);
-    }
-    // Which way the first worker's anonymous requests went: started from memory (page 1 kept) or through a slot.
-    const answersAfter = await ask(worker, 'admission');
-    const memory = answersAfter.memory - answersBefore.memory;
-    const answersShed = answersAfter.shed - answersBefore.shed;
-    const rate = (name: string) => Math.round(totals.get(name)!.requests / totals.get(name)!.seconds);
-    const cpuPerRequest = (name: string) => totals.get(name)!.cpuUs / totals.get(name)!.requests;
+          statuses.set(status, (statuses.get(status) ?? 0) + count);
+      const total = (pick: (s: (typeof list)[number]) => number) => sumOf(list, pick);
+      const requests = total((s) => s.result.requests.total);
+      return [
+        name,
+        {
+          requests,
+          seconds: total((s) => s.seconds),
+          non2xx: total((s) => s.non2xx),
+          cpuUs: total((s) => s.cpuUs),
+          statuses,
+        },
+      ];
+    }),
+  );
+  if (shedWorker && shedBefore) {
+    // What was measured as shed was shed: the slot still held, every answer a 503, and as many counted shed.
+    const after = await admission(shedWorker);
+    const shed = totals.get('shed')!;
+    const counted = after.shed - shedBefore.shed;
+    const problems = [
+      after.inProgress === 1 ? '' : `${after.inProgress} requests in progress, not the holder's 1`,
+      holder?.answered() ? `the holder was answered ${holder.answered()}` : '',
+      shed.statuses.get('503') === shed.requests ? '' : `statuses ${[...shed.statuses]} for ${shed.requests} answers`,
+      // Up to one request per connection and round is still in flight when autocannon stops: shed, not counted there.
+      counted >= shed.requests && counted <= shed.requests + connections * rounds
+        ? ''
+        : `${counted} shed counted for ${shed.requests} answers`,
+    ].filter(Boolean);
+    if (problems.length > 0) throw new Error(`the shed load was not all shed: ${problems.join('; ')}`);
+  }
+  // Which way the first worker's anonymous requests went: started from memory (page 1 kept) or through a slot.
+  const answersAfter = await admission(worker);
+  const rate = (name: string) => Math.round(totals.get(name)!.requests / totals.get(name)!.seconds);
+  const cpuPerRequest = (name: string) => totals.get(name)!.cpuUs / totals.get(name)!.requests;
+  console.log(
+    `node ${process.version}, 1 worker per load, ${connections} connections, ${seconds} s × ${rounds} interleaved ` +
+      `rounds, load average ${loadAverage()}`,
+  );
+  console.table(
+    [...totals].map(([name, t]) => ({
+      load: name,
+      reqPerS: rate(name),
+      statuses: [...t.statuses].map(([status, count]) => `${status}×${count}`).join(' '),
+      non2xx: t.non2xx,
+      workerCpuUsPerReq: Math.round(cpuPerRequest(name)),
+    })),
+  );
+  if (totals.has('flood') && totals.has('page-1') && totals.has('healthz'))
     console.log(
-      `node ${process.version}, 1 worker per load, ${connections} connections, ${seconds} s × ${rounds} interleaved ` +
-        `rounds, load average ${loadavg()
-          .map((load) => load.toFixed(1))
-          .join(' ')}`,
+      `flood / page-1 = ${(rate('flood') / rate('page-1')).toFixed(2)}×, flood / healthz = ${(rate('flood') / rate('healthz')).toFixed(2)}×`,
     );
-    console.table(
-      [...totals].map(([name, t]) => ({
-        load: name,
-        reqPerS: rate(name),
-        statuses: [...t.statuses].map(([status, count]) => `${status}×${count}`).join(' '),
-        non2xx: t.non2xx,
-        workerCpuUsPerReq: Math.round(cpuPerRequest(name)),
-      })),
-    );
-    if (totals.has('flood') && totals.has('page-1') && totals.has('healthz'))
-      console.log(
-        `flood / page-1 = ${(rate('flood') / rate('page-1')).toFixed(2)}×, flood / healthz = ${(rate('flood') / rate('healthz')).toFixed(2)}×`,
-      );
-    console.log(`first worker: ${memory} requests started from memory without a slot, ${answersShed} shed`);
-    if (totals.has('flood') && totals.has('shed'))
-      console.log(`shed / flood CPU per request = ${(cpuPerRequest('shed') / cpuPerRequest('flood')).toFixed(2)}×`);
-    holder?.release();
-    for (const each of [worker, shedWorker]) {
-      if (!each) continue;
-      each.disconnect();
-      await once(each, 'exit');
-    }
-  } finally {
-    holder?.release();
-    await cleanUp();
+  console.log(
+    `first worker: ${answersAfter.memory - answersBefore.memory} requests started from memory without a slot, ` +
+      `${answersAfter.shed - answersBefore.shed} shed`,
+  );
+  if (totals.has('flood') && totals.has('shed'))
+    console.log(`shed / flood CPU per request = ${(cpuPerRequest('shed') / cpuPerRequest('flood')).toFixed(2)}×`);
+  holder?.release();
+  // Disconnected, a worker exits and writes its profile (a killed one would not).
+  for (const each of [worker, shedWorker]) {
+    if (!each) continue;
+    each.disconnect();
+    await once(each, 'exit');
   }
 }
 
-await runBench(runPrimary, [3, 2, 20], serve);
+await runCluster(() => runBench('refusal-cost', primary), serve);

@@ -26,13 +26,7 @@
  * (autocannon). Then MEMORY USAGE of one client key holding 100 admissions. Starts and stops its
  * own redis-server on a free port.
  */
-import cluster, { type Worker } from 'node:cluster';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import autocannon from 'autocannon';
+import type { Worker } from 'node:cluster';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
 import koaRatelimit from 'koa-ratelimit';
@@ -47,6 +41,13 @@ import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 import { startBenchRedis } from '../../test/helpers/bench-stores.js';
+import { loadAverage } from './harness/report.js';
+import { defer, runBench, scratchDir } from './harness/run.js';
+import { interleave, runAutocannon, type Slice } from './harness/send.js';
+import { redisCommands, redisCpuUs, redisVersion } from './harness/service.js';
+import { readArgs } from './harness/settings.js';
+import { spread, sumOf } from './harness/stats.js';
+import { forkWorkers, runCluster, workersCpuUs } from './harness/workers.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -239,33 +240,6 @@ function serve({ variant, redisUrl, httpPort }: Setup): void {
     ctx.body = { ok: true };
   });
   app.listen(httpPort, '127.0.0.1', () => process.send?.('listening'));
-  process.on('message', () => process.send?.(cpuMicros(process.cpuUsage())));
-}
-
-const cpuMicros = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
-
-/** The bench's Redis as `npm start` runs one (its password, the service's ACL user), with an admin connection. */
-async function startRedisWithAdmin(): Promise<{ url: string; admin: Redis; stop(): Promise<void> }> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'paceline-throttle-alone-'));
-  const server = await startBenchRedis(dataDir);
-  const admin = new Redis(server.url);
-  return {
-    url: server.url,
-    admin,
-    async stop() {
-      admin.disconnect();
-      await server.stop();
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
 }
 
 interface Server {
@@ -274,87 +248,28 @@ interface Server {
   workers: Worker[];
 }
 
-async function startServer(variant: Variant, redisUrl: string): Promise<Server> {
-  const httpPort = await freePort();
-  const workers = Array.from({ length: WORKERS }, () => cluster.fork());
-  await Promise.all(
-    workers.map(async (worker) => {
-      await once(worker, 'message');
-      worker.send({ variant, redisUrl, httpPort } satisfies Setup);
-      await once(worker, 'message');
-    }),
-  );
-  const url = `http://127.0.0.1:${httpPort}/`;
-  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, requests: CLIENT_REQUESTS });
-  return { variant, url, workers };
-}
+type Run = Slice & { scripts: number; commands: number; nodeUs: number; redisUs: number; loaderUs: number };
 
-async function stopServer({ workers }: Server): Promise<void> {
-  await Promise.all(
-    workers.map(async (worker) => {
-      const exited = once(worker, 'exit');
-      worker.kill();
-      await exited;
-    }),
-  );
-}
+/** CPU time of the parts, in µs: the server's workers, Redis, this process (autocannon). */
+const sampleCpu = async (server: Server, admin: Redis) => ({
+  node: await workersCpuUs(server.workers),
+  redis: await redisCpuUs(admin),
+  loader: process.cpuUsage().user + process.cpuUsage().system,
+});
 
-/** CPU time of the process tree parts, in µs: the server's workers, Redis, this process (autocannon). */
-async function sampleCpu(server: Server, admin: Redis) {
-  const workers = await Promise.all(
-    server.workers.map(async (worker) => {
-      const reply = once(worker, 'message');
-      worker.send('cpu');
-      return (await reply)[0] as number;
-    }),
-  );
-  const info = await admin.info('cpu');
-  const redisSeconds = ['used_cpu_user', 'used_cpu_sys'].reduce(
-    (sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0),
-    0,
-  );
-  return { node: workers.reduce((a, b) => a + b, 0), redis: redisSeconds * 1e6, loader: cpuMicros(process.cpuUsage()) };
-}
-
-async function commandCounts(admin: Redis): Promise<Map<string, number>> {
-  const counts = new Map<string, number>();
-  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    counts.set(match[1] as string, Number(match[2]));
-  }
-  return counts;
-}
-
-async function measureSlice(server: Server, admin: Redis, seconds: number) {
-  const [commandsBefore, cpuBefore] = [await commandCounts(admin), await sampleCpu(server, admin)];
-  const result = await autocannon({
-    url: server.url,
-    connections: CONNECTIONS,
-    duration: seconds,
-    requests: CLIENT_REQUESTS,
-  });
-  const [commandsAfter, cpuAfter] = [await commandCounts(admin), await sampleCpu(server, admin)];
-  let scripts = 0;
-  let commands = 0;
-  for (const [name, calls] of commandsAfter) {
-    const delta = calls - (commandsBefore.get(name) ?? 0);
-    if (name !== 'info') commands += delta;
-    if (name === 'evalsha' || name === 'eval') scripts += delta;
-  }
+async function measureSlice(server: Server, admin: Redis, seconds: number): Promise<Run> {
+  const [commandsBefore, cpuBefore] = [await redisCommands(admin), await sampleCpu(server, admin)];
+  const slice = await runAutocannon({ url: server.url, connections: CONNECTIONS, requests: CLIENT_REQUESTS }, seconds);
+  const [commandsAfter, cpuAfter] = [await redisCommands(admin), await sampleCpu(server, admin)];
   return {
-    requests: result['2xx'] + result.non2xx,
-    seconds: result.duration,
-    p99Ms: result.latency.p99,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    scripts,
-    commands,
+    ...slice,
+    scripts: commandsAfter.scripts - commandsBefore.scripts,
+    commands: commandsAfter.commands - commandsBefore.commands,
     nodeUs: cpuAfter.node - cpuBefore.node,
     redisUs: cpuAfter.redis - cpuBefore.redis,
     loaderUs: cpuAfter.loader - cpuBefore.loader,
   };
 }
-
-type Slice = Awaited<ReturnType<typeof measureSlice>>;
 
 /** MEMORY USAGE of one client key after 100 admissions at limit 100 (a full ring). */
 async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>> {
@@ -372,20 +287,18 @@ async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>
 }
 
 /** Totals per request over all slices; the ratio per round compares slices run back to back. */
-function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
-  const sum = (rows: Slice[], pick: (slice: Slice) => number) => rows.reduce((total, slice) => total + pick(slice), 0);
-  const rate = (rows: Slice[]) => sum(rows, (s) => s.requests) / sum(rows, (s) => s.seconds);
-  const requests = sum(slices, (s) => s.requests);
-  const perReq = (pick: (slice: Slice) => number, digits = 1) => Number((sum(slices, pick) / requests).toFixed(digits));
-  const roundRatios = slices.map((slice, i) => rate([slice]) / rate(baseline.slice(i, i + 1)));
+function summarise(variant: Variant, slices: Run[], baseline: Run[]) {
+  const rate = (rows: Run[]) => sumOf(rows, (s) => s.requests) / sumOf(rows, (s) => s.seconds);
+  const requests = sumOf(slices, (s) => s.requests);
+  const perReq = (pick: (slice: Run) => number, digits = 1) => Number((sumOf(slices, pick) / requests).toFixed(digits));
   return {
     variant,
     reqPerS: Math.round(rate(slices)),
     ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
-    roundRatios: `${Math.min(...roundRatios).toFixed(2)}–${Math.max(...roundRatios).toFixed(2)}`,
+    roundRatios: spread(slices.map((slice, i) => rate([slice]) / rate(baseline.slice(i, i + 1)))),
     p99Ms: Math.max(...slices.map((s) => s.p99Ms)),
-    non2xx: sum(slices, (s) => s.non2xx),
-    errors: sum(slices, (s) => s.errors),
+    non2xx: sumOf(slices, (s) => s.non2xx),
+    errors: sumOf(slices, (s) => s.socketErrors),
     roundTrips: perReq((s) => s.scripts, 3),
     redisCmds: perReq((s) => s.commands, 2),
     nodeCpuUs: perReq((s) => s.nodeUs),
@@ -394,42 +307,28 @@ function summarise(variant: Variant, slices: Slice[], baseline: Slice[]) {
   };
 }
 
-async function runPrimary(secondsPerVariant: number, rounds: number, variants: Variant[]): Promise<void> {
-  const redis = await startRedisWithAdmin();
-  const redisUrl = redis.url;
+async function primary(): Promise<void> {
+  const [secondsPerVariant, rounds] = readArgs([10, 2]) as [number, number];
+  const asked = (process.argv[4]?.split(',') ?? VARIANTS).filter((v): v is Variant => VARIANTS.includes(v as Variant));
+  const variants: Variant[] = ['none', ...asked.filter((v) => v !== 'none')];
+  const redis = await startBenchRedis(await scratchDir('throttle-alone'));
+  defer(() => redis.stop());
+  const admin = new Redis(redis.url);
+  defer(() => admin.disconnect());
   const servers: Server[] = [];
-  try {
-    for (const variant of variants) servers.push(await startServer(variant, redisUrl));
-    const slices = new Map<Variant, Slice[]>(variants.map((variant) => [variant, []]));
-    for (let round = 0; round < rounds; round++) {
-      const order = [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)];
-      for (const server of order)
-        slices.get(server.variant)?.push(await measureSlice(server, redis.admin, secondsPerVariant / rounds));
-    }
-    console.log(
-      `redis ${(await redis.admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, node ${process.version}, ` +
-        `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds, ` +
-        `load average ${loadavg()
-          .map((load) => load.toFixed(1))
-          .join(' ')}`,
-    );
-    console.table(variants.map((variant) => summarise(variant, slices.get(variant) ?? [], slices.get('none') ?? [])));
-    console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(redis.admin));
-  } finally {
-    await Promise.all(servers.map(stopServer));
-    await redis.stop();
+  for (const variant of variants) {
+    const { workers, base } = await forkWorkers(WORKERS, { variant, redisUrl: redis.url });
+    const server = { variant, url: `${base}/`, workers };
+    await runAutocannon({ url: server.url, connections: CONNECTIONS, requests: CLIENT_REQUESTS }, WARMUP_S);
+    servers.push(server);
   }
+  const slices = await interleave(servers, rounds, (server) => measureSlice(server, admin, secondsPerVariant / rounds));
+  console.log(
+    `redis ${await redisVersion(admin)}, node ${process.version}, W=${WORKERS} workers, ${CONNECTIONS} connections, ` +
+      `${secondsPerVariant} s per variant in ${rounds} interleaved rounds, load average ${loadAverage()}`,
+  );
+  console.table(servers.map((server) => summarise(server.variant, slices.get(server)!, slices.get(servers[0]!)!)));
+  console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(admin));
 }
 
-if (cluster.isPrimary) {
-  const variants = (process.argv[4]?.split(',') ?? VARIANTS).filter((v): v is Variant =>
-    VARIANTS.includes(v as Variant),
-  );
-  await runPrimary(Number(process.argv[2] ?? 10), Number(process.argv[3] ?? 2), [
-    'none',
-    ...variants.filter((v) => v !== 'none'),
-  ]);
-} else {
-  process.once('message', (setup: Setup) => serve(setup));
-  process.send?.('ready');
-}
+await runCluster(() => runBench('throttle-alone', primary), serve);

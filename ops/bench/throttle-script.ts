@@ -10,13 +10,12 @@
  * clients each at its 100/s limit (full rings, many refusals). With a shadow rate, every check also
  * decides it on its shadow log (docs/throttling.md "Shadow rules"). Starts its own redis-server.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 import { startBenchRedis } from '../../test/helpers/bench-stores.js';
+import { defer, runBench, scratchDir } from './harness/run.js';
+import { redisCommands, redisCpuUs, redisVersion } from './harness/service.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];
@@ -24,17 +23,7 @@ const RULE = buildScopes({ anon: '100/s' }, {}, SHADOW ? { rates: { anon: SHADOW
   'anon',
 )!;
 
-async function counters(admin: Redis) {
-  const cpu = await admin.info('cpu');
-  const seconds = ['used_cpu_user', 'used_cpu_sys'].reduce(
-    (sum, field) => sum + Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? 0),
-    0,
-  );
-  let commands = 0;
-  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
-    if (match[1] !== 'info') commands += Number(match[2]);
-  return { cpuUs: seconds * 1e6, commands };
-}
+const counters = async (admin: Redis) => ({ cpuUs: await redisCpuUs(admin), ...(await redisCommands(admin)) });
 
 async function measure(admin: Redis, url: string, shape: 'growing' | 'full', turns: number) {
   const clients = shape === 'growing' ? 3072 : 128;
@@ -67,20 +56,19 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
   };
 }
 
-const turns = Number(process.argv[2] ?? 20_000);
-const scratch = await mkdtemp(join(tmpdir(), 'paceline-script-bench-'));
-const redis = await startBenchRedis(scratch);
-const admin = new Redis(redis.url);
-try {
+async function main(): Promise<void> {
+  const turns = Number(process.argv[2] ?? 20_000);
+  const redis = await startBenchRedis(await scratchDir('script-bench'));
+  defer(() => redis.stop());
+  const admin = new Redis(redis.url);
+  defer(() => admin.disconnect());
   const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];
   console.log(
-    `redis ${(await admin.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${BATCH} checks per script call, one call at a time` +
+    `redis ${await redisVersion(admin)}, ${BATCH} checks per script call, one call at a time` +
       (SHADOW ? `, shadow rate ${SHADOW}` : ''),
   );
   console.table(rows);
-} finally {
-  admin.disconnect();
-  await redis.stop();
-  await rm(scratch, { recursive: true, force: true });
 }
-process.exit(0);
+
+await runBench('throttle-script', main);
+process.exit();
