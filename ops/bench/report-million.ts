@@ -11,36 +11,20 @@
  * number of the result against the seed, and prints the timings.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
-import { migrateToLatest } from '../../db/migrate.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { findFreePort } from '../../src/embedded/ports.js';
-import { startEmbeddedPostgres } from '../../src/embedded/postgres.js';
-import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
-import { startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/helpers/seed-events.js';
+import { runBench } from './harness/run.js';
+import { startService, startStores } from './harness/service.js';
+import { latencies } from './harness/stats.js';
 
 const EVENTS = Number(process.argv[2] ?? 1_000_000);
 const RANGE = { from: '2026-10-01', to: '2026-10-30' };
 
-interface Latencies {
-  count: number;
-  p50: number;
-  p99: number;
-  max: number;
-}
-
-function summarise(samples: number[]): Latencies {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
-  return { count: sorted.length, p50: at(0.5), p99: at(0.99), max: sorted.at(-1) ?? NaN };
-}
+type Latencies = ReturnType<typeof latencies>;
 
 /** Times sequential GETs of `paths` in turn until `done()` says stop. */
 async function probe(
@@ -58,7 +42,7 @@ async function probe(
     samples.get(path)!.push(performance.now() - began);
     await sleep(5);
   }
-  return Object.fromEntries([...samples].map(([path, list]) => [path, summarise(list)]));
+  return Object.fromEntries([...samples].map(([path, list]) => [path, latencies(list)]));
 }
 
 const show = (label: string, stats: Record<string, Latencies>) => {
@@ -81,7 +65,6 @@ interface Report {
 async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: number }> {
   const db = connectDatabase(url, 2, 'report-bench');
   try {
-    await migrateToLatest(db);
     const user = await createUser(db, 'alice', 'alice-pass-123');
     if (!user.ok) throw new Error('could not create the user');
     const seed: SeedOptions = {
@@ -122,68 +105,48 @@ async function runReport(base: string, token: string, paths: string[]) {
   return { report: report!, during };
 }
 
-async function main(): Promise<void> {
-  const scratch = await mkdtemp(join(tmpdir(), 'paceline-report-bench-'));
-  await chmod(scratch, 0o755);
-  const postgres = await startEmbeddedPostgres({
-    dataDir: join(scratch, 'pg'),
-    port: await findFreePort(),
-    persistent: false,
+async function main(): Promise<number> {
+  const stores = await startStores({ persistent: false, database: 'bench_report' });
+  const { seed, total } = await seedDatabase(stores.databaseUrl);
+  const cluster = await startService(
+    {
+      DATABASE_URL: stores.databaseUrl,
+      REDIS_URL: stores.redisUrl,
+      REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
+      CURSOR_SECRET: 'report-bench-secret-0123456789',
+      WEB_CONCURRENCY: '1',
+      JOB_CONCURRENCY: '1',
+      ROLE: 'all',
+      THROTTLE_USER: '100000/min',
+      LOG_LEVEL: 'warn',
+    },
+    'tsx',
+  );
+  const login = await fetch(`${cluster.base}/api/auth/token/`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }),
   });
-  const redis = await startRedis({
-    dataDir: join(scratch, 'redis'),
-    port: await findFreePort(),
-    persistent: false,
-    password: newRedisPassword(),
-  });
-  let cluster: RunningCluster | undefined;
-  try {
-    const { seed, total } = await seedDatabase(postgres.url);
-    cluster = await startCluster(
-      {
-        DATABASE_URL: postgres.url,
-        REDIS_URL: redis.url,
-        REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
-        CURSOR_SECRET: 'report-bench-secret-0123456789',
-        WEB_CONCURRENCY: '1',
-        JOB_CONCURRENCY: '1',
-        THROTTLE_USER: '100000/min',
-        LOG_LEVEL: 'warn',
-      },
-      60_000,
-      'tsx',
-    );
-    const login = await fetch(`${cluster.base}/api/auth/token/`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }),
-    });
-    const { token } = (await login.json()) as { token: string };
-    await sleep(8_000); // let the jobs child finish booting, so the baseline is not measured against it
-    const paths = ['/healthz', '/api/tasks/'];
-    const baselineEnd = Date.now() + 3_000;
-    const baseline = await probe(cluster.base, paths, token, () => Date.now() > baselineEnd);
-    const { report, during } = await runReport(cluster.base, token, paths);
-
-    const expected = expectedDays(seed, RANGE.from, RANGE.to);
-    const correct =
-      report.status === 'done' &&
-      isDeepStrictEqual(report.result.days, expected.days) &&
-      report.result.open_at_start === expected.openAtStart;
-    const seconds = (from: string, to: string) => ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(1);
-    console.log(
-      `report over ${total} events: ${report.status}; queued ${seconds(report.created_at, report.started_at)} s, ` +
-        `aggregation ${seconds(report.started_at, report.finished_at)} s; the result ${correct ? 'matches' : 'DOES NOT match'} the seed`,
-    );
-    console.log('web worker latency (sequential GETs, 5 ms apart):');
-    show('before', baseline);
-    show('during', during);
-    if (!correct) process.exitCode = 1;
-  } finally {
-    await cluster?.stop();
-    await Promise.allSettled([redis.stop(), postgres.stop()]);
-    await rm(scratch, { recursive: true, force: true });
-  }
+  const { token } = (await login.json()) as { token: string };
+  await sleep(8_000); // let the jobs child finish booting, so the baseline is not measured against it
+  const paths = ['/healthz', '/api/tasks/'];
+  const baselineEnd = Date.now() + 3_000;
+  const baseline = await probe(cluster.base, paths, token, () => Date.now() > baselineEnd);
+  const { report, during } = await runReport(cluster.base, token, paths);
+  const expected = expectedDays(seed, RANGE.from, RANGE.to);
+  const correct =
+    report.status === 'done' &&
+    isDeepStrictEqual(report.result.days, expected.days) &&
+    report.result.open_at_start === expected.openAtStart;
+  const seconds = (from: string, to: string) => ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(1);
+  console.log(
+    `report over ${total} events: ${report.status}; queued ${seconds(report.created_at, report.started_at)} s, ` +
+      `aggregation ${seconds(report.started_at, report.finished_at)} s; the result ${correct ? 'matches' : 'DOES NOT match'} the seed`,
+  );
+  console.log('web worker latency (sequential GETs, 5 ms apart):');
+  show('before', baseline);
+  show('during', during);
+  return correct ? 0 : 1;
 }
 
-await main();
+await runBench('report-million', main);

@@ -30,8 +30,9 @@ import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
-import { startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
-import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
+import type { RunningCluster } from '../../test/helpers/cluster.js';
+import { runBench } from './harness/run.js';
+import { startService, startStores } from './harness/service.js';
 
 const REQUESTS = Number(process.argv[2] ?? 2_000);
 const PREFIX = 'sizing:';
@@ -149,22 +150,21 @@ async function run(base: string, phase: Phase): Promise<Map<number, number>> {
   return statuses;
 }
 
-const stores = await startBenchStores();
-let host: RunningCluster | undefined;
-try {
+async function main(): Promise<void> {
   const database = 'sizing';
-  const { url, db } = await createBenchDatabase(stores.postgres.url, database);
-  const monitor = connectDatabase(stores.postgres.url, 1);
+  const stores = await startStores({ persistent: false, database });
+  const db = connectDatabase(stores.databaseUrl, 1);
+  const monitor = connectDatabase(stores.adminUrl, 1);
   // Autovacuum's transactions count in pg_stat_database too; they are not the service's.
   await sql`alter system set autovacuum = off`.execute(monitor);
   await sql`select pg_reload_conf()`.execute(monitor);
   await createUser(db, 'sizer', 'sizer-password');
   const token = (await issueToken(db, 'sizer', 'sizer-password', 3_600_000, new Date()))!.token;
   await db.destroy();
-  host = await startCluster(
+  const host = await startService(
     {
-      DATABASE_URL: url,
-      REDIS_URL: stores.redis.url,
+      DATABASE_URL: stores.databaseUrl,
+      REDIS_URL: stores.redisUrl,
       REDIS_PREFIX: PREFIX,
       CURSOR_SECRET: 'sizing-bench-secret-0123456789',
       WEB_CONCURRENCY: '2',
@@ -175,7 +175,6 @@ try {
       THROTTLE_USER: '100000/min',
       ACCESS_LOG: 'off',
     },
-    120_000,
     'tsx',
   );
   const auth = { Authorization: `Bearer ${token}` };
@@ -302,7 +301,6 @@ try {
   console.log('\nRedis commands per request, by command (those inside scripts included):\n');
   for (const line of commandMix) console.log(`- ${line}`);
   await monitor.destroy();
-} finally {
-  await host?.stop();
-  await stores.cleanUp();
 }
+
+await runBench('sizing', main);

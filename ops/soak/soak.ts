@@ -21,8 +21,11 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { issueToken } from '../../src/auth/tokens.js';
 import { createUser } from '../../src/auth/users.repository.js';
+import { connectDatabase } from '../../db/connect.js';
 import { childPids, startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
-import { createBenchDatabase, startBenchStores } from '../../test/helpers/bench-stores.js';
+import { defer, runBench } from '../bench/harness/run.js';
+import { startStores } from '../bench/harness/service.js';
+import { latencies } from '../bench/harness/stats.js';
 
 /** Signed-in clients, each its own user, well below THROTTLE_USER. */
 const STEADY = 6;
@@ -71,8 +74,6 @@ function readSeconds(): number {
   return seconds;
 }
 
-const percentile = (sorted: number[], p: number) =>
-  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const mb = (bytes: number) => Math.round(bytes / 1024 / 102.4) / 10;
 
 /** The primary's children that run the entry point, with their RSS in bytes. */
@@ -90,47 +91,42 @@ function childRss(cluster: RunningCluster): Map<number, number> {
   return rss;
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const seconds = readSeconds();
   const began = Date.now();
-  const stores = await startBenchStores();
+  const stores = await startStores({ persistent: false, database: 'soak' });
   console.log(`stores ready in ${((Date.now() - began) / 1000).toFixed(1)} s`);
-  let cluster: RunningCluster | undefined;
-  try {
-    const { url, db } = await createBenchDatabase(stores.postgres.url, 'soak');
-    const tokens = await Promise.all(
-      Array.from({ length: STEADY }, async (_, i) => {
-        const created = await createUser(db, `soak${i}`, `soak-pass-${i}-0123`);
-        if (!created.ok) throw new Error(`could not create soak${i}`);
-        return (await issueToken(db, `soak${i}`, `soak-pass-${i}-0123`, 24 * 3_600_000, new Date()))!.token;
-      }),
-    );
-    await db.destroy();
-    cluster = await startCluster(
-      {
-        DATABASE_URL: url,
-        REDIS_URL: stores.redis.url,
-        REDIS_PREFIX: 'soak:',
-        CURSOR_SECRET: 'soak-cursor-secret-0123456789',
-        WEB_CONCURRENCY: '2',
-        JOB_CONCURRENCY: '1',
-        THROTTLE_USER: `${USER_RATE_PER_MIN}/min`,
-        THROTTLE_ANON: `${ANON_RATE_PER_MIN}/min`,
-        TRUST_PROXY_HOPS: '1',
-        READ_CACHE_BYTES: String(READ_CACHE_BYTES),
-        ACCESS_LOG: 'off',
-      },
-      120_000,
-      'tsx', // npm run soak runs from the sources, with no build
-    );
-    console.log(`cluster ready in ${((Date.now() - began) / 1000).toFixed(1)} s; soaking for ${seconds} s`);
-    const report = await soak(cluster, tokens, seconds, () => stores.admin.dbsize().catch(() => -1));
-    console.log(`SOAK ${JSON.stringify(report)}`);
-    process.exitCode = report.failures.length > 0 ? 1 : 0;
-  } finally {
-    await cluster?.stop();
-    await stores.cleanUp();
-  }
+  const db = connectDatabase(stores.databaseUrl, 1);
+  const tokens = await Promise.all(
+    Array.from({ length: STEADY }, async (_, i) => {
+      const created = await createUser(db, `soak${i}`, `soak-pass-${i}-0123`);
+      if (!created.ok) throw new Error(`could not create soak${i}`);
+      return (await issueToken(db, `soak${i}`, `soak-pass-${i}-0123`, 24 * 3_600_000, new Date()))!.token;
+    }),
+  );
+  await db.destroy();
+  const cluster = await startCluster(
+    {
+      DATABASE_URL: stores.databaseUrl,
+      REDIS_URL: stores.redisUrl,
+      REDIS_PREFIX: 'soak:',
+      CURSOR_SECRET: 'soak-cursor-secret-0123456789',
+      WEB_CONCURRENCY: '2',
+      JOB_CONCURRENCY: '1',
+      THROTTLE_USER: `${USER_RATE_PER_MIN}/min`,
+      THROTTLE_ANON: `${ANON_RATE_PER_MIN}/min`,
+      TRUST_PROXY_HOPS: '1',
+      READ_CACHE_BYTES: String(READ_CACHE_BYTES),
+      ACCESS_LOG: 'off',
+    },
+    120_000,
+    'tsx', // npm run soak runs from the sources, with no build
+  );
+  defer(() => cluster.stop());
+  console.log(`cluster ready in ${((Date.now() - began) / 1000).toFixed(1)} s; soaking for ${seconds} s`);
+  const report = await soak(cluster, tokens, seconds, () => stores.admin.dbsize().catch(() => -1));
+  console.log(`SOAK ${JSON.stringify(report)}`);
+  return report.failures.length > 0 ? 1 : 0;
 }
 
 async function soak(cluster: RunningCluster, tokens: string[], seconds: number, dbsize: () => Promise<number>) {
@@ -272,14 +268,8 @@ async function soak(cluster: RunningCluster, tokens: string[], seconds: number, 
   void sampler;
 
   const rows = minutes.map((m, i) => {
-    const sorted = [...m.latencies].sort((a, b) => a - b);
-    return {
-      minute: i + 1,
-      requests: sorted.length,
-      p50: percentile(sorted, 50),
-      p99: percentile(sorted, 99),
-      ...omit(m),
-    };
+    const { count, p50, p99 } = latencies(m.latencies);
+    return { minute: i + 1, requests: count, p50: p50 || 0, p99: p99 || 0, ...omit(m) };
   });
   console.log('minute  requests  p50 ms  p99 ms     2xx    429  4xx  5xx  none');
   for (const r of rows)
@@ -348,4 +338,4 @@ function omit(m: Minute) {
   return rest;
 }
 
-await main();
+await runBench('soak', main);
