@@ -76,9 +76,11 @@ export class ApiRoutes {
     const paths: string[] = [];
     return {
       route: (operation, middleware) => {
-        this.#operations.push(operation);
         const method = operation.method.toUpperCase();
         const guard = middleware.find(isGuard);
+        // A fixed cost above its scope's limit fails the start here, where the route has a name.
+        guard?.cost?.check(`${method} ${operation.path}`);
+        this.#operations.push(guard?.cost ? { ...operation, cost: guard.cost.units } : operation);
         this.router.register(operation.path, [method], [...middleware] as Parameters<Router['register']>[2]);
         const methods = method === 'GET' ? ['GET', 'HEAD'] : [method];
         this.#add(operation.path, methods, guard, operation.priority, operation.list?.cached === true);

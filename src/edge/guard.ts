@@ -10,6 +10,7 @@ import { anonymousCheck } from './client-identity.js';
 import { answerRefusal } from './refusal.js';
 import { createThrottle } from './throttle.js';
 import { createDecide } from './decision.js';
+import { routeCost, type CostDeclaration, type RouteCost } from './route-cost.js';
 
 export type Guard = ReturnType<typeof createGuard>;
 
@@ -17,13 +18,18 @@ export type Guard = ReturnType<typeof createGuard>;
  * A guard's middleware, with what answers a client without credentials that this process already knows the
  * throttle refuses: `refuseKnown`, which the guard runs first and the door runs before the app (early-refusal.ts).
  */
-export type GuardMiddleware = Middleware & { refuseKnown: RefuseKnown };
+export type GuardMiddleware = Middleware & { refuseKnown: RefuseKnown; cost?: RouteCost };
 
 /** A route's own throttle scope: its name, its default rate (THROTTLE_RATES overrides it) and key. */
 export interface ScopeDeclaration {
   scope?: ScopeName;
   rate?: string;
   keyedBy?: KeyedBy;
+  /**
+   * What one request costs in the scope's units (default 1; THROTTLE_COSTS overrides a fixed one), or a function
+   * of the request computed before the handler (docs/throttling.md "Cost: requests that weigh more").
+   */
+  cost?: CostDeclaration;
   /** The media types the route can answer in (default JSON only); an Accept with none of them is 406. */
   representations?: readonly string[];
 }
@@ -35,7 +41,8 @@ const JSON_ONLY = ['application/json'] as const;
  * refuse what it cannot be served (an Accept without JSON: 406) and bad credentials. A
  * configured scope is named: `guard({ scope: 'reports' })`; a new one for another expensive
  * endpoint is declared in the same line:
- * `guard({ scope: 'exports', rate: '5/min', keyedBy: 'user' })`.
+ * `guard({ scope: 'exports', rate: '5/min', keyedBy: 'user' })`; a request that weighs more than one declares
+ * its cost: `guard({ scope: 'exports', cost: 5 })`.
  */
 export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const unknown = new UnknownTokens();
@@ -44,7 +51,13 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
   const decide = createDecide(deps);
   const throttleFor = createThrottle(deps, rules, decide);
   const limitFor = createConcurrencyLimits(deps, rules, decide);
-  return ({ scope, rate, keyedBy = 'user', representations = JSON_ONLY }: ScopeDeclaration = {}): GuardMiddleware => {
+  return ({
+    scope,
+    rate,
+    keyedBy = 'user',
+    cost,
+    representations = JSON_ONLY,
+  }: ScopeDeclaration = {}): GuardMiddleware => {
     if (scope !== undefined && rate !== undefined && !rules.has(scope)) {
       const text = Object.hasOwn(deps.config.THROTTLE_RATES, scope)
         ? (deps.config.THROTTLE_RATES[scope] as string)
@@ -55,8 +68,9 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
     const check = anonymousCheck(deps, rules, scope);
     const lookups: LookupGuard = { unknown, turns, anonymousCheck: check };
     const holdSlot = limitFor(scope);
-    const countRate = throttleFor(scope);
-    const refuse = refuseKnown(deps, decide, check);
+    const weight = routeCost(deps, rules, scope, cost);
+    const countRate = throttleFor(scope, weight);
+    const refuse = refuseKnown(deps, decide, check, weight);
     const guard: Middleware = async (ctx, next) => {
       ctx.state.user = null;
       // 1. A client this process knows the throttle refuses, without credentials: answered from memory.
@@ -86,7 +100,7 @@ export function createGuard(deps: Deps, rules: Map<ScopeName, ScopeRule>) {
         await held?.release();
       }
     };
-    return Object.assign(guard, { refuseKnown: refuse });
+    return Object.assign(guard, weight ? { refuseKnown: refuse, cost: weight } : { refuseKnown: refuse });
   };
 }
 

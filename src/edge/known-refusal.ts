@@ -2,6 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Deps } from '../deps.js';
 import { createRefusalAnswers, longestWait, type Check } from '../throttle/index.js';
 import { takenFrom, type Decide, type KnownRefusal, type Limit } from './decision.js';
+import { isOverLimit, overLimitAnswer } from '../throttle/cost.js';
+import type { RouteCost } from './route-cost.js';
 
 export type { KnownRefusal } from './decision.js';
 
@@ -19,17 +21,22 @@ export function refuseKnown(
   { throttler }: Pick<Deps, 'throttler'>,
   decide: Decide,
   check: (req: IncomingMessage) => Check | undefined,
+  cost?: RouteCost,
 ): RefuseKnown {
   const answers = createRefusalAnswers();
   // Only `series` and `answer` are read of a limit for a decision already taken.
   const memory: Pick<Limit, 'series' | 'answer'> = {
     series: (scope) => scope,
-    answer: (taken, counted) => answers(counted, taken.refused!.retryAfterS),
+    answer: (taken, counted) =>
+      isOverLimit(taken.decisions) ? overLimitAnswer(counted) : answers(counted, taken.refused!.retryAfterS),
   };
   return (req) => {
     if (req.headers.authorization !== undefined) return undefined;
-    const known = check(req);
+    let known = check(req);
     if (!known) return undefined;
+    // A request that weighs more is remembered refused only for its own cost or more (refusals.ts).
+    const units = cost?.of(req, known.rule);
+    if (units !== undefined) known = { ...known, cost: units };
     const started = performance.now();
     const decisions = throttler.knownRefusal(known);
     if (!decisions) return undefined;

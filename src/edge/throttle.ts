@@ -8,6 +8,8 @@ import { identify, ruleFor } from './client-identity.js';
 import { createDecide, takenFrom, type Decide, type Limit } from './decision.js';
 import { answerRefusal } from './refusal.js';
 import { createBurstLogger, withoutRedis } from './throttle-store-down.js';
+import { isOverLimit, overLimitAnswer } from '../throttle/cost.js';
+import type { RouteCost } from './route-cost.js';
 
 /**
  * The throttle of one process: `throttleFor(scope)` counts a request against its scope before any
@@ -23,17 +25,17 @@ export function createThrottle(
   deps: Deps,
   rules: ReadonlyMap<ScopeName, ScopeRule>,
   decide: Decide = createDecide(deps),
-): (scope?: ScopeName) => RateCheck {
+): (scope?: ScopeName, cost?: RouteCost) => RateCheck {
   const limit = rateLimit(deps);
   primeThrottleSeries(deps.metrics, rules.keys());
   setThrottleLimits(deps.metrics, rules.values());
-  return (scope) => {
+  return (scope, cost) => {
     if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
     if (scope !== undefined && rules.get(scope)?.keyedBy === 'username')
       throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
     if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
     if (scope !== undefined) setThrottleLimits(deps.metrics, [rules.get(scope) as ScopeRule]);
-    return throttle(deps, rules, decide, limit, scope);
+    return throttle(deps, rules, decide, limit, scope, cost);
   };
 }
 
@@ -65,7 +67,8 @@ function rateLimit(deps: Deps): Limit {
       const decisions = withoutRedis(deps.config, localShare, check);
       return decisions && takenFrom(decisions, longestWait(decisions));
     },
-    answer: (taken, counted) => answers(counted, taken.refused!.retryAfterS),
+    answer: (taken, counted) =>
+      isOverLimit(taken.decisions) ? overLimitAnswer(counted) : answers(counted, taken.refused!.retryAfterS),
   };
 }
 
@@ -75,6 +78,7 @@ function throttle(
   decide: Decide,
   limit: Limit,
   scope?: ScopeName,
+  cost?: RouteCost,
 ): RateCheck {
   const { config } = deps;
   // Looked up once: createThrottle has checked that a named scope has its rule.
@@ -82,7 +86,11 @@ function throttle(
   return async (ctx) => {
     if (!config.THROTTLE_ENABLED) return true;
     const rule = ruleFor(named, rules, ctx.state.user !== null);
-    const decided = await decide.take(limit, { rule, ident: identify(ctx, rule, deps) });
+    const check: Check = { rule, ident: identify(ctx, rule, deps) };
+    // Its weight in its scope's units, if its route says (docs/throttling.md "Cost: requests that weigh more").
+    const units = cost?.of(ctx.req, rule);
+    if (units !== undefined) check.cost = units;
+    const decided = await decide.take(limit, check);
     if (!decided) return true;
     if (decided.refusal) {
       answerRefusal(ctx, decided.refusal.refusal, decided.refusal.answer);

@@ -21,6 +21,7 @@ import {
   shadowRates,
   urlList,
 } from './config-values.js';
+import { scopeCosts } from './scope-costs.js';
 
 /** Every setting by its variable's name: its value type, its bounds and its default (none: optional). */
 export const settingsSchema = z.object({
@@ -89,6 +90,9 @@ export const settingsSchema = z.object({
   // whose own rate runs wholly so (`reports`): docs/throttling.md "Shadow rules".
   THROTTLE_SHADOW_RATES: shadowRates.default({}),
   THROTTLE_SHADOW_SCOPES: scopeNames.default([]),
+  // What one request of the routes naming a scope costs in its units (`reports=5`), overriding the route's own:
+  // docs/throttling.md "Cost: requests that weigh more".
+  THROTTLE_COSTS: scopeCosts.default({}),
   THROTTLE_TIMEOUT_MS: integer(1, 60_000).default(250),
   // Redis unreachable: each web worker enforces its share of every limit (local), admits (open) or
   // answers 503 (closed): docs/throttling.md "When Redis is unreachable".

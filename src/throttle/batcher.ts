@@ -90,7 +90,7 @@ export class Batcher {
 
   /** Sends one batch as one script call, unless calls before it went unanswered past its deadline. */
   private decide(batch: Pending[], since: number, retried = false): void {
-    const { keys, ruleList, layout, checkCount } = callArguments(batch);
+    const { keys, ruleList, layout, checkCount, costs } = callArguments(batch);
     const { timeoutMs } = this;
     if (timeoutMs !== undefined && this.lastExpiry >= since && performance.now() >= since + timeoutMs) {
       // Queued behind calls that got no answer in time: refused unsent, so a Redis that comes back
@@ -106,7 +106,9 @@ export class Batcher {
     // THROTTLE_FAILURE_MODE (a 503 in `closed`) is not counted once Redis catches up.
     const { link, giveUpAt } = call;
     const deadline = link === undefined ? 0 : Math.ceil((giveUpAt + link.offsetMs - link.roundTripMs) * 1000);
-    this.run(keys.length, ...keys, ruleList, layout, String(deadline)).then(
+    // (the peek flag and costs only when some check costs more than 1: the unweighted call is unchanged)
+    const args = costs === '' ? [ruleList, layout, String(deadline)] : [ruleList, layout, String(deadline), '0', costs];
+    this.run(keys.length, ...keys, ...args).then(
       (reply) => this.settle(call, () => this.received(call, checkCount, reply, retried)),
       (error: unknown) => this.settle(call, () => rejectAll(batch, error as Error)),
     );

@@ -32,6 +32,8 @@ export interface CallArguments {
   layout: string;
   /** The checks decided: the reply holds one result for each. */
   checkCount: number;
+  /** Every check's cost, `c c …` in order, when any costs more than 1; else '' (the script's ARGV[5]). */
+  costs: string;
 }
 
 /** The key of a check's shadow log: beside its log, in the same hash slot (docs/throttling.md "Shadow rules"). */
@@ -57,11 +59,15 @@ export function callArguments(batch: ReadonlyArray<Pending>, peek = false): Call
   // an all-string command in one piece.
   const layout: number[] = [];
   let checkCount = 0;
+  let weighted = false;
   for (const request of batch) {
     const { checks } = request;
     checkCount += checks.length;
     let paired = false;
-    for (const { rule } of checks) if (rule.shadow !== undefined || rule.inShadow) paired = !peek;
+    for (const { rule, cost } of checks) {
+      if (rule.shadow !== undefined || rule.inShadow) paired = !peek;
+      if (cost !== undefined && cost !== 1) weighted = !peek;
+    }
     layout.push(paired ? PAIRED + checks.length : checks.length);
     for (let i = 0; i < checks.length; i++) {
       const { rule } = checks[i] as Check;
@@ -78,7 +84,14 @@ export function callArguments(batch: ReadonlyArray<Pending>, peek = false): Call
   }
   let ruleList = '';
   for (const { limit, windowMs } of rates.keys()) ruleList += `${limit} ${windowMs} `;
-  return { keys, ruleList, layout: String.fromCharCode(...layout), checkCount };
+  return { keys, ruleList, layout: String.fromCharCode(...layout), checkCount, costs: weighted ? costsOf(batch) : '' };
+}
+
+/** Every check's cost in order, `1 5 1 …`: sent only for a batch with a cost above 1, so others parse nothing. */
+function costsOf(batch: ReadonlyArray<Pending>): string {
+  let costs = '';
+  for (const { checks } of batch) for (const { cost = 1 } of checks) costs += `${cost} `;
+  return costs;
 }
 
 /**

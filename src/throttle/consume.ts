@@ -16,7 +16,8 @@ const COMMAND = 'pacelineThrottleRing';
  * event-loop turn share one script call per hash slot (at most MAX_BATCH each), each decided as if
  * it had a call of its own. `timeoutMs`: a request not answered within it of asking is rejected
  * with the rest of its call, and a call Redis starts too late records nothing. `localRefusals`
- * (default true): a client Redis has refused is refused in process until its window frees.
+ * (default true): a client Redis has refused is refused in process until its window frees, for a cost at least
+ * the refused one's.
  */
 export function createThrottler(deps: {
   redis: Redis | Cluster;
@@ -31,7 +32,8 @@ export function createThrottler(deps: {
   const refusals = localRefusals ? new Refusals() : undefined;
   // A Redis that comes back may have lost its logs (restarted empty): only it can say again.
   if (refusals) redis.on('ready', () => refusals.clear());
-  const knownRefusal = (check: Check) => refusals?.refuse([check], [throttleKey(keyPrefix, check)], performance.now());
+  const knownRefusal = (check: Check) =>
+    unaffordable([check]) ?? refusals?.refuse([check], [throttleKey(keyPrefix, check)], performance.now());
 
   return {
     isRefused: (check) => knownRefusal(check) !== undefined,
@@ -43,6 +45,8 @@ export function createThrottler(deps: {
         if (keys.length > 1 && new Set(keys).size < keys.length)
           throw new Error(`throttle checks repeat a scope and ident: ${keys.join(', ')}`);
         if (checks.length > MAX_CHECKS) throw new Error(`a request may name at most ${MAX_CHECKS} throttle scopes`);
+        const overLimit = unaffordable(checks);
+        if (overLimit) return resolve(overLimit);
         if (redis.isCluster && keys.some((key) => hashSlot(key) !== hashSlot(keys[0] as string))) {
           throw new Error(`on a Redis Cluster the checks of one request must share an ident: ${keys.join(', ')}`);
         }
@@ -107,6 +111,39 @@ async function peek(
     }),
   );
   return decisions;
+}
+
+/**
+ * The decisions of a request some check of which costs more than its limit, so that no wait would admit it
+ * (docs/throttling.md "Cost: requests that weigh more"): that check refused in process (`overLimit`, no wait), the
+ * others not asked; undefined when every cost fits. @throws Error for a cost that is not a positive integer.
+ */
+export function unaffordable(checks: ReadonlyArray<Check>): Decision[] | undefined {
+  let over = false;
+  for (const { cost, rule } of checks) {
+    if (cost === undefined || cost === 1) continue;
+    if (!Number.isSafeInteger(cost) || cost < 1) throw new Error(`a throttle cost must be a positive integer: ${cost}`);
+    if (cost > rule.rate.limit && !rule.inShadow) over = true;
+  }
+  if (!over) return undefined;
+  return checks.map(({ rule, cost = 1 }) => {
+    const { scope, rate, inShadow } = rule;
+    // A scope wholly in shadow refuses nothing: it only marks what it would have refused.
+    const fits = cost <= rate.limit || inShadow === true;
+    const decision: Decision = {
+      scope,
+      allowed: fits,
+      limit: rate.limit,
+      windowMs: rate.windowMs,
+      remaining: fits ? rate.limit : 0,
+      resetMs: 0,
+      retryAfterS: 0,
+      local: true,
+    };
+    if (!fits) decision.overLimit = cost;
+    if (inShadow) decision.inShadow = true;
+    return decision;
+  });
 }
 
 /** The Redis key of one check. @throws Error if the ident contains a brace (it would split the hash tag). */

@@ -17,7 +17,7 @@ export function localShare(limit: number, workers: number): number {
   return Math.max(1, Math.round(limit / Math.max(1, workers)));
 }
 
-/** One client's admissions in one scope, counted per slot of its window. */
+/** One client's admitted units in one scope, counted per slot of its window. */
 interface Log {
   /** The window the slots cut (another rule over the same key starts the log afresh). */
   windowMs: number;
@@ -54,18 +54,21 @@ export class LocalLogs {
   /**
    * Decides one request at `now` by each check's share of its limit with `workers` workers
    * (see `localShare`), all or nothing as Redis does: admitted iff every check has room, and then
-   * recorded in every check's log. Returns one decision per check, each `local` and `degraded`.
+   * recorded in every check's log. A check of cost c has room iff its units plus c fit the share, or
+   * its log is empty: a share below the cost still admits one such request per window (docs/throttling.md "Cost:
+   * requests that weigh more"). Returns one decision per check, each `local` and `degraded`.
    */
   consume(checks: ReadonlyArray<Check>, workers: number, now: number): Decision[] {
     const logs = checks.map(({ rule, ident }) => this.logOf(`${rule.scope} ${ident}`, rule.rate.windowMs, now));
     const shares = checks.map(({ rule }) => localShare(rule.rate.limit, workers));
-    const admitted = logs.every((log, i) => log.total < (shares[i] as number));
-    return checks.map(({ rule }, i) => {
+    const fits = (log: Log, share: number, cost: number) => log.total === 0 || log.total + cost <= share;
+    const admitted = logs.every((log, i) => fits(log, shares[i] as number, checks[i]?.cost ?? 1));
+    return checks.map(({ rule, cost = 1 }, i) => {
       const log = logs[i] as Log;
       const share = shares[i] as number;
-      const room = log.total < share;
-      if (admitted) record(log, now);
-      return decision(rule, log, room, room ? share - log.total : 0, now);
+      const room = fits(log, share, cost);
+      if (admitted) record(log, now, cost);
+      return decision(rule, log, room, Math.max(0, share - log.total), now);
     });
   }
 
@@ -91,20 +94,21 @@ function leavesAt(log: Log, slot: number): number {
   return (slot + 1) * width + log.windowMs;
 }
 
-function record(log: Log, now: number): void {
+function record(log: Log, now: number, cost: number): void {
   const slot = Math.floor(now / (log.windowMs / LOCAL_SLOTS));
   const last = log.slots.length - 1;
-  if (log.slots[last] === slot) log.counts[last] = (log.counts[last] as number) + 1;
+  if (log.slots[last] === slot) log.counts[last] = (log.counts[last] as number) + cost;
   else {
     log.slots.push(slot);
-    log.counts.push(1);
+    log.counts.push(cost);
   }
-  log.total += 1;
+  log.total += cost;
 }
 
 /**
- * A check's decision as Redis's would read: whether it had `room`, the requests its share still
- * admits after this one, and the wait until its oldest slot is forgotten (the earliest moment it admits more).
+ * A check's decision as Redis's would read: whether it had `room`, the units its share still
+ * admits after this one (read after recording), and the wait until its oldest slot is forgotten (the earliest
+ * moment it admits more).
  */
 function decision(rule: ScopeRule, log: Log, room: boolean, remaining: number, now: number): Decision {
   const { limit, windowMs } = rule.rate;

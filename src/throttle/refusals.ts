@@ -9,15 +9,16 @@ export const MAX_REFUSALS = 10_000;
  * rule is full, so that its requests before then are refused without asking Redis again; why this
  * refuses nothing Redis would admit: docs/architecture.md "Throttling". Any admission of the log,
  * or a Redis connection that comes back, forgets it; a log deleted by hand is not seen until the
- * moment passes. Bounded (MAX_REFUSALS, oldest forgotten first).
+ * moment passes. A refusal of a request costing c units refuses here only requests costing at least c (a cheaper
+ * one may fit, and goes to Redis). Bounded (MAX_REFUSALS, oldest forgotten first).
  */
 export class Refusals {
   /**
-   * Redis key → the rule it was refused under and when that window frees, in this process's
-   * clock (ms). One entry per key: an admission of the key under any rule (a reload may change
-   * the rule, and the script may shorten the log) forgets it. Map order: oldest learnt first.
+   * Redis key → the rule it was refused under, the refused request's cost, and when that window frees for that
+   * cost, in this process's clock (ms). One entry per key: an admission of the key under any rule (a reload may
+   * change the rule, and the script may shorten the log) forgets it. Map order: oldest learnt first.
    */
-  private readonly until = new Map<string, { rule: string; freeAt: number }>();
+  private readonly until = new Map<string, Held>();
 
   constructor(private readonly max = MAX_REFUSALS) {}
 
@@ -37,23 +38,24 @@ export class Refusals {
    */
   refuse(checks: ReadonlyArray<Check>, keys: ReadonlyArray<string>, now: number): Decision[] | undefined {
     if (this.until.size === 0) return undefined;
-    let waits: Array<number | undefined> | undefined;
+    let waits: Array<Held | undefined> | undefined;
     for (let i = 0; i < checks.length; i++) {
       const key = keys[i] as string;
       const held = this.until.get(key);
-      if (held === undefined || held.rule !== ruleId((checks[i] as Check).rule)) continue;
+      const check = checks[i] as Check;
+      if (held === undefined || held.rule !== ruleId(check.rule) || (check.cost ?? 1) < held.cost) continue;
       if (held.freeAt <= now) {
         this.until.delete(key);
         continue;
       }
-      waits ??= new Array<number | undefined>(checks.length);
-      waits[i] = held.freeAt - now;
+      waits ??= new Array<Held | undefined>(checks.length);
+      waits[i] = held;
     }
     if (!waits) return undefined;
     const known = waits;
     return checks.map(({ rule }, i) => {
-      const wait = known[i];
-      return wait === undefined ? notAsked(rule) : refused(rule, wait);
+      const held = known[i];
+      return held === undefined ? notAsked(rule) : refused(rule, held.freeAt - now, held.remaining);
     });
   }
 
@@ -65,7 +67,8 @@ export class Refusals {
    * the end of its uncertainty that lets requests through to Redis sooner, never later. (The
    * least offset of earlier calls would be tighter by part of a round trip, but stale if
    * Redis's clock has since stepped forward.) `resetMs` is rounded up to whole ms, hence the 1
-   * taken off. A check Redis found room for forgets any refusal of its log held here.
+   * taken off. A check Redis found room for forgets any refusal of its log held here. Of two refusals of one
+   * log, the later is kept; of the same cost, the later moment (both are safe).
    */
   learn(
     checks: ReadonlyArray<Check>,
@@ -81,15 +84,29 @@ export class Refusals {
         this.until.delete(key);
         continue;
       }
-      const rule = ruleId((checks[i] as Check).rule);
+      // A refusal that no wait ends (a cost above the limit) says nothing of the log.
+      if (decision.overLimit) continue;
+      const check = checks[i] as Check;
+      const rule = ruleId(check.rule);
+      const cost = check.cost ?? 1;
       const freeAt = sentAt + decision.resetMs - 1;
-      // A later refusal under the same rule frees no sooner; keep the later of the two (both are safe).
+      // A later refusal under the same rule and cost frees no sooner; keep the later of the two (both are safe).
       const known = this.until.get(key);
       if (known !== undefined) this.until.delete(key);
       else if (this.until.size >= this.max) this.until.delete(this.until.keys().next().value as string);
-      this.until.set(key, { rule, freeAt: known?.rule === rule ? Math.max(freeAt, known.freeAt) : freeAt });
+      const same = known?.rule === rule && known.cost === cost;
+      const remaining = same ? Math.min(decision.remaining, known.remaining) : decision.remaining;
+      this.until.set(key, { rule, cost, freeAt: same ? Math.max(freeAt, known.freeAt) : freeAt, remaining });
     }
   }
+}
+
+/** A refusal held: its rule's id, the refused request's cost, when its window frees, the units Redis said were left. */
+interface Held {
+  rule: string;
+  cost: number;
+  freeAt: number;
+  remaining: number;
 }
 
 /** Rules' ids, built once per rule object: `refuse` runs for every request of a refused flood. */
@@ -102,15 +119,18 @@ function ruleId(rule: ScopeRule): string {
   return id;
 }
 
-/** What Redis would answer for a check whose window frees in `waitMs`: see ring.lua's refusal. */
-function refused(rule: ScopeRule, waitMs: number): Decision {
+/**
+ * What Redis would answer for a check whose window frees in `waitMs`, with the units it last said were left (0
+ * for a request of cost 1): see ring.lua's refusal.
+ */
+function refused(rule: ScopeRule, waitMs: number, remaining: number): Decision {
   const { limit, windowMs } = rule.rate;
   return {
     scope: rule.scope,
     allowed: false,
     limit,
     windowMs,
-    remaining: 0,
+    remaining,
     resetMs: Math.ceil(waitMs),
     retryAfterS: Math.max(1, Math.ceil(waitMs / 1000)),
     local: true,

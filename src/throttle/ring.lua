@@ -12,10 +12,12 @@
     ARGV[3]    the caller's deadline in µs of Redis's clock ('0': none)
     ARGV[4]    '1': peek, decide every check by its enforced rule (else its shadow one) and
                record nothing
+    ARGV[5]    the checks' costs in units, one per check in order: 'c c ...' (decimal); absent or
+               '': every check costs 1 (docs/throttling.md "Cost: requests that weigh more")
 
   Output: one string of little-endian doubles
-    per check: allowed (1/0; 2: admitted, but its shadow rule would have refused), remaining,
-    resetMs, retryAfterS; then the clock (µs). A shadow rule decides only admitted requests and
+    per check: allowed (1/0; 2: admitted, but its shadow rule would have refused), remaining
+    (units), resetMs, retryAfterS; then the clock (µs). A shadow rule decides only admitted requests and
     records them in its own log (docs/throttling.md "Shadow rules").
     A request that failed (a key of another type, a write refused for memory) has -1 as its first
     check's allowed; its error texts follow the clock, one per line.
@@ -24,6 +26,8 @@
   A log (one string value): a 40-byte header '<c4I4I4I4ddd' (marker 'PLR1' exact or 'PLRa'
   lagging, head, size, gone, last µs, expires µs, widest ms), then `size` entries (doubles, µs
   of TIME), a ring read from head, oldest first. A value that is not such a log is replaced.
+  A check of cost c is admitted iff the units inside the window plus c are at most N, and records c
+  entries of the same instant, so every claim about entries holds for units.
 ]]
 local unpack, pack, ceil, floor, max, min, byte = struct.unpack, struct.pack, math.ceil, math.floor, math.max, math.min, string.byte
 local MAGIC, LAGGING, HEADER_FORMAT, HEADER, SLOT, WHOLE = 'PLR1', 'PLRa', '<c4I4I4I4ddd', 40, 8, 128
@@ -35,6 +39,8 @@ local LAG = 8
 -- the layout's marks: a request with shadow rules counts its checks from PAIRED; NONE names no rule
 local PAIRED, NONE, SHADOW_REFUSED = 64, 127, 2
 local limits, windows = {}, {}
+-- the checks' costs when ARGV[5] names them (else every check costs 1), by the check's place in the reply
+local costs = false
 
 -- physical slots [from, from + count) of the log at key: a string and the offset of the first slot
 -- in it; nil if the value is too short. A log read whole is sliced in place, others by GETRANGE.
@@ -68,10 +74,10 @@ local function span(key, whole, from, count)
   return s and s:sub(at + 1, at + SLOT * count) or ''
 end
 
--- Decides one check at now for limit n and window_ms and, if commit and admissible, records it.
--- Returns the check's 4 results (admitted and recorded, admissible but not recorded, or refused)
--- and whether it is admissible. One function with locals: this runs for every request.
-local function check(key, n, window_ms, now, commit)
+-- Decides one check of `cost` units at now for limit n and window_ms and, if commit and admissible,
+-- records it. Returns the check's 4 results (admitted and recorded, admissible but not recorded, or
+-- refused) and whether it is admissible. One function with locals: this runs for every request.
+local function check(key, n, window_ms, now, commit, cost)
   local window = window_ms * 1000
   local size, head, gone, kept_gone, expires, widest_ms, whole, first = 0, 0, 0, 0, 0, window_ms, false, false
   local lagging, stored_gone, stored_widest = false, 0, 0
@@ -129,53 +135,63 @@ local function check(key, n, window_ms, now, commit)
   local inside = size - gone
   if widest_ms == window_ms then kept_gone = gone end
 
-  if inside >= n then
-    -- the N-th most recent admission is still inside: refused until it leaves
-    local nth = first
-    if size - n ~= gone then
-      local s, at = slots(key, whole, (head + size - n) % size, 1)
+  if inside + cost > n then
+    -- never admissible (the caller refuses such a cost before asking): refused, no wait to promise
+    if cost > n then return pack('<dddd', 0, max(0, n - inside), 0, 0), false end
+    -- the (N - cost + 1)-th most recent unit is still inside: refused until it leaves
+    local nth, at_nth = first, size - n + cost - 1
+    if at_nth ~= gone then
+      local s, at = slots(key, whole, (head + at_nth) % size, 1)
       nth = s and unpack('<d', s, at + 1) or 0
     end
     local wait = nth + window - now
-    return pack('<dddd', 0, 0, ceil(wait / 1000), max(1, ceil(wait / 1000000))), false
+    return pack('<dddd', 0, max(0, n - inside), ceil(wait / 1000), max(1, ceil(wait / 1000000))), false
   end
   if not commit then
     return pack('<dddd', 1, n - inside, first and ceil((first + window - now) / 1000) or 0, 0), true
   end
 
-  -- record the admission at now; a log read whole may take entries without a header write (LAGGING)
+  -- record the admission at now, one entry per unit; a log read whole may take entries without a
+  -- header write (LAGGING)
   local stamp, lifetime = pack('<d', now), LIFE * widest_ms * 1000
+  if cost > 1 then stamp = string.rep(stamp, cost) end
   local refresh = expires < now + (LIFE - 1) * widest_ms * 1000
   if refresh then expires = now + lifetime end
   local written = n <= WHOLE and LAGGING or MAGIC
   -- entries a window up to twice the widest may still need are never dropped
   local horizon = now - (LIFE - 1) * widest_ms * 1000
   if size == 0 then
-    redis.call('SET', key, pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', LIFE * widest_ms)
+    redis.call('SET', key, pack(HEADER_FORMAT, written, 0, cost, 0, now, now + lifetime, widest_ms) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
   elseif size == n then
-    -- full: the oldest entry has left (else refused); the new one takes its slot
-    redis.call('SETRANGE', key, HEADER + SLOT * head, stamp)
-    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, (head + 1) % n, n, max(0, kept_gone - 1), now, expires, widest_ms))
-  elseif size + 1 == n and head == 0 then
+    -- full: the oldest `cost` entries have left (else refused); the new ones take their slots
+    local tail = n - head
+    if cost <= tail then
+      redis.call('SETRANGE', key, HEADER + SLOT * head, stamp)
+    else
+      redis.call('SETRANGE', key, HEADER + SLOT * head, stamp:sub(1, SLOT * tail))
+      redis.call('SETRANGE', key, HEADER, stamp:sub(SLOT * tail + 1))
+    end
+    redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, (head + cost) % n, n, max(0, kept_gone - cost), now, expires, widest_ms))
+  elseif size + cost == n and head == 0 then
     -- the log becomes full: written once more as a new string, so APPEND's spare room is not kept
     local header = pack(HEADER_FORMAT, written, 0, n, kept_gone, now, now + lifetime, widest_ms)
     redis.call('SET', key, header .. span(key, whole, 0, size) .. stamp, 'PX', LIFE * widest_ms)
     refresh = false
-  elseif size < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size or size % 16 ~= 0
+  elseif size + cost < n and head == 0 and (kept_gone < 16 or 2 * kept_gone < size or size % 16 ~= 0
       or not trimmable(key, whole, head, size, kept_gone, horizon)) then
     -- (a trim is considered every 16th entry: its search reads up to log2(N) slots)
     redis.call('APPEND', key, stamp)
     -- the header is rewritten only when its gone has fallen LAG behind (each check scans from it),
     -- the key's expiry moves, the widest window grows, or it is not yet marked as lagging
     if not (whole and lagging and not refresh and kept_gone - stored_gone < LAG and stored_widest == widest_ms) then
-      redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, 0, size + 1, kept_gone, now, expires, widest_ms))
+      redis.call('SETRANGE', key, 0, pack(HEADER_FORMAT, written, 0, size + cost, kept_gone, now, expires, widest_ms))
     end
   else
-    -- rewritten oldest-first with its newest entries (at most n - 1) that a window up to twice the
-    -- widest may still need, and the new one
-    local keep = min(size - older_than(key, whole, head, size, kept_gone, horizon), n - 1)
-    local header = pack(HEADER_FORMAT, written, 0, keep + 1, 0, now, now + lifetime, widest_ms)
+    -- rewritten oldest-first with its newest entries (at most n - cost) that a window up to twice the
+    -- widest may still need, and the new ones
+    local keep = min(size - older_than(key, whole, head, size, kept_gone, horizon), n - cost)
+    local header = pack(HEADER_FORMAT, written, 0, keep + cost, 0, now, now + lifetime, widest_ms)
     local from = (head + size - keep) % size
     local first_part = min(keep, size - from)
     local parts = { header }
@@ -183,33 +199,39 @@ local function check(key, n, window_ms, now, commit)
     if keep > first_part then parts[#parts + 1] = span(key, whole, 0, keep - first_part) end
     parts[#parts + 1] = stamp
     local value = table.concat(parts)
-    if #value ~= HEADER + SLOT * (keep + 1) then value = pack(HEADER_FORMAT, written, 0, 1, 0, now, now + lifetime, widest_ms) .. stamp end
+    if #value ~= HEADER + SLOT * (keep + cost) then value = pack(HEADER_FORMAT, written, 0, cost, 0, now, now + lifetime, widest_ms) .. stamp end
     redis.call('SET', key, value, 'PX', LIFE * widest_ms)
     refresh = false
   end
   if refresh then redis.call('PEXPIRE', key, LIFE * widest_ms) end
-  return pack('<dddd', 1, n - inside - 1, first and ceil((first + window - now) / 1000) or window_ms, 0), true
+  return pack('<dddd', 1, n - inside - cost, first and ceil((first + window - now) / 1000) or window_ms, 0), true
+end
+
+-- the cost of the check at place q of the reply
+local function cost_of(q)
+  return costs and costs[q] or 1
 end
 
 -- decides one request whose checks are KEYS[k + 1 .. k + c], rule indices at layout[at + 1 .. at + c]
 local function request(k, c, layout, at, now, out, commit)
+  local q = #out
   if c == 1 then
     local rule = byte(layout, at + 1)
-    out[#out + 1] = check(KEYS[k + 1], limits[rule], windows[rule], now, commit)
+    out[q + 1] = check(KEYS[k + 1], limits[rule], windows[rule], now, commit, costs and costs[q + 1] or 1)
     return
   end
   -- several scopes: all are decided first, and recorded (read again) only if every one admits
   local results, admitted = {}, true
   for j = 1, c do
     local rule = byte(layout, at + j)
-    local result, admissible = check(KEYS[k + j], limits[rule], windows[rule], now, false)
+    local result, admissible = check(KEYS[k + j], limits[rule], windows[rule], now, false, cost_of(q + j))
     results[j] = result
     if not admissible then admitted = false end
   end
   for j = 1, c do
     if admitted and commit then
       local rule = byte(layout, at + j)
-      results[j] = check(KEYS[k + j], limits[rule], windows[rule], now, true)
+      results[j] = check(KEYS[k + j], limits[rule], windows[rule], now, true, cost_of(q + j))
     end
     out[#out + 1] = results[j]
   end
@@ -228,7 +250,7 @@ end
 -- `request` does, then, only if admitted, each shadow rule on its own log, which records what
 -- that rule alone would have admitted; a shadow refusal never changes the answer (marked 2)
 local function shadowed(k, c, layout, at, now, out)
-  local logs, shadow_logs, results, admitted = {}, {}, {}, true
+  local logs, shadow_logs, results, admitted, q = {}, {}, {}, true, #out
   for j = 1, c do
     local enforced, shadow = byte(layout, at + 2 * j - 1), byte(layout, at + 2 * j)
     k = k + 1
@@ -241,7 +263,7 @@ local function shadowed(k, c, layout, at, now, out)
         shadow_logs[j] = KEYS[k]
       end
       -- one check alone is recorded at once when admissible, as in `request`
-      local result, admissible = check(logs[j], limits[enforced], windows[enforced], now, c == 1)
+      local result, admissible = check(logs[j], limits[enforced], windows[enforced], now, c == 1, cost_of(q + j))
       results[j] = result
       if not admissible then admitted = false end
     end
@@ -249,10 +271,10 @@ local function shadowed(k, c, layout, at, now, out)
   for j = 1, c do
     local enforced, shadow = byte(layout, at + 2 * j - 1), byte(layout, at + 2 * j)
     if admitted and enforced ~= NONE and c > 1 then
-      results[j] = check(logs[j], limits[enforced], windows[enforced], now, true)
+      results[j] = check(logs[j], limits[enforced], windows[enforced], now, true, cost_of(q + j))
     end
     if admitted and shadow ~= NONE then
-      local result, admissible = check(shadow_logs[j], limits[shadow], windows[shadow], now, true)
+      local result, admissible = check(shadow_logs[j], limits[shadow], windows[shadow], now, true, cost_of(q + j))
       if enforced == NONE then results[j] = admissible and result or result:sub(1, 24) .. pack('<d', 0) end
       if not admissible then results[j] = pack('<d', SHADOW_REFUSED) .. results[j]:sub(9) end
     elseif enforced == NONE then
@@ -273,6 +295,10 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local deadline = tonumber(ARGV[3]) or 0
 if deadline > 0 and now > deadline then return pack('<dd', -2, now) end
 local commit = ARGV[4] ~= '1'
+if ARGV[5] and ARGV[5] ~= '' then
+  costs = {}
+  for number in string.gmatch(ARGV[5], '%d+') do costs[#costs + 1] = tonumber(number) end
+end
 local out, errors = {}, {}
 local k, at = 0, 0
 while at < #layout do

@@ -17,12 +17,15 @@ export interface Decision {
   limit: number;
   /** The scope's window. */
   windowMs: number;
-  /** Requests this scope would still admit in the current window, after this one. */
+  /**
+   * Units this scope would still admit in the current window, after this one (requests, where every request
+   * costs 1); when refused, the units left, fewer than the request's cost.
+   */
   remaining: number;
   /**
    * Milliseconds until the oldest admitted request still in the window leaves it, i.e. until
-   * `remaining` next grows by one; 0 when the window is empty. When not allowed this is the wait
-   * until a request is admitted again, so `ceil(resetMs / 1000)` equals `retryAfterS`; that
+   * `remaining` next grows; 0 when the window is empty. When not allowed this is the wait until
+   * enough units have left the window for this request's cost, so `ceil(resetMs / 1000)` equals `retryAfterS`; that
    * ceiling is what the RateLimit field's `t` carries. With a sliding log the quota never
    * resets all at once; this is the earliest point at which the client gets more.
    */
@@ -48,12 +51,22 @@ export interface Decision {
   shadowRefused?: true;
   /** Set when the scope runs wholly in shadow: it never refuses and has no RateLimit fields. */
   inShadow?: true;
+  /**
+   * The request's cost, set (with `local`, not allowed, `retryAfterS` 0) when it is more than the scope's limit, so
+   * no wait would admit it: refused in process, Redis not asked (docs/throttling.md "Cost: requests that weigh
+   * more").
+   */
+  overLimit?: number;
 }
 
-/** One scope to check: the rule and the identity it counts (`ip:1.2.3.4`, `user:42`). */
+/**
+ * One scope to check: the rule and the identity it counts (`ip:1.2.3.4`, `user:42`), and what the request costs
+ * in the scope's units (a positive integer; default 1).
+ */
 export interface Check {
   rule: ScopeRule;
   ident: string;
+  cost?: number;
 }
 
 /**
@@ -69,8 +82,11 @@ export interface Throttler {
    * ahead is refused in process, with no round trip, records nothing, and is answered even while
    * Redis is down (see `Decision.local`).
    *
+   * A check whose `cost` exceeds its limit is refused in process (`overLimit`), and so is its request.
+   *
    * Under Redis Cluster all checks of one call must have the same `ident` (one hash slot).
-   * @throws Error (rejects) when two checks name the same scope and ident: a wiring mistake.
+   * @throws Error (rejects) when two checks name the same scope and ident, or a cost is not a positive
+   * integer: a wiring mistake.
    */
   consume(checks: ReadonlyArray<Check>): Promise<Decision[]>;
   /**

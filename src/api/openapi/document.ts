@@ -110,6 +110,8 @@ function describe(op: Operation): Json {
         : op.access === 'required'
           ? [{ bearerAuth: [] }, { tokenAuth: [] }]
           : [{}, { bearerAuth: [] }, { tokenAuth: [] }],
+    // What a request costs in its throttle scope's units (docs/throttling.md "Cost: requests that weigh more").
+    ...(op.access === 'public' ? {} : { 'x-rate-limit-cost': op.cost ?? 1 }),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: ref(op.body) } } } } : {}),
     responses: { ...answers, ...(op.access === 'public' ? {} : guardResponses(op.access === 'required')) },

@@ -57,6 +57,11 @@ export interface Operation {
   headers?: RequestHeader[];
   body?: z.ZodType;
   responses: Record<number, ResponseSpec>;
+  /**
+   * What one request costs in its throttle scope's units when not 1, as its guard declares it (set by the router):
+   * the document's `x-rate-limit-cost` (docs/throttling.md "Cost: requests that weigh more").
+   */
+  cost?: number | 'per request';
 }
 
 /** Declares an operation; the identity keeps its literal types checked. */

@@ -19,6 +19,7 @@ import { requireUser } from '../users.js';
 import { route } from '../openapi/operation.js';
 import { taskOperations } from './tasks.operations.js';
 import { statsRoutes } from './stats.routes.js';
+import { pageCost } from '../page-cost.js';
 
 /** The task collection: list, create, retrieve, change, delete, and each task's history. */
 export function taskRoutes(router: ResourceRouter, parts: RouteParts): void {
@@ -27,7 +28,8 @@ export function taskRoutes(router: ResourceRouter, parts: RouteParts): void {
 
   const ahead = readHeadAhead(deps);
   const ops = taskOperations;
-  route(router, ops.list, ahead, guard(), (ctx) =>
+  // A unit per 100 rows of a page, so 1 by default (docs/throttling.md "Cost: requests that weigh more").
+  route(router, ops.list, ahead, guard({ cost: pageCost(deps.config) }), (ctx) =>
     sendList(ctx, deps, (db) => renderPage(ctx, deps, tasksSource(db), viewTask)),
   );
   route(router, ops.create, guard(), createTask(deps));
