@@ -128,12 +128,14 @@ export function createApi(
 
 /** Which scopes routes declare is known only now; the config already refused the scopes with their own settings. */
 function warnOfUndeclaredScopes(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>): void {
-  const { THROTTLE_RATES, THROTTLE_SHADOW_RATES, THROTTLE_SHADOW_SCOPES, THROTTLE_CONCURRENCY } = deps.config;
+  const { THROTTLE_RATES, THROTTLE_SHADOW_RATES, THROTTLE_SHADOW_SCOPES, THROTTLE_CONCURRENCY, THROTTLE_COSTS } =
+    deps.config;
   const named = new Set([
     ...Object.keys(THROTTLE_RATES),
     ...Object.keys(THROTTLE_SHADOW_RATES),
     ...THROTTLE_SHADOW_SCOPES,
     ...Object.keys(THROTTLE_CONCURRENCY),
+    ...Object.keys(THROTTLE_COSTS),
   ]);
   const undeclared = [...named].filter((scope) => !rules.has(scope));
   if (undeclared.length === 0) return;
@@ -184,6 +186,7 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
     scopes.some((scope) => Object.hasOwn(config.THROTTLE_SHADOW_RATES, scope)) ? 'THROTTLE_SHADOW_RATES' : '',
     scopes.some((scope) => config.THROTTLE_SHADOW_SCOPES.includes(scope)) ? 'THROTTLE_SHADOW_SCOPES' : '',
     scopes.some((scope) => Object.hasOwn(config.THROTTLE_CONCURRENCY, scope)) ? 'THROTTLE_CONCURRENCY' : '',
+    scopes.some((scope) => Object.hasOwn(config.THROTTLE_COSTS, scope)) ? 'THROTTLE_COSTS' : '',
   ];
   return settings.filter((name) => name !== '').join(' and ');
 }
