@@ -12,6 +12,8 @@ export interface UsersTable {
   created_at: Timestamp;
   /** Set while the user is disabled: its login is refused and its tokens are revoked. */
   disabled_at: NullableTimestamp;
+  /** The user's plan of limits (docs/throttling.md "Plans and overrides"): `default` is the settings' rates. */
+  plan: ColumnType<string, string | undefined, string>;
 }
 
 export interface TokensTable {
@@ -33,6 +35,35 @@ export interface UserAuditTable {
   tokens_revoked: ColumnType<number, number | undefined, number>;
   /** Who ran the command: `account@host`. */
   actor: string;
+}
+
+/** Rates one user, address or prefix has instead of its plan's until `until` (docs/throttling.md "Plans and overrides"). */
+export interface LimitOverridesTable {
+  id: Generated<number>;
+  target_kind: 'user' | 'address';
+  user_id: number | null;
+  /** An address or CIDR prefix, as the operator gave it. */
+  address: string | null;
+  /** Scope to rate text: `{"user": "1000/min"}`. */
+  rates: ColumnType<Record<string, string>, string, string>;
+  until: Timestamp;
+  reason: string;
+  created_by: string;
+  created_at: ColumnType<Date, Date | undefined, never>;
+  /** Set when an operator removed it, or a newer override for the same client replaced it. */
+  removed_at: NullableTimestamp;
+}
+
+/** One change an operator made to a plan or an override: who, when, why, before and after. */
+export interface LimitAuditTable {
+  id: Generated<number>;
+  at: ColumnType<Date, Date | undefined, never>;
+  actor: string;
+  action: 'plan-set' | 'override-set' | 'override-removed';
+  target: string;
+  reason: string | null;
+  before: ColumnType<unknown, string | null, never>;
+  after: ColumnType<unknown, string | null, never>;
 }
 
 /** The source of truth: one row per change, in commit order. */
@@ -120,6 +151,8 @@ export interface Database {
   users: UsersTable;
   tokens: TokensTable;
   user_audit: UserAuditTable;
+  limit_overrides: LimitOverridesTable;
+  limit_audit: LimitAuditTable;
   events: EventsTable;
   tasks: TasksTable;
   counters: CountersTable;

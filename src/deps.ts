@@ -17,6 +17,8 @@ import { logStoreFailure } from './stores/store-errors.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
 import { ThrottleWatch } from './throttle/throttle-watch.js';
 import { WorkerCensus } from './throttle/worker-census.js';
+import type { LimitPolicy } from './limits/policy.js';
+import { startPolicySource, type PolicySource } from './limits/policy-source.js';
 
 /** What every request handler may use, built once per process by its entry point. */
 export interface Deps {
@@ -36,6 +38,11 @@ export interface Deps {
   census?: WorkerCensus;
   /** Who the throttle refused: the heaviest clients and distinct counts (docs/throttling.md "Who is throttled"). */
   watch?: ThrottleWatch;
+  /**
+   * Plans given to users and overrides in force, held in memory (docs/throttling.md "Plans and overrides"); absent
+   * in the jobs child, which counts no request.
+   */
+  limits?: LimitPolicy;
   /** Answers of reads kept while provably current; absent when READ_CACHE_BYTES is 0. */
   readCache?: ReadCache;
   /** Streaming replicas for reads (DATABASE_REPLICA_URLS); absent when none are configured. */
@@ -107,10 +114,13 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
   if (config.THROTTLE_WATCH === 'on') deps.watch = createWatch(deps);
   // Every role but the jobs child serves the API, and so counts towards the shares of the limits.
   if (config.THROTTLE_FAILURE_MODE === 'local' && role !== 'jobs') deps.census = startCensus(deps);
+  let policies: PolicySource | undefined;
+  if (role !== 'jobs') deps.limits = (policies = await startPolicySource(deps)).policy;
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       await commands.close();
+      policies?.close();
       deps.watch?.close();
       // Before the connection closes: the other workers' shares grow as this one leaves.
       await deps.census?.close();

@@ -484,6 +484,10 @@ export interface components {
       remaining: number | null;
       /** @description Seconds until `remaining` next grows (as the RateLimit field’s `t`); null with `remaining`. */
       reset_seconds: number | null;
+      /** @description The caller's plan (`default`: the settings' rates), which sets `rate` for it unless an override does; null for an anonymous caller or a scope that does not count it. */
+      plan: string | null;
+      /** @description When the override that sets this scope's `rate` for the caller ends (ISO 8601); null when none. */
+      override_until: string | null;
     }[];
     /** @description Absolute links to every collection. */
     ApiRoot: {

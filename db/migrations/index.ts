@@ -6,6 +6,7 @@ import * as reportSeq from './20261126000100_report_seq.js';
 import * as eventsRecordedAt from './20261127000100_events_recorded_at.js';
 import * as userAdmin from './20261127000200_user_admin.js';
 import * as idempotencyResource from './20261128000100_idempotency_resource.js';
+import * as limitPolicies from './20261202000100_limit_policies.js';
 
 /** Every migration, by timestamped name. Listed statically so a bundled build needs no file scan. */
 export const migrationProvider: MigrationProvider = {
@@ -18,6 +19,7 @@ export const migrationProvider: MigrationProvider = {
       '20261127000100_events_recorded_at': eventsRecordedAt,
       '20261127000200_user_admin': userAdmin,
       '20261128000100_idempotency_resource': idempotencyResource,
+      '20261202000100_limit_policies': limitPolicies,
     };
   },
 };

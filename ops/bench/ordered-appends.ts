@@ -192,8 +192,8 @@ async function primary(): Promise<void> {
   );
   console.table(rows.map(({ batches: _batches, ...row }) => row));
   for (const mode of MODES) {
-    const [ordered, unordered] = ['ordered', 'unordered'].map(
-      (v) => rows.find((r) => r.mode === mode.name && r.variant === v)!,
+    const [ordered, unordered] = ['ordered', 'unordered'].map((v) =>
+      rows.find((r) => r.mode === mode.name && r.variant === v)!,
     );
     console.log(
       `${mode.name}: ordered/unordered throughput = ${(ordered!.reqPerS / unordered!.reqPerS).toFixed(2)}; ordered append batches: ${formatBatches(ordered!.batches!)}`,

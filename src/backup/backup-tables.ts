@@ -5,7 +5,7 @@ import type { Database } from '../../db/database.js';
  * The tables a backup holds, in the order an import loads them (a table after those it
  * references). Nothing else can rebuild them: the event
  * log, the accounts with their password hashes, their tokens (hashes only) and the audit of changes
- * made to them, the reports asked for
+ * made to them, the overrides of their limits and the audit of those, the reports asked for
  * and their outcomes, and the answers kept for `Idempotency-Key` repeats (docs/operations.md
  * "Backup and restore").
  */
@@ -13,6 +13,8 @@ export const BACKED_UP = [
   { name: 'users' },
   { name: 'tokens' },
   { name: 'user_audit' },
+  { name: 'limit_overrides' },
+  { name: 'limit_audit' },
   { name: 'events' },
   { name: 'reports' },
   { name: 'idempotency_keys' },

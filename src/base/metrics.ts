@@ -4,6 +4,7 @@
  * throttle-series.ts. The primary's own are in cluster/primary-metrics.ts.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { policyMetrics } from './policy-metrics.js';
 
 const GAUGES_NAMED_TOTAL = [
   'nodejs_active_handles_total',
@@ -52,6 +53,7 @@ export function createMetrics(registry = new Registry()) {
       aggregator: 'max',
       registers,
     }),
+    ...policyMetrics(registers),
     throttleWindow: new Gauge({
       name: 'paceline_throttle_window_seconds',
       help: "Each scope's configured window, in seconds.",

@@ -1,6 +1,7 @@
 import { exportBackup, importBackup } from './backup.commands.js';
 import type { Command } from './command.js';
 import { migrate, migrateDown, migrateStatus, rebuild } from './migrations.commands.js';
+import { limitAuditCommand, limitOverride, limitOverrides, limitRemove, planSet, plans } from './limits.commands.js';
 import { say } from './output.js';
 import { reload, status, stop, throttled } from './service.commands.js';
 import {
@@ -30,6 +31,12 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   'token:revoke': tokenRevoke,
   'user:audit': userAudit,
   'user:check': userCheck,
+  plans,
+  'plan:set': planSet,
+  'limit:override': limitOverride,
+  'limit:overrides': limitOverrides,
+  'limit:remove': limitRemove,
+  'limit:audit': limitAuditCommand,
   migrate,
   rebuild,
   export: exportBackup,

@@ -19,10 +19,30 @@ const TELL_TIMEOUT_MS = 5_000;
  * @throws Error (one line) when Redis did not take the new epoch within 5 s.
  */
 export async function tellServersTokensRevoked(config: Config): Promise<string> {
+  try {
+    const told = await setInServiceRedis(config, readCacheKeys(config.REDIS_PREFIX).tokens, newEpoch());
+    return told
+      ? 'every server looks its remembered tokens up again'
+      : 'no service runs on DATA_DIR, so no server remembers a token';
+  } catch (error) {
+    throw new Error(
+      `the change is made in the database, but Redis did not take the new token epoch (${(error as Error).message}): ` +
+        'a server that remembers one of these tokens may accept it for up to 60 s more; run the command again ' +
+        'once Redis answers',
+    );
+  }
+}
+
+/**
+ * Sets `key` to `value` in the service's Redis, within 5 s: REDIS_URL or REDIS_CLUSTER_NODES, or the embedded
+ * Redis of the service running on DATA_DIR. False when it is the embedded one and no service runs.
+ * @throws Error when Redis did not take it in time.
+ */
+export async function setInServiceRedis(config: Config, key: string, value: string): Promise<boolean> {
   let settings: Config = config;
   if (usesEmbeddedRedis(config)) {
     const port = runningInstance(config)?.ports.EMBEDDED_REDIS_PORT;
-    if (port === undefined) return 'no service runs on DATA_DIR, so no server remembers a token';
+    if (port === undefined) return false;
     const password = (await readFile(join(resolve(config.DATA_DIR), REDIS_PASSWORD_FILE), 'utf8')).trim();
     settings = { ...config, REDIS_URL: embeddedRedisUrl(port, password) };
   }
@@ -32,14 +52,8 @@ export async function tellServersTokensRevoked(config: Config): Promise<string> 
     timer = setTimeout(() => reject(new Error('no answer')), TELL_TIMEOUT_MS);
   });
   try {
-    await Promise.race([redis.set(readCacheKeys(config.REDIS_PREFIX).tokens, newEpoch()), late]);
-    return 'every server looks its remembered tokens up again';
-  } catch (error) {
-    throw new Error(
-      `the change is made in the database, but Redis did not take the new token epoch (${(error as Error).message}): ` +
-        'a server that remembers one of these tokens may accept it for up to 60 s more; run the command again ' +
-        'once Redis answers',
-    );
+    await Promise.race([redis.set(key, value), late]);
+    return true;
   } finally {
     clearTimeout(timer);
     redis.disconnect();

@@ -175,7 +175,7 @@ async function migrated(db: Kysely<Database>, work: () => Promise<number>): Prom
 }
 
 /** `account@host` of whoever runs the command, for the audit. */
-function whoRuns(): string {
+export function whoRuns(): string {
   let account: string;
   try {
     account = userInfo().username;

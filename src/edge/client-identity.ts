@@ -21,6 +21,22 @@ export function ruleFor(
 }
 
 /**
+ * The check that counts this request in the scope `named` or the general one (`ruleFor`): the rule, with the
+ * client's plan or override applied (docs/throttling.md "Plans and overrides"), and who it counts the client as.
+ */
+export function checkOf(
+  ctx: Context,
+  named: ScopeRule | undefined,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+  deps: Deps,
+): Check {
+  const { user } = ctx.state;
+  const base = ruleFor(named, rules, user !== null);
+  const ident = identify(ctx, base, deps);
+  return { rule: deps.limits ? deps.limits.ruleFor(base, ident, user?.id, Date.now()) : base, ident };
+}
+
+/**
  * The check that would count a request of route `scope` if it had no user: where bad credentials
  * are counted. Undefined when throttling is off.
  */
@@ -32,8 +48,9 @@ export function anonymousCheck(
   const named = scope === undefined ? undefined : rules.get(scope);
   return (req) => {
     if (!deps.config.THROTTLE_ENABLED) return undefined;
-    const rule = ruleFor(named, rules, false);
-    return { rule, ident: addressIdent(req, rule, deps) };
+    const base = ruleFor(named, rules, false);
+    const ident = addressIdent(req, base, deps);
+    return { rule: deps.limits ? deps.limits.ruleFor(base, ident, undefined, Date.now()) : base, ident };
   };
 }
 

@@ -6,7 +6,7 @@ import { concurrentScope, createConcurrencyLimiter, type Slot } from '../throttl
 import { CONCURRENCY_RETRY_S, concurrencyFields, concurrencyRefusal } from '../throttle/headers.js';
 import type { RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
 import { LocalSlots } from '../throttle/local-slots.js';
-import { identify, ruleFor } from './client-identity.js';
+import { checkOf } from './client-identity.js';
 import { createDecide, type Decide, type Limit, type Taken } from './decision.js';
 import { answerRefusal } from './refusal.js';
 import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
@@ -28,18 +28,22 @@ export function createConcurrencyLimits(
 ): (scope?: ScopeName) => SlotCheck | undefined {
   const { config } = deps;
   const limits = new Map(Object.entries(config.THROTTLE_CONCURRENCY));
-  if (limits.size === 0) return () => undefined;
+  // Scopes a plan limits (THROTTLE_PLAN_CONCURRENCY) hold slots too, for the users of that plan.
+  const planned = new Set(Object.values(config.THROTTLE_PLAN_CONCURRENCY).flatMap((plan) => Object.keys(plan)));
+  const limited = new Set([...limits.keys(), ...planned]);
+  if (limited.size === 0) return () => undefined;
   const slots = slotLimit(deps, limits);
-  primeThrottleSeries(deps.metrics, [...limits.keys()].map(concurrentScope));
+  primeThrottleSeries(deps.metrics, [...limited].map(concurrentScope));
   return (scope) => {
     const named = scope === undefined ? undefined : rules.get(scope);
     const counted = !named ? ['anon', 'user'] : named.keyedBy === 'user' ? [named.scope, 'anon'] : [named.scope];
-    if (!counted.some((name) => limits.has(name))) return undefined;
+    if (!counted.some((name) => limited.has(name))) return undefined;
     return async (ctx) => {
       if (!config.THROTTLE_ENABLED) return FREE;
-      const rule = ruleFor(named, rules, ctx.state.user !== null);
-      if (!limits.has(rule.scope)) return FREE;
-      const check = { rule, ident: identify(ctx, rule, deps) };
+      // The client's plan may set its limit (docs/throttling.md "Plans and overrides"), or lift it for others.
+      const check = checkOf(ctx, named, rules, deps);
+      const { rule } = check;
+      if (rule.inProgress === undefined && !limits.has(rule.scope)) return FREE;
       // The throttle answers this one from memory, with no Redis: it need not hold a slot for that.
       if (deps.throttler.isRefused(check)) return FREE;
       const decided = await decide.take(slots, check);
@@ -87,7 +91,7 @@ function slotLimit(deps: Deps, limits: ReadonlyMap<string, number>): Limit {
   const request = ({ rule, ident }: { rule: ScopeRule; ident: string }) => ({
     scope: rule.scope,
     ident,
-    limit: limits.get(rule.scope) as number,
+    limit: rule.inProgress ?? (limits.get(rule.scope) as number),
   });
   const taken = (slot: Slot, scope: ScopeName): Taken => ({
     by: slot.degraded ? 'alone' : 'store',

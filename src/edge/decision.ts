@@ -63,6 +63,7 @@ export type Decide = ReturnType<typeof createDecide>;
  */
 export function createDecide(deps: Pick<Deps, 'config' | 'metrics' | 'watch' | 'logger'>) {
   const series = seriesFor(deps);
+  const refusedBy = refusalsByPolicy(deps);
   const shadowLog = createShadowLog(deps);
   const { config, watch } = deps;
 
@@ -83,6 +84,7 @@ export function createDecide(deps: Pick<Deps, 'config' | 'metrics' | 'watch' | '
     }
     if (refused) {
       watch?.refused(refused.scope, check.ident);
+      refusedBy(check.rule).inc();
       const { retryAfterS } = refused;
       const refusal = refusalOf(
         refused.scope,
@@ -136,6 +138,21 @@ export function takenFrom(decisions: readonly Decision[], refused: Decision | un
   const first = decisions[0];
   const by = first?.degraded ? 'alone' : first?.local ? 'memory' : 'store';
   return { by, decisions, refused: refused && { scope: refused.scope, retryAfterS: refused.retryAfterS } };
+}
+
+/**
+ * A rule's series of refusals by the policy that set its limit (docs/throttling.md "Plans and overrides"): its
+ * plan's name (`default`: the settings), or `override`. Bound once per scope and policy.
+ */
+function refusalsByPolicy({ metrics }: Pick<Deps, 'metrics'>) {
+  const bound = new Map<string, ReturnType<typeof metrics.throttlePlanRefusals.labels>>();
+  return (rule: ScopeRule) => {
+    const plan = rule.override !== undefined ? 'override' : (rule.plan ?? 'default');
+    const key = `${rule.scope} ${plan}`;
+    let counter = bound.get(key);
+    if (!counter) bound.set(key, (counter = metrics.throttlePlanRefusals.labels({ scope: rule.scope, plan })));
+    return counter;
+  };
 }
 
 /** The who view's name for a scope's shadow refusals: `anon:shadow`. */

@@ -26,10 +26,8 @@ export async function ownBudgets(
   const budgets = new Map<ScopeName, OwnBudget>();
   if (!ctx.state.rateLimit) return budgets;
   const checks: Check[] = [];
-  for (const rule of rules.values()) {
-    const ident = identOf(deps, ctx, rule);
+  for (const { rule, ident } of ownChecks(deps, rules, ctx).values())
     if (ident !== undefined && !rule.inShadow) checks.push({ rule, ident });
-  }
   try {
     const decisions = await deps.throttler.peek(checks);
     for (const { scope, remaining, resetMs } of decisions)
@@ -38,6 +36,26 @@ export async function ownBudgets(
     logStoreFailure(deps.logger, error, 'could not read the caller budgets; /api/rate-limits/ answers without them');
   }
   return budgets;
+}
+
+/**
+ * Each scope's rule for this caller, by scope: its plan's or its override's where one sets the scope's rate
+ * (docs/throttling.md "Plans and overrides"), with who the scope counts the caller as; the settings' rule and no
+ * identity where the scope does not apply to it.
+ */
+export function ownChecks(
+  deps: Deps,
+  rules: ReadonlyMap<ScopeName, ScopeRule>,
+  ctx: Context,
+): Map<ScopeName, { rule: ScopeRule; ident: string | undefined }> {
+  const checks = new Map<ScopeName, { rule: ScopeRule; ident: string | undefined }>();
+  const userId = ctx.state.user?.id;
+  for (const base of rules.values()) {
+    const ident = identOf(deps, ctx, base);
+    const rule = ident === undefined || !deps.limits ? base : deps.limits.ruleFor(base, ident, userId, Date.now());
+    checks.set(base.scope, { rule, ident });
+  }
+  return checks;
 }
 
 /** Who `rule` counts this caller as, or undefined when the scope does not apply to it. */

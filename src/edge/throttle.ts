@@ -4,7 +4,7 @@ import { primeThrottleSeries, setThrottleLimits } from '../base/throttle-series.
 import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
 import { LocalShare } from '../throttle/local-share.js';
 import { createRefusalAnswers, longestWait, rateLimitHeaders } from '../throttle/index.js';
-import { identify, ruleFor } from './client-identity.js';
+import { checkOf } from './client-identity.js';
 import { createDecide, takenFrom, type Decide, type Limit } from './decision.js';
 import { answerRefusal } from './refusal.js';
 import { createBurstLogger, withoutRedis } from './throttle-store-down.js';
@@ -85,8 +85,9 @@ function throttle(
   const named = scope === undefined ? undefined : rules.get(scope);
   return async (ctx) => {
     if (!config.THROTTLE_ENABLED) return true;
-    const rule = ruleFor(named, rules, ctx.state.user !== null);
-    const check: Check = { rule, ident: identify(ctx, rule, deps) };
+    // The client's plan or override applied (docs/throttling.md "Plans and overrides").
+    const check: Check = checkOf(ctx, named, rules, deps);
+    const { rule } = check;
     // Its weight in its scope's units, if its route says (docs/throttling.md "Cost: requests that weigh more").
     const units = cost?.of(ctx.req, rule);
     if (units !== undefined) check.cost = units;

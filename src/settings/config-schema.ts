@@ -21,6 +21,7 @@ import {
   shadowRates,
   urlList,
 } from './config-values.js';
+import { planLimits, plans } from './plan-values.js';
 import { scopeCosts } from './scope-costs.js';
 
 /** Every setting by its variable's name: its value type, its bounds and its default (none: optional). */
@@ -100,6 +101,10 @@ export const settingsSchema = z.object({
   // Requests one client may have in progress per scope (`user=4,exports=1`), and the longest an entry
   // counts, so a killed worker's stop counting: docs/throttling.md "Concurrency limits".
   THROTTLE_CONCURRENCY: scopeLimits.default({}),
+  // Plans of limits a user may be given (docs/throttling.md "Plans and overrides"): their rates and their
+  // requests in progress by scope, `partner: user=1000/min, reports=100/hour; free: user=50/min`.
+  THROTTLE_PLANS: plans.default({}),
+  THROTTLE_PLAN_CONCURRENCY: planLimits.default({}),
   THROTTLE_CONCURRENCY_EXPIRY_MS: integer(100, 3_600_000).default(60_000),
   // Who is throttled (docs/throttling.md "Who is throttled"): the heaviest refused clients per
   // scope exported, over what window, and the share of its budget at or under which an admission

@@ -93,6 +93,14 @@ function checkRulesBetweenSettings(config: Parsed): void {
       `must not be below HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS}) ` +
         'while THROTTLE_CONCURRENCY is set',
     );
+  // A plan's requests in progress belong to a plan of rates: a name only there is a typo, not a plan.
+  const undeclared = Object.keys(config.THROTTLE_PLAN_CONCURRENCY).find(
+    (plan) => !Object.hasOwn(config.THROTTLE_PLANS, plan),
+  );
+  if (undeclared !== undefined)
+    throw new ConfigError(
+      `invalid THROTTLE_PLAN_CONCURRENCY: it names plan "${undeclared}", which THROTTLE_PLANS does not declare`,
+    );
   // Node refuses a server whose headers may take longer than the whole request.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
     refuse('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`);

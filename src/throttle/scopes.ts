@@ -23,6 +23,12 @@ export interface ScopeRule {
   shadow?: Rate;
   /** The scope runs wholly in shadow (THROTTLE_SHADOW_SCOPES): `rate` is decided and counted, never enforced. */
   inShadow?: boolean;
+  /** The plan whose rate this is, when a plan set it (docs/throttling.md "Plans and overrides"). */
+  plan?: string;
+  /** The override whose rate this is, while one is in force for the client. */
+  override?: number;
+  /** The requests in progress its plan allows the client in this scope (THROTTLE_PLAN_CONCURRENCY). */
+  inProgress?: number;
 }
 
 /** Which scopes run a shadow rate beside their own, and which run wholly in shadow. */

@@ -170,6 +170,17 @@ export const rateLimitsSchema = named(
         .int()
         .nullable()
         .describe('Seconds until `remaining` next grows (as the RateLimit field’s `t`); null with `remaining`.'),
+      plan: z
+        .string()
+        .nullable()
+        .describe(
+          "The caller's plan (`default`: the settings' rates), which sets `rate` for it unless an override does; " +
+            'null for an anonymous caller or a scope that does not count it.',
+        ),
+      override_until: z
+        .string()
+        .nullable()
+        .describe("When the override that sets this scope's `rate` for the caller ends (ISO 8601); null when none."),
     }),
   ),
   "The limits enforced, with the caller's own budget in each; empty while THROTTLE_ENABLED is off.",

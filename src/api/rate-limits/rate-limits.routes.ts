@@ -1,7 +1,7 @@
 import type { ResourceRouter, RouteParts } from '../router.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { rateLimitsSchema } from '../openapi/schemas.js';
-import { ownBudgets } from '../../edge/own-budget.js';
+import { ownBudgets, ownChecks } from '../../edge/own-budget.js';
 
 export const rateLimitOperations = {
   list: defineOperation({
@@ -19,22 +19,31 @@ export const rateLimitOperations = {
 /**
  * The live throttle configuration: the limits enforced, so none while THROTTLE_ENABLED is off,
  * each with its shadow rate and, where the scope applies to the caller, the caller's remaining
- * budget, read without spending it (docs/throttling.md "Your own budget"). This collection opts
+ * budget, read without spending it (docs/throttling.md "Your own budget"), and the caller's own rate where its
+ * plan or an override sets it (docs/throttling.md "Plans and overrides"). This collection opts
  * out of pagination: it is small and bounded by the number of scopes, so it answers a plain array.
  */
 export function rateLimitRoutes(router: ResourceRouter, { deps, rules, guard }: RouteParts): void {
   route(router, rateLimitOperations.list, guard(), async (ctx) => {
     if (!deps.config.THROTTLE_ENABLED) return void (ctx.body = []);
     const budgets = await ownBudgets(deps, rules, ctx);
-    ctx.body = [...rules.values()].map((rule) => ({
-      scope: rule.scope,
-      rate: rule.rate.text,
-      keyed_by: rule.keyedBy,
-      enforced: !rule.inShadow,
-      shadow_rate: rule.shadow?.text ?? null,
-      remaining: budgets.get(rule.scope)?.remaining ?? null,
-      reset_seconds: budgets.get(rule.scope)?.reset_seconds ?? null,
-    }));
+    const own = ownChecks(deps, rules, ctx);
+    const plan = ctx.state.user ? (deps.limits?.planOf(ctx.state.user.id) ?? 'default') : null;
+    ctx.body = [...rules.values()].map((base) => {
+      const { rule, ident } = own.get(base.scope) ?? { rule: base, ident: undefined };
+      const until = rule.override === undefined ? undefined : deps.limits?.overrideEnd(rule.override);
+      return {
+        scope: rule.scope,
+        rate: rule.rate.text,
+        keyed_by: rule.keyedBy,
+        enforced: !rule.inShadow,
+        shadow_rate: rule.shadow?.text ?? null,
+        remaining: budgets.get(rule.scope)?.remaining ?? null,
+        reset_seconds: budgets.get(rule.scope)?.reset_seconds ?? null,
+        plan: ident === undefined ? null : plan,
+        override_until: until === undefined ? null : until.toISOString(),
+      };
+    });
   });
   router.refuseOtherMethods(() => guard());
 }

@@ -10,6 +10,7 @@ import { connectDatabase } from '../../../db/connect.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { childPids, startCluster, type RunningCluster } from '../../helpers/cluster.js';
+import { runCli } from '../../helpers/cli.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
@@ -184,7 +185,7 @@ async function startAll(): Promise<void> {
   assert.equal(missing, [], 'prometheus and promtool are installed (Debian: apt-get install prometheus)');
   const database = await createTestDatabase('prometheus');
   dropDatabase = database.drop;
-  cluster = await startCluster({
+  const env = {
     ...testStoresEnv('prometheus', database.url),
     WEB_CONCURRENCY: '2',
     JOB_CONCURRENCY: '1',
@@ -195,8 +196,20 @@ async function startAll(): Promise<void> {
     ADMISSION_LIMIT_MIN: String(WORKER_LIMIT),
     ADMISSION_LIMIT_MAX: String(WORKER_LIMIT),
     ADMISSION_QUEUE_SIZE: '0',
-  });
+  };
+  cluster = await startCluster(env);
   await untilJobWorkerReports();
+  // An override in force for the "Overrides in force" panel, for addresses no request of the traffic comes from.
+  const override = await runCli(env, [
+    'limit:override',
+    '192.0.2.0/24',
+    'anon=100/min',
+    '--until',
+    '1h',
+    '--reason',
+    'the dashboard lists it',
+  ]);
+  assert.is(override.code, 0, override.stderr);
   prometheus = await startPrometheus(
     join(process.env.TEST_TMP_DIR!, `prometheus-${randomBytes(3).toString('hex')}`),
     `127.0.0.1:${cluster.metricsPort}`,

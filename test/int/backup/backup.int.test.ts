@@ -8,6 +8,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
+import { setOverride, setUserPlan } from '../../../src/limits/overrides.repository.js';
 import type { Actor } from '../../../src/events/domain/task.events.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { runCli } from '../../helpers/cli.js';
@@ -224,6 +225,30 @@ Backup('a backup taken while writers append holds every answer up to its positio
 
 Backup('restored from a quiet instance, every answer is the source’s, and what comes next too', async () => {
   await catchUpReadModel(source.deps.db);
+  // Plans and overrides are in the backup too (docs/throttling.md "Plans and overrides").
+  const change = { actor: 'ops@test', reason: 'launch week' };
+  assert.ok((await setUserPlan(source.deps.db, 'alice', 'partner', change)).ok);
+  const now = new Date();
+  assert.ok(
+    await setOverride(
+      source.deps.db,
+      { kind: 'user', name: 'bob' },
+      { user: '1000/min' },
+      new Date(now.getTime() + 3_600_000),
+      change,
+      now,
+    ),
+  );
+  assert.ok(
+    await setOverride(
+      source.deps.db,
+      { kind: 'address', address: '203.0.113.0/24' },
+      { anon: '60/min' },
+      new Date(now.getTime() + 3_600_000),
+      change,
+      now,
+    ),
+  );
   const file = join(dir, 'quiet.jsonl.gz');
   const exported = await cli({ DATABASE_URL: source.databaseUrl }, 'export', file);
   assert.is(exported.code, 0, exported.stderr);
@@ -233,6 +258,14 @@ Backup('restored from a quiet instance, every answer is the source’s, and what
   assert.match(imported.stderr, /\nrebuilt from \d+ events in /);
   const restored = await startTestApp({ ...ENV, DATABASE_URL: url }, 'backup_dst2');
   try {
+    const policies = async (app: TestApp) => [
+      await app.deps.db.selectFrom('users').select(['username', 'plan']).orderBy('id').execute(),
+      await app.deps.db.selectFrom('limit_overrides').selectAll().orderBy('id').execute(),
+      await app.deps.db.selectFrom('limit_audit').selectAll().orderBy('id').execute(),
+    ];
+    const kept = await policies(restored);
+    assert.equal(kept, await policies(source));
+    assert.equal([(kept[1] as unknown[]).length, (kept[2] as unknown[]).length], [2, 3]);
     const last = Number((await request(source.base, 'GET', '/api/tasks/stats/')).body.last_position);
     const { value: lastId } = await source.deps.db
       .selectFrom('counters')
@@ -346,7 +379,7 @@ Backup(
     assert.match(occupied.stderr, /^paceline: \S+ was not imported: the database is not empty /);
     assert.ok(
       occupied.stderr.endsWith(
-        '(rows in users, tokens, events, reports, idempotency_keys, tasks): import into a new, empty database\n',
+        '(rows in users, tokens, limit_overrides, limit_audit, events, reports, idempotency_keys, tasks): import into a new, empty database\n',
       ),
       occupied.stderr,
     );

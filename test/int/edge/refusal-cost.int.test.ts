@@ -102,6 +102,8 @@ test('a refused flood costs no Redis, no token lookup, and a bounded log', async
     // The census of web workers is no request's cost: a script call every 2 s (docs/throttling.md "When Redis is
     // unreachable").
     await app.deps.census?.close();
+    // Nor is the reading of plans and overrides: an epoch read every 250 ms (docs/throttling.md "Plans and overrides").
+    app.deps.limits?.close();
     const commands = await commandsRun();
     const [flushed, floodStarted] = [await flushes(), performance.now()];
     const scans = await tokenScans(app.databaseUrl);

@@ -186,6 +186,9 @@ test('GET /api/rate-limits/ tells an anonymous caller its own budget and spends 
     shadow_rate: '10/min',
     remaining: 16,
     reset_seconds: row('anon').reset_seconds,
+    // An anonymous caller has no plan, and no override sets its rate.
+    plan: null,
+    override_until: null,
   });
   assert.match(table.headers.get('ratelimit') ?? '', /^"anon";r=16;/, 'the same budget as its own RateLimit field');
   assert.ok(row('anon').reset_seconds >= 1 && row('anon').reset_seconds <= 60);

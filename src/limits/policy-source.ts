@@ -1,0 +1,101 @@
+import type { Deps } from '../deps.js';
+import { logStoreFailure } from '../stores/store-errors.js';
+import { LimitPolicy, type OverrideRecord } from './policy.js';
+import { readPolicies } from './overrides.repository.js';
+
+/**
+ * How a web worker learns of plans given and overrides set (docs/throttling.md "Plans and overrides"): read from
+ * PostgreSQL at start, then again whenever the epoch in Redis moves (the CLI moves it after each change; read every
+ * POLL_MS) and every RELOAD_MS whatever it says. A worker that cannot reach Redis or PostgreSQL keeps what it last
+ * read; an override still ends at its time, which every request compares.
+ */
+
+/** How often a worker reads the epoch: a change applies on every host within this and one read of PostgreSQL. */
+export const POLL_MS = 250;
+/** How often a worker reads PostgreSQL whatever the epoch says, in case Redis lost a move of it. */
+const RELOAD_MS = 30_000;
+/** How long a read of the epoch may take before this poll gives up on it. */
+const EPOCH_TIMEOUT_MS = 1_000;
+
+/** The Redis key whose value changes with every change to plans given or overrides. */
+export function limitsEpochKey(prefix: string): string {
+  return `${prefix}limits:epoch`;
+}
+
+export interface PolicySource {
+  policy: LimitPolicy;
+  close(): void;
+}
+
+type SourceDeps = Pick<Deps, 'config' | 'db' | 'redis' | 'logger' | 'metrics' | 'watch'>;
+
+/** Starts the worker's policy: resolves once the first read is done or has failed (then served from settings alone). */
+export async function startPolicySource(deps: SourceDeps): Promise<PolicySource> {
+  const { config, db, redis, logger } = deps;
+  const policy = new LimitPolicy({ rates: config.THROTTLE_PLANS, concurrency: config.THROTTLE_PLAN_CONCURRENCY });
+  const key = limitsEpochKey(config.REDIS_PREFIX);
+  let epoch: string | null | undefined;
+  let readAt = 0;
+  let reading = false;
+  let failing = false;
+  let shown = '';
+  const gauges = () => {
+    const inForce = policy.inForce(Date.now());
+    const text = inForce.map((o) => `${o.id} ${o.until.getTime()}`).join(',');
+    if (text === shown) return;
+    shown = text;
+    deps.metrics.throttleOverrides.reset();
+    for (const record of inForce)
+      deps.metrics.throttleOverrides.set(labelsOf(deps, record), record.until.getTime() / 1000);
+  };
+  const read = async () => {
+    const { userPlans, overrides } = await readPolicies(db, new Date());
+    policy.replace(userPlans, overrides);
+    readAt = Date.now();
+    gauges();
+  };
+  const tick = async () => {
+    if (reading) return;
+    reading = true;
+    try {
+      const now = await withTimeout(redis.get(key), EPOCH_TIMEOUT_MS).catch(() => undefined);
+      const moved = now !== undefined && now !== epoch;
+      if (moved || Date.now() - readAt >= RELOAD_MS) {
+        await read();
+        if (now !== undefined) epoch = now;
+        if (failing) logger.info('limit policies read again');
+        failing = false;
+      }
+      gauges();
+    } catch (error) {
+      if (!failing) logStoreFailure(logger, error, 'limit policies could not be read; keeping the last ones read');
+      failing = true;
+    } finally {
+      reading = false;
+    }
+  };
+  await tick();
+  const timer = setInterval(() => void tick(), POLL_MS);
+  timer.unref();
+  const close = () => clearInterval(timer);
+  policy.keptBy(close);
+  return { policy, close };
+}
+
+function labelsOf({ watch }: Pick<Deps, 'watch'>, record: OverrideRecord) {
+  const ident = record.targetKind === 'user' ? `user:${record.userId}` : undefined;
+  return {
+    override: String(record.id),
+    target: record.targetKind,
+    client: (ident && watch?.pseudonym(ident)) ?? '',
+    scopes: Object.keys(record.rates).sort().join(','),
+  };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
