@@ -1,5 +1,6 @@
 import type { Deps } from '../deps.js';
 import type { Check, Decision, RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
+import { refusalAnswer } from '../throttle/index.js';
 import type { Slot } from '../throttle/concurrency.js';
 import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';
 import { refusalOf } from './refusal.js';
@@ -41,8 +42,11 @@ export interface Limit {
    * @throws AppError 503 when the limit refuses service without its store.
    */
   withoutStore(check: Check): Taken | undefined;
-  /** The 429 of a refusal; `counted` are the request's decisions its RateLimit fields list. */
-  answer(taken: Taken, counted: readonly Decision[]): RefusalAnswer;
+  /**
+   * The 429 of a refusal; `counted` are the request's decisions its RateLimit fields list, `rule` the one that
+   * counted it (a plan's or an override's, which its problem details name).
+   */
+  answer(taken: Taken, counted: readonly Decision[], rule: ScopeRule): RefusalAnswer;
 }
 
 /** A refusal: who was refused, where and for how long, and the 429 that says so. */
@@ -93,7 +97,7 @@ export function createDecide(deps: Pick<Deps, 'config' | 'metrics' | 'watch' | '
         taken.by !== 'store',
         watch?.pseudonym(check.ident),
       );
-      const answer = limit.answer(taken, counted === undefined ? decisions : [...counted, ...decisions]);
+      const answer = limit.answer(taken, counted === undefined ? decisions : [...counted, ...decisions], check.rule);
       return { ...taken, refusal: { refusal, answer } };
     }
     if (decisions[0]?.shadowRefused) {
@@ -131,6 +135,21 @@ export function createDecide(deps: Pick<Deps, 'config' | 'metrics' | 'watch' | '
   }
 
   return { take, record };
+}
+
+/**
+ * A rate's 429: the one kept for the settings' rules (`answers`), or, for a rule a plan or an override set, one whose
+ * problem details name it (docs/throttling.md "Plans and overrides").
+ */
+export function answerFor(
+  answers: (decisions: readonly Decision[], retryAfterS: number) => RefusalAnswer,
+  counted: readonly Decision[],
+  taken: Taken,
+  { scope, plan, override }: ScopeRule,
+): RefusalAnswer {
+  const retryAfterS = taken.refused!.retryAfterS;
+  if (plan === undefined && override === undefined) return answers(counted, retryAfterS);
+  return refusalAnswer(counted, retryAfterS, { scope, plan, override });
 }
 
 /** How a rate's decisions were taken: alone (`degraded`), from memory (`local`), or by Redis. */

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Deps } from '../deps.js';
 import { createRefusalAnswers, longestWait, type Check } from '../throttle/index.js';
-import { takenFrom, type Decide, type KnownRefusal, type Limit } from './decision.js';
+import { answerFor, takenFrom, type Decide, type KnownRefusal, type Limit } from './decision.js';
 import { isOverLimit, overLimitAnswer } from '../throttle/cost.js';
 import type { RouteCost } from './route-cost.js';
 
@@ -27,8 +27,8 @@ export function refuseKnown(
   // Only `series` and `answer` are read of a limit for a decision already taken.
   const memory: Pick<Limit, 'series' | 'answer'> = {
     series: (scope) => scope,
-    answer: (taken, counted) =>
-      isOverLimit(taken.decisions) ? overLimitAnswer(counted) : answers(counted, taken.refused!.retryAfterS),
+    answer: (taken, counted, rule) =>
+      isOverLimit(taken.decisions) ? overLimitAnswer(counted) : answerFor(answers, counted, taken, rule),
   };
   return (req) => {
     if (req.headers.authorization !== undefined) return undefined;

@@ -5,7 +5,7 @@ import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
 import { LocalShare } from '../throttle/local-share.js';
 import { createRefusalAnswers, longestWait, rateLimitHeaders } from '../throttle/index.js';
 import { checkOf } from './client-identity.js';
-import { createDecide, takenFrom, type Decide, type Limit } from './decision.js';
+import { answerFor, createDecide, takenFrom, type Decide, type Limit } from './decision.js';
 import { answerRefusal } from './refusal.js';
 import { createBurstLogger, withoutRedis } from './throttle-store-down.js';
 import { isOverLimit, overLimitAnswer } from '../throttle/cost.js';
@@ -67,8 +67,8 @@ function rateLimit(deps: Deps): Limit {
       const decisions = withoutRedis(deps.config, localShare, check);
       return decisions && takenFrom(decisions, longestWait(decisions));
     },
-    answer: (taken, counted) =>
-      isOverLimit(taken.decisions) ? overLimitAnswer(counted) : answers(counted, taken.refused!.retryAfterS),
+    answer: (taken, counted, rule) =>
+      isOverLimit(taken.decisions) ? overLimitAnswer(counted) : answerFor(answers, counted, taken, rule),
   };
 }
 

@@ -52,9 +52,14 @@ export interface RefusalAnswer extends RefusalBytes {
 /**
  * What a refusal adds to its 429, waiting `retryAfterS`: the RateLimit fields of `decisions`, `Retry-After`, the
  * JSON content type, and DRF's body `{"detail":"Request was throttled. Expected available in 37 seconds."}`; as
- * problem details, the policies of the refusing decisions (those not in shadow).
+ * problem details, the policies of the refusing decisions (those not in shadow), with the plan or override that set
+ * `policy.scope`'s quota for the client, if one did.
  */
-export function refusalAnswer(decisions: ReadonlyArray<Decision>, retryAfterS: number): RefusalAnswer {
+export function refusalAnswer(
+  decisions: ReadonlyArray<Decision>,
+  retryAfterS: number,
+  policy?: { scope: string; plan?: string; override?: number },
+): RefusalAnswer {
   const fields: string[] = [];
   const limits = rateLimitHeaders(decisions);
   for (const name in limits) fields.push(name, limits[name] as string);
@@ -62,7 +67,13 @@ export function refusalAnswer(decisions: ReadonlyArray<Decision>, retryAfterS: n
   return answerWith(fields, retryAfterS, () => {
     const violated: ViolatedPolicy[] = [];
     for (const { allowed, inShadow, scope, limit, windowMs } of decisions)
-      if (!allowed && !inShadow) violated.push({ scope, quota: limit, window: Math.ceil(windowMs / 1000) });
+      if (!allowed && !inShadow) {
+        const member: ViolatedPolicy = { scope, quota: limit, window: Math.ceil(windowMs / 1000) };
+        // Which plan or override set the client's quota (docs/throttling.md "Plans and overrides").
+        if (policy?.scope === scope && policy.plan !== undefined) member.plan = policy.plan;
+        if (policy?.scope === scope && policy.override !== undefined) member.override = String(policy.override);
+        violated.push(member);
+      }
     return violated;
   });
 }

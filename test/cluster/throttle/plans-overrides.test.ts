@@ -101,6 +101,13 @@ async function quotaOf(host: RunningCluster, headers: Record<string, string>): P
   });
 }
 
+/** The `policies` of a 429 in problem details (docs/api.md "Problem details") to this client. */
+async function violated(headers: Record<string, string>): Promise<unknown> {
+  const answer = await hit(hosts[0]!.base, '/api/tasks/', { ...headers, Accept: 'application/problem+json' });
+  assert.is(answer.status, 429, answer.body);
+  return (JSON.parse(answer.body) as { policies: unknown }).policies;
+}
+
 async function cli(...args: string[]) {
   const run = await runCli(env, args);
   assert.is(run.code, 0, `cli ${args.join(' ')}: ${run.stderr}`);
@@ -138,6 +145,7 @@ test.after(async () => {
 test('plan:set applies on both hosts within 1 s, enforced exactly across them; /api/rate-limits/ shows it', async () => {
   await change('plan:set', 'ada', 'partner', '--reason', 'launch', '--by', 'ops-test');
   assert.equal(await burst(40, asUser('ada')), { '200 admitted': PARTNER_LIMIT, '429 refused': 40 - PARTNER_LIMIT });
+  assert.equal(await violated(asUser('ada')), [{ scope: 'user', quota: PARTNER_LIMIT, window: 60, plan: 'partner' }]);
   // A user given another plan, and one given none, keep theirs.
   await change('plan:set', 'dee', 'free');
   assert.equal(
@@ -152,7 +160,7 @@ test('plan:set applies on both hosts within 1 s, enforced exactly across them; /
 
 test('limit:override applies on both hosts within 1 s, exactly, and ends by itself at --until', async () => {
   const asked = Date.now();
-  await change(
+  const set = await change(
     'limit:override',
     'user',
     'bob',
@@ -165,6 +173,8 @@ test('limit:override applies on both hosts within 1 s, exactly, and ends by itse
     'ops-test',
   );
   assert.equal(await burst(40, asUser('bob')), { '200 admitted': 20, '429 refused': 20 });
+  const id = /override #(\d+)/.exec(set.stdout)?.[1];
+  assert.equal(await violated(asUser('bob')), [{ scope: 'user', quota: 20, window: 60, override: id }]);
   await change('limit:override', 'user', 'eve', 'user=30/min', '--until', '1h', '--reason', 'partner trial');
   const [row] = await ratesOnHosts('user', asUser('eve'));
   assert.is(row!.rate, '30/min');
