@@ -183,7 +183,7 @@ async function tellServers(config: Config): Promise<number> {
   } catch (error) {
     return fail(
       `the change is made in the database, but Redis did not take it (${(error as Error).message}): servers ` +
-        'apply it within 30 s, when they read the database again',
+        'that could not reach Redis either apply it once they can; run the command again once Redis answers',
     );
   }
 }

@@ -6,14 +6,13 @@ import { readPolicies } from './overrides.repository.js';
 /**
  * How a web worker learns of plans given and overrides set (docs/throttling.md "Plans and overrides"): read from
  * PostgreSQL at start, then again whenever the epoch in Redis moves (the CLI moves it after each change; read every
- * POLL_MS) and every RELOAD_MS whatever it says. A worker that cannot reach Redis or PostgreSQL keeps what it last
- * read; an override still ends at its time, which every request compares.
+ * POLL_MS), and once Redis answers again after it did not (a change made meanwhile may not have moved it). No other
+ * reads: an idle service asks PostgreSQL nothing for them. A worker that cannot reach Redis or PostgreSQL keeps what
+ * it last read; an override still ends at its time, which every request compares.
  */
 
 /** How often a worker reads the epoch: a change applies on every host within this and one read of PostgreSQL. */
 export const POLL_MS = 250;
-/** How often a worker reads PostgreSQL whatever the epoch says, in case Redis lost a move of it. */
-const RELOAD_MS = 30_000;
 /** How long a read of the epoch may take before this poll gives up on it. */
 const EPOCH_TIMEOUT_MS = 1_000;
 
@@ -35,7 +34,9 @@ export async function startPolicySource(deps: SourceDeps): Promise<PolicySource>
   const policy = new LimitPolicy({ rates: config.THROTTLE_PLANS, concurrency: config.THROTTLE_PLAN_CONCURRENCY });
   const key = limitsEpochKey(config.REDIS_PREFIX);
   let epoch: string | null | undefined;
-  let readAt = 0;
+  let everRead = false;
+  /** The epoch could not be read since the last read of PostgreSQL: read it again once it can. */
+  let unsure = false;
   let reading = false;
   let failing = false;
   let shown = '';
@@ -51,7 +52,6 @@ export async function startPolicySource(deps: SourceDeps): Promise<PolicySource>
   const read = async () => {
     const { userPlans, overrides } = await readPolicies(db, new Date());
     policy.replace(userPlans, overrides);
-    readAt = Date.now();
     gauges();
   };
   const tick = async () => {
@@ -59,10 +59,13 @@ export async function startPolicySource(deps: SourceDeps): Promise<PolicySource>
     reading = true;
     try {
       const now = await withTimeout(redis.get(key), EPOCH_TIMEOUT_MS).catch(() => undefined);
-      const moved = now !== undefined && now !== epoch;
-      if (moved || Date.now() - readAt >= RELOAD_MS) {
+      // Redis did not answer: keep what was read, and read again once it does.
+      if (now === undefined && everRead) unsure = true;
+      else if (!everRead || unsure || now !== epoch) {
         await read();
-        if (now !== undefined) epoch = now;
+        everRead = true;
+        epoch = now;
+        unsure = now === undefined;
         if (failing) logger.info('limit policies read again');
         failing = false;
       }
