@@ -1,6 +1,5 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database.js';
-import { migrateToLatest } from '../../db/migrate.js';
 import { limitsEpochKey } from '../limits/policy-source.js';
 import {
   limitAudit,
@@ -20,7 +19,7 @@ import { DEFAULT_PLAN } from '../throttle/plans.js';
 import type { Command, PreparedCommand } from './command.js';
 import { fail, say } from './output.js';
 import { setInServiceRedis } from './token-epoch.js';
-import { whoRuns } from './users.commands.js';
+import { migrated, whoRuns } from './users.commands.js';
 
 // Plans and overrides of the throttle's limits (docs/operations.md "Limits per client"). Every change is one
 // transaction with its `limit_audit` row, then every server is told (the epoch in Redis), and applies it within 1 s.
@@ -199,9 +198,4 @@ function planNames(config: Config): string {
 
 function refused(error: string): PreparedCommand {
   return { ok: false, error };
-}
-
-async function migrated(db: Kysely<Database>, work: () => Promise<number>): Promise<number> {
-  await migrateToLatest(db);
-  return work();
 }

@@ -169,7 +169,8 @@ async function reportRevocation(
   }
 }
 
-async function migrated(db: Kysely<Database>, work: () => Promise<number>): Promise<number> {
+/** Runs `work` once the database has every migration of this release. */
+export async function migrated(db: Kysely<Database>, work: () => Promise<number>): Promise<number> {
   await migrateToLatest(db);
   return work();
 }

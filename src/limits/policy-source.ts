@@ -1,4 +1,5 @@
 import type { Deps } from '../deps.js';
+import { withTimeout } from '../read-cache/head.js';
 import { logStoreFailure } from '../stores/store-errors.js';
 import { LimitPolicy, type OverrideRecord } from './policy.js';
 import { readPolicies } from './overrides.repository.js';
@@ -58,7 +59,7 @@ export async function startPolicySource(deps: SourceDeps): Promise<PolicySource>
     if (reading) return;
     reading = true;
     try {
-      const now = await withTimeout(redis.get(key), EPOCH_TIMEOUT_MS).catch(() => undefined);
+      const now = await withTimeout(redis.get(key), EPOCH_TIMEOUT_MS, 'limits epoch read').catch(() => undefined);
       // Redis did not answer: keep what was read, and read again once it does.
       if (now === undefined && everRead) unsure = true;
       else if (!everRead || unsure || now !== epoch) {
@@ -93,12 +94,4 @@ function labelsOf({ watch }: Pick<Deps, 'watch'>, record: OverrideRecord) {
     client: (ident && watch?.pseudonym(ident)) ?? '',
     scopes: Object.keys(record.rates).sort().join(','),
   };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
