@@ -15,6 +15,7 @@ import { startMetricsHub, type MetricsHub } from './metrics-hub.js';
 import { answerThrottledOnSignal } from './throttled-file.js';
 import { reloadOnHangup } from './reload.js';
 import { handleShutdown, type Lifecycle } from './shutdown.js';
+import { lendListenDescriptors } from './listen-descriptors.js';
 import { Supervisor } from './supervisor.js';
 import { announceReady, recordListening } from './ready-banner.js';
 
@@ -131,6 +132,10 @@ function superviseChildren(
     env: { ...fileSettings, ...stores },
     onRestart: (role) => metrics.countRestart(role),
     onExit: (worker) => metrics.retire(worker),
+    onFork: (worker, role) => {
+      if (role === 'web' && config.CONNECTION_DOOR === 'shared' && config.PORT !== 0)
+        lendListenDescriptors(worker, config.PORT);
+    },
   });
   metrics.attach(() => supervisor.workers());
   if (config.DRAIN_DELAY_MS > 0 && config.ROLE !== 'jobs') {

@@ -50,6 +50,8 @@ export class Supervisor {
       shutdownTimeoutMs: number;
       onRestart?: (role: ChildRole) => void;
       onExit?: (worker: Worker) => void;
+      /** Called on each fork, before the child has started. */
+      onFork?: (worker: Worker, role: ChildRole) => void;
     },
   ) {
     this.#env = options.env;
@@ -110,6 +112,7 @@ export class Supervisor {
   /** Forks a child; resolves true once it is ready, false if it exits first. */
   #spawn(role: ChildRole, crashes: number[]): Promise<boolean> {
     const worker = cluster.fork({ ...this.#env, PACELINE_CHILD_ROLE: role });
+    this.options.onFork?.(worker, role);
     const slot: Slot = {
       role,
       worker,

@@ -2,6 +2,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { childDrainBudgetMs, type Config } from '../settings/config.js';
 import type { Deps } from '../deps.js';
+import { addAcceptors, type Acceptors } from './acceptors.js';
 import { answerClientErrors } from './client-errors.js';
 import { enforceHeaderDeadline } from './header-deadline.js';
 
@@ -64,10 +65,12 @@ export async function serve(
       resolve();
     });
   });
+  const acceptors: Acceptors | undefined =
+    config.CONNECTION_DOOR === 'shared' ? addAcceptors(http, LISTEN_BACKLOG) : undefined;
   return {
     close() {
       draining = true;
-      return closeServer(http, budgetMs).finally(() => handle.close());
+      return closeServer(http, budgetMs, acceptors).finally(() => handle.close());
     },
   };
 }
@@ -97,7 +100,7 @@ function door(config: Pick<Config, 'CONNECTION_DOOR' | 'PORT'>): { reusePort?: t
  * sending a request on one at this very moment and would see the connection reset under it.
  * They end by the timeout the client was told, or after one more response with `Connection: close`.
  */
-function closeServer(server: Server, timeoutMs: number): Promise<void> {
+function closeServer(server: Server, timeoutMs: number, acceptors?: Acceptors): Promise<void> {
   return new Promise((resolve) => {
     const force = setTimeout(
       () => {
@@ -106,7 +109,8 @@ function closeServer(server: Server, timeoutMs: number): Promise<void> {
       },
       Math.max(timeoutMs, 100),
     );
-    NetServer.prototype.close.call(server, () => {
+    const own = new Promise<void>((closed) => NetServer.prototype.close.call(server, () => closed()));
+    void Promise.all([own, acceptors?.close()]).then(() => {
       clearTimeout(force);
       resolve();
     });

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
+import { ACCEPTORS_PER_WORKER } from '../../../src/server/acceptors.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
@@ -148,8 +149,16 @@ test('PORT has one listening socket, held by the primary, that every web worker 
   // Past its backlog the kernel drops a new connection, and its client (a probe among them) retries a second later.
   const { backlogs, expected, listing } = listenBacklog(cluster.port);
   assert.equal(backlogs, [expected], listing);
-  const holders = [...listing.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1])).sort();
-  assert.equal(holders, [cluster.child.pid!, ...webWorkers()].sort(), `the primary and both web workers: ${listing}`);
+  const holders = [...listing.matchAll(/pid=(\d+),fd=(\d+)/g)].map((m) => Number(m[1]));
+  const distinct = [...new Set(holders)].sort();
+  assert.equal(distinct, [cluster.child.pid!, ...webWorkers()].sort(), `the primary and both web workers: ${listing}`);
+  // Each worker polls ACCEPTORS_PER_WORKER descriptors of it, so a turn of its event loop accepts as many.
+  for (const worker of webWorkers())
+    assert.is(
+      holders.filter((pid) => pid === worker).length,
+      ACCEPTORS_PER_WORKER,
+      `worker ${worker}'s descriptors: ${listing}`,
+    );
 });
 
 test('a rolling reload under 30 clients that each open a new connection per request: no connection is reset', async () => {
