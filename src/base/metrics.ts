@@ -136,6 +136,13 @@ export function createMetrics(registry = new Registry()) {
       help: 'Queued requests dropped with no work because their client closed the connection meanwhile.',
       registers,
     }),
+    keptDeferred: new Counter({
+      name: 'paceline_http_kept_deferred_total',
+      help:
+        "Kept connections whose next request was left for a later turn of the worker's event loop, past " +
+        '64 answers in one turn, so that newcomers are read in the next (docs/throttling.md "Past capacity").',
+      registers,
+    }),
     admissionMemory: new Counter({
       name: 'paceline_admission_memory_total',
       help:

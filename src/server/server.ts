@@ -4,6 +4,7 @@ import { childDrainBudgetMs, type Config } from '../settings/config.js';
 import type { Deps } from '../deps.js';
 import { addAcceptors, type Acceptors } from './acceptors.js';
 import { answerClientErrors } from './client-errors.js';
+import { takeTurns } from './turns.js';
 import { enforceHeaderDeadline } from './header-deadline.js';
 
 /** Advertised to clients as `Keep-Alive: timeout=5`; an idle connection is closed after it. */
@@ -48,7 +49,7 @@ export function createApiServer(
  * budget.
  */
 export async function serve(
-  { config }: Pick<Deps, 'config'>,
+  { config, metrics }: Pick<Deps, 'config' | 'metrics'>,
   handle: RequestListener & { close(): void },
 ): Promise<{ close(): Promise<void> }> {
   let draining = false;
@@ -65,6 +66,7 @@ export async function serve(
       resolve();
     });
   });
+  if (config.ADMISSION_CONTROL === 'on') takeTurns(http, () => metrics.keptDeferred.inc());
   const acceptors: Acceptors | undefined =
     config.CONNECTION_DOOR === 'shared' ? addAcceptors(http, LISTEN_BACKLOG) : undefined;
   return {
