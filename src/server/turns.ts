@@ -2,23 +2,23 @@ import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
- * Answers on kept connections a web worker gives in one turn of its event loop before the connections answered
- * after them wait for a later turn (docs/throttling.md "Past capacity: newcomers take turns").
+ * Requests a web worker reads in one turn of its event loop before the kept connections of those read after them
+ * wait for a later turn (docs/throttling.md "Past capacity: newcomers take turns").
  */
 export const ANSWERS_PER_TURN = 64;
 
 /**
  * Kept connections take turns. A turn of the event loop reads every connection with a request waiting, so under a
  * crowd of kept connections one turn serves the whole crowd, and a newcomer accepted during it waits for the next
- * turn: its length is the crowd's size. Past `perTurn` answers in one turn, a kept connection whose answer is
+ * turn: its length is the crowd's size. Past `perTurn` requests read in one turn, a kept connection whose answer is
  * written stops being read (its next request waits in the kernel) and joins a queue; at the end of each turn the
  * `perTurn` that waited longest are read again. A connection's first request is never held, so a newcomer is read
- * on the turn after it is accepted, and a turn lasts about `perTurn` answers however large the crowd. Nothing
- * changes while a turn answers fewer.
+ * on the turn after it is accepted, and a turn lasts about `perTurn` requests however large the crowd. Nothing
+ * changes while a turn reads fewer.
  */
 export function takeTurns(http: Server, onDeferred: () => void, perTurn = ANSWERS_PER_TURN): void {
   const waiting: Socket[] = [];
-  let answered = 0;
+  let read = 0;
   let scheduled = false;
   const schedule = () => {
     if (scheduled) return;
@@ -27,8 +27,8 @@ export function takeTurns(http: Server, onDeferred: () => void, perTurn = ANSWER
   };
   const endOfTurn = () => {
     scheduled = false;
-    answered = 0;
-    for (let resumed = 0; resumed < perTurn && waiting.length > 0; ) {
+    read = 0;
+    for (let resumed = 0; resumed < perTurn && waiting.length > 0;) {
       const socket = waiting.shift()!;
       if (socket.destroyed) continue;
       socket.resume();
@@ -36,15 +36,17 @@ export function takeTurns(http: Server, onDeferred: () => void, perTurn = ANSWER
     }
     if (waiting.length > 0) schedule();
   };
+  const defer = (socket: Socket) => {
+    if (socket.destroyed || socket.writableEnded) return;
+    socket.pause();
+    waiting.push(socket);
+    onDeferred();
+  };
+  // Counted as requests are read (a counter and a flag per request while turns are short); only a request read
+  // past `perTurn` in its turn gets a listener, which holds its connection once the answer is written.
   http.on('request', (req, res) => {
-    res.once('finish', () => {
-      answered += 1;
-      schedule();
-      const socket = req.socket;
-      if (answered <= perTurn || socket.destroyed || socket.writableEnded) return;
-      socket.pause();
-      waiting.push(socket);
-      onDeferred();
-    });
+    read += 1;
+    schedule();
+    if (read > perTurn) res.once('finish', () => defer(req.socket));
   });
 }

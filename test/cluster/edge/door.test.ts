@@ -192,7 +192,7 @@ async function deferred(): Promise<number> {
   return Number(/^paceline_http_kept_deferred_total (\S+)$/m.exec(text)?.[1] ?? NaN);
 }
 
-test('kept connections take turns: past 64 answers in a turn, a kept connection waits for a later one', async () => {
+test('kept connections take turns: past 64 requests read in a turn, a kept connection waits for a later one', async () => {
   // docs/throttling.md "Past capacity: newcomers take turns". A few kept connections never wait; a crowd of 800
   // does (a turn would otherwise read all of them), and a newcomer is answered meanwhile. How much sooner it is
   // answered is the overload bench's to measure, not a test's.

@@ -1,0 +1,103 @@
+/**
+ * `npm run bench:against -- <dir>`: this build against another, one path under wrk, in interleaved rounds on the same
+ * stores (docs/benchmarks.md "One build against another"). `<dir>` is a clone of the other commit with its `dist/`
+ * built; both services run `node dist/src/main.js` with two web workers and limits never reached, on one PostgreSQL
+ * (20,000 tasks) and one Redis. Each round runs `wrk -t2 -c32 -d<BENCH_SECONDS>s` on both, which one first
+ * alternating; the report gives each round's ratio (this build's requests/s over the other's), their median and
+ * spread, and each build's CPU per request (its primary and workers) and Redis's.
+ *
+ *   git clone -q . /tmp/base && (cd /tmp/base && git checkout -q <commit> && npm ci && npm run build)
+ *   BENCH_PATH=/healthz BENCH_ROUNDS=10 npm run bench:against -- /tmp/base
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { promisify } from 'node:util';
+import { markdownTable, describeCommit, hostLine, writeResults } from './harness/report.js';
+import { log, runBench } from './harness/run.js';
+import { seedDatabase } from './harness/seed.js';
+import { cpuSeconds, startService, startStores, treeCpuSeconds, type RunningCluster } from './harness/service.js';
+import { readBenchCount, readBenchText } from './harness/settings.js';
+
+const run = promisify(execFile);
+const other = process.argv[2] ?? '';
+const path = readBenchText('BENCH_PATH', '/api/tasks/');
+const rounds = readBenchCount('BENCH_ROUNDS', 10);
+const seconds = readBenchCount('BENCH_SECONDS', 5);
+const RESULTS = 'ops/bench/results/against.md';
+
+interface Tally {
+  serviceCpu: number;
+  redisCpu: number;
+  requests: number;
+}
+
+await runBench('bench:against', async () => {
+  if (!existsSync(`${other}/dist/src/main.js`)) {
+    log(`usage: npm run bench:against -- <a clone of the other commit, with dist/ built> (none at "${other}")`);
+    return 2;
+  }
+  const stores = await startStores();
+  await seedDatabase(stores.databaseUrl, 20_000);
+  const settings = (prefix: string) => ({
+    DATABASE_URL: stores.databaseUrl,
+    REDIS_URL: stores.redisUrl,
+    REDIS_PREFIX: prefix,
+    CURSOR_SECRET: 'against-bench-cursor-secret-0123456789',
+    THROTTLE_ANON: '100000/s',
+    THROTTLE_USER: '100000/s',
+  });
+  // The service's entry point is dist/src/main.js from the working directory: the other build starts from its own.
+  const home = process.cwd();
+  process.chdir(other);
+  const theirs = await startService(settings('against:other:'));
+  process.chdir(home);
+  const ours = await startService(settings('against:this:'));
+  const redisPid = Number(
+    (await run('pgrep', ['-f', `redis-server.*:${new URL(stores.redisUrl).port}`])).stdout.split('\n')[0],
+  );
+  const tallies = new Map<RunningCluster, Tally>([
+    [ours, { serviceCpu: 0, redisCpu: 0, requests: 0 }],
+    [theirs, { serviceCpu: 0, redisCpu: 0, requests: 0 }],
+  ]);
+  const measure = async (service: RunningCluster, duration: number, tally?: Tally): Promise<number> => {
+    const [service0, redis0] = [treeCpuSeconds(service.child.pid!), cpuSeconds(redisPid)];
+    const { stdout } = await run('wrk', ['-t2', '-c32', `-d${duration}s`, `${service.base}${path}`]);
+    const requests = Number(/(\d+) requests in/.exec(stdout)?.[1]);
+    if (tally) {
+      tally.serviceCpu += treeCpuSeconds(service.child.pid!) - service0;
+      tally.redisCpu += cpuSeconds(redisPid) - redis0;
+      tally.requests += requests;
+    }
+    return Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]);
+  };
+  await measure(theirs, 3);
+  await measure(ours, 3);
+  const rows: (string | number)[][] = [];
+  for (let round = 1; round <= rounds; round += 1) {
+    const order = round % 2 === 1 ? [theirs, ours] : [ours, theirs];
+    const rate = new Map<RunningCluster, number>();
+    for (const service of order) rate.set(service, await measure(service, seconds, tallies.get(service)));
+    const ratio = rate.get(ours)! / rate.get(theirs)!;
+    rows.push([round, Math.round(rate.get(theirs)!), Math.round(rate.get(ours)!), ratio.toFixed(3)]);
+    log(
+      `round ${round}: other ${Math.round(rate.get(theirs)!)}/s, this ${Math.round(rate.get(ours)!)}/s (${ratio.toFixed(3)})`,
+    );
+  }
+  const ratios = rows.map((row) => Number(row[3])).sort((a, b) => a - b);
+  const perRequest = (tally: Tally) =>
+    `${((1e6 * tally.serviceCpu) / tally.requests).toFixed(1)} µs service, ` +
+    `${((1e6 * tally.redisCpu) / tally.requests).toFixed(1)} µs Redis`;
+  const text = [
+    `# This build against another: \`GET ${path}\``,
+    '',
+    `${hostLine()}; this build: ${describeCommit()}; the other: ${other}.`,
+    '',
+    `Median ratio (this build's requests/s over the other's) **${ratios[Math.floor(ratios.length / 2)]!.toFixed(3)}**, ` +
+      `spread ${ratios[0]!.toFixed(3)}–${ratios[ratios.length - 1]!.toFixed(3)} over ${rounds} rounds of ${seconds} s.`,
+    `CPU per request: this build ${perRequest(tallies.get(ours)!)}; the other ${perRequest(tallies.get(theirs)!)}.`,
+    '',
+    markdownTable(['round', 'other /s', 'this /s', 'ratio'], rows),
+    '',
+  ].join('\n');
+  await writeResults(RESULTS, text);
+});
