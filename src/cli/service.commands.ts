@@ -1,10 +1,17 @@
 import { resolve } from 'node:path';
-import { describeInstance, runningInstance } from '../cluster/instance-file.js';
+import { describeInstance, runningInstance, type Instance } from '../cluster/instance-file.js';
 import { readReloads, type ReloadRecord } from '../cluster/reload.js';
-import { formatThrottled, takeThrottledAnswer, THROTTLED_SIGNAL } from '../cluster/throttled-file.js';
+import {
+  formatThrottled,
+  scopesShown,
+  takeThrottledAnswer,
+  THROTTLED_SIGNAL,
+  type ThrottledAnswer,
+} from '../cluster/throttled-file.js';
 import type { Config } from '../settings/config.js';
 import type { Command, CommandContext } from './command.js';
 import { fail, say } from './output.js';
+import { readClientLimits } from './throttled-limits.js';
 import { printLastUserChange } from './user-listings.js';
 
 /** `status`: whether a Paceline runs on DATA_DIR (exit 3 when not), and the last change of user:audit. */
@@ -125,19 +132,22 @@ function notRunning(config: Config): number {
 
 /**
  * `throttled [--scope S] [--pid PID]`: asks the running primary (THROTTLED_SIGNAL) and prints its
- * answer, waiting up to 10 s. PID names a primary that does not record itself under DATA_DIR (one
- * started with both DATABASE_URL and REDIS_URL); it writes its answer under its own DATA_DIR.
+ * answer, waiting up to 10 s, each client with its plan and override from the database. PID names a
+ * primary that does not record itself under DATA_DIR (one started with both DATABASE_URL and
+ * REDIS_URL); it writes its answer under its own DATA_DIR.
  */
 export const throttled: Command = {
   usage: `  throttled [--scope S] [--pid PID]
                      its heaviest refused clients per scope over THROTTLE_TOP_WINDOW, with
-                     their addresses or user ids and the pseudonyms the metrics show (PID:
-                     a primary with DATABASE_URL and REDIS_URL, which records no DATA_DIR PID)`,
+                     their addresses or user ids, the pseudonyms the metrics show, a user's
+                     plan and the override in force for the client (PID: a primary with
+                     DATABASE_URL and REDIS_URL, which records no DATA_DIR PID)`,
   needs: 'settings',
-  run: (args, context) => printThrottled(context.config, args),
+  run: (args, context) => printThrottled(context, args),
 };
 
-async function printThrottled(config: Config, args: string[]): Promise<number> {
+async function printThrottled(context: CommandContext, args: string[]): Promise<number> {
+  const { config } = context;
   const scope = optionOf(args, '--scope');
   const pid = optionOf(args, '--pid');
   if (scope === '') return fail('throttled --scope needs a scope name');
@@ -153,11 +163,26 @@ async function printThrottled(config: Config, args: string[]): Promise<number> {
   process.kill(target, THROTTLED_SIGNAL);
   for (let tries = 0; tries < 100; tries++) {
     const answer = takeThrottledAnswer(config, since);
-    if (answer) {
-      process.stdout.write(formatThrottled(answer, scope));
-      return 0;
-    }
+    if (answer) return printAnswer(context, answer, scope, running);
     await new Promise((done) => setTimeout(done, 100));
   }
   return fail(`Paceline's primary (PID ${target}) did not answer within 10 s`);
+}
+
+/**
+ * The primary's answer, each client with its plan and override read from the database (docs/throttling.md "Find
+ * them"); without them, and one line that says so, when the database cannot be read.
+ */
+async function printAnswer(
+  context: CommandContext,
+  answer: ThrottledAnswer,
+  scope: string | undefined,
+  running: Instance | undefined,
+): Promise<number> {
+  const anyClient = scopesShown(answer, scope).some((top) => top.clients.length > 0);
+  const embeddedRuns = running?.ports.EMBEDDED_PG_PORT !== undefined;
+  const limits = anyClient ? await readClientLimits(context.config, context.withDatabase, embeddedRuns) : undefined;
+  process.stdout.write(formatThrottled(answer, scope, limits?.ok ? limits.describe : undefined));
+  if (limits?.ok === false) say(limits.line);
+  return 0;
 }

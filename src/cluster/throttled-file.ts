@@ -53,15 +53,25 @@ export function takeThrottledAnswer(config: Pick<Config, 'DATA_DIR'>, since: num
   }
 }
 
-/** The answer as the CLI prints it: one line per client, heaviest first, per scope. */
-export function formatThrottled(answer: ThrottledAnswer, scope?: string): string {
-  const scopes = answer.scopes.filter((top) => scope === undefined || top.scope === scope);
+/** The scopes of the answer the CLI prints: all, or the one `scope` names. */
+export function scopesShown(answer: ThrottledAnswer, scope?: string): HostTop[] {
+  return answer.scopes.filter((top) => scope === undefined || top.scope === scope);
+}
+
+/**
+ * The answer as the CLI prints it: one line per client, heaviest first, per scope; `about` gives what follows a
+ * client's line (its plan and override, docs/throttling.md "Find them"), none when undefined.
+ */
+export function formatThrottled(answer: ThrottledAnswer, scope?: string, about?: (ident: string) => string): string {
+  const scopes = scopesShown(answer, scope);
   if (scopes.length === 0) return `no refused clients${scope ? ` in scope ${scope}` : ''} in the window\n`;
   const lines: string[] = [];
   for (const top of scopes) {
     lines.push(`${top.scope}: ${top.total} refused in the window`);
-    for (const { ident, client, count, error } of top.clients)
-      lines.push(`  ${String(count).padStart(8)}${error > 0 ? ` (±${error})` : ''}  ${ident}  ${client}`);
+    for (const { ident, client, count, error } of top.clients) {
+      const line = `  ${String(count).padStart(8)}${error > 0 ? ` (±${error})` : ''}  ${ident}  ${client}`;
+      lines.push(about ? `${line}  ${about(ident)}` : line);
+    }
   }
   return `${lines.join('\n')}\n`;
 }

@@ -121,6 +121,16 @@ export class LimitPolicy {
     return undefined;
   }
 
+  /**
+   * The override in force at `nowMs` for one client, whichever scopes it sets, matched as `ruleFor` matches it:
+   * user `userId`'s own when given, else the newest for the address or a prefix holding `ident` (`ip:…`).
+   * `cli throttled` names it beside the client.
+   */
+  overrideFor(ident: string, userId: number | undefined, nowMs: number): OverrideRecord | undefined {
+    const live = userId !== undefined ? this.#byUser.get(userId) : this.#forAddress(ident);
+    return live && live.untilMs > nowMs ? live.record : undefined;
+  }
+
   /** The overrides this worker applies at `nowMs`, for the gauge of those in force. */
   inForce(nowMs: number): OverrideRecord[] {
     return [...this.#byUser.values(), ...this.#byAddress].filter((l) => l.untilMs > nowMs).map((l) => l.record);
