@@ -25,6 +25,13 @@ const rounds = readBenchCount('BENCH_ROUNDS', 10);
 const seconds = readBenchCount('BENCH_SECONDS', 5);
 const RESULTS = 'ops/bench/results/against.md';
 
+/** The other build's commit, as git names it in its clone (never the clone's path). */
+const commitOf = (dir: string): Promise<string> =>
+  run('git', ['-C', dir, 'rev-parse', '--short', 'HEAD']).then(
+    ({ stdout }) => stdout.trim(),
+    () => 'a build outside git',
+  );
+
 interface Tally {
   serviceCpu: number;
   redisCpu: number;
@@ -90,7 +97,7 @@ await runBench('bench:against', async () => {
   const text = [
     `# This build against another: \`GET ${path}\``,
     '',
-    `${hostLine()}; this build: ${describeCommit()}; the other: ${other}.`,
+    `${hostLine()}; this build: ${describeCommit()}; the other: ${await commitOf(other)}.`,
     '',
     `Median ratio (this build's requests/s over the other's) **${ratios[Math.floor(ratios.length / 2)]!.toFixed(3)}**, ` +
       `spread ${ratios[0]!.toFixed(3)}–${ratios[ratios.length - 1]!.toFixed(3)} over ${rounds} rounds of ${seconds} s.`,
