@@ -28,6 +28,8 @@ export interface Options {
   anonymous: boolean;
   /** What the limits check requests (a path with its query, relative to the base URL). */
   path: string;
+  /** A path whose requests cost more units, requested in turn with `path` by the limits check. */
+  weightedPath?: string;
   /** The list whose `next` and `previous` links the cursor walks follow. */
   cursorPath: string;
   /** The word before the token in `Authorization` (`Bearer`; DRF's TokenAuthentication wants `Token`). */
@@ -41,7 +43,7 @@ export interface Options {
 export const USAGE = `usage: npm run verify -- <base URL> --user NAME:PASSWORD [--user NAME:PASSWORD] | --anonymous
   [--checks ${CHECKS.join(',')}] [--report DIR] [--history FILE] [--keep]
   [--limit N/60s] [--source ADDRESS ...] [--rate N] [--connections N] [--walk-seconds N]
-  [--path PATH] [--cursor-path PATH] [--auth-scheme NAME] [--identity-path PATH]`;
+  [--path PATH] [--weighted-path PATH] [--cursor-path PATH] [--auth-scheme NAME] [--identity-path PATH]`;
 
 /** `--help`: the usage and what each option does in a line (docs/verify.md "Running it" says more). */
 export const HELP = `${USAGE}
@@ -59,6 +61,8 @@ export const HELP = `${USAGE}
   --connections N        keep-alive connections the limits check spreads them over (default 8)
   --walk-seconds N       how long the cursor check writes and walks (default 15)
   --path PATH            what the limits check requests (default /api/tasks/)
+  --weighted-path PATH   a path that costs more units, requested in turn with --path by the limits check
+                         (e.g. /api/tasks/?page_size=300 where MAX_PAGE_SIZE allows it)
   --cursor-path PATH     the list the cursor walks follow (default /api/tasks/?cursor=)
   --auth-scheme NAME     the word before the token in Authorization (default Bearer; Token for DRF)
   --identity-path PATH   a GET answered only to a signed-in user, 2xx with the token and 401 or 403 without:
@@ -108,6 +112,7 @@ export function parseArgs(argv: readonly string[]): Options {
     else if (arg === '--walk-seconds') options.walkSeconds = parsePositive(arg, value(), 600);
     else if (arg === '--anonymous') options.anonymous = true;
     else if (arg === '--path') options.path = parsePath(arg, value());
+    else if (arg === '--weighted-path') options.weightedPath = parsePath(arg, value());
     else if (arg === '--cursor-path') options.cursorPath = parsePath(arg, value());
     else if (arg === '--auth-scheme') options.authScheme = parseScheme(value());
     else if (arg === '--identity-path') options.identityPath = parsePath(arg, value());

@@ -46,10 +46,16 @@ export function checkOf(run: VerifyRun, name: string) {
   return check;
 }
 
-/** Starts test/verify/faulty-service.ts with `fault` (docs/verify.md "It catches real faults") on a free port. */
-export async function startFaulty(fault: string): Promise<{ base: string; stop: () => Promise<void> }> {
+/**
+ * Starts test/verify/faulty-service.ts (or another `script` taking the same arguments, such as
+ * test/helpers/verify-weighted-service.ts) with `fault` (docs/verify.md "It catches real faults") on a free port.
+ */
+export async function startFaulty(
+  fault: string,
+  script = 'test/verify/faulty-service.ts',
+): Promise<{ base: string; stop: () => Promise<void> }> {
   const port = await findFreePort();
-  const child = spawn(process.execPath, [...scriptArgs('test/verify/faulty-service.ts'), fault, String(port)], {
+  const child = spawn(process.execPath, [...scriptArgs(script), fault, String(port)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const listening = new Promise<void>((resolve, reject) => {

@@ -1,9 +1,11 @@
 /**
  * The limits oracle (docs/verify.md "Limits are exact"), on times in nanoseconds. A request was decided
  * somewhere between its invoke and its completion, so a verdict holds for every placement allowed by those
- * bounds: "over the limit" only when more than `limit` admissions certainly fell within one window, and
- * "under-admission" only when a refusal came while fewer than `limit` admissions could have been in its
- * window. Requests that got no answer may have been admitted: they count against the second, not the first.
+ * bounds: "over the limit" only when more than the limit certainly fell within one window, and
+ * "under-admission" only when a refusal came while its units would have fitted beside every admission that could
+ * have been in its window. Requests that got no answer may have been admitted: they count against the second, not
+ * the first. Counts are in units (docs/verify.md "Weighted routes"): a request weighs `units` (1 unless given) and
+ * was decided under `limit`, the limit its answer stated (the input's unless given).
  */
 export interface Timed {
   op: number;
@@ -11,36 +13,48 @@ export interface Timed {
   complete: number;
 }
 
+/** A request with what it weighs and the limit it was decided under, where they are not 1 and the identity's. */
+export interface Weighed extends Timed {
+  units?: number;
+  limit?: number;
+}
+
 export interface LimitFindings {
-  /** The most admissions certainly inside one window, and the ops that show it. */
+  /** The most units certainly inside one window, and the ops of the window that exceeds its limit most. */
   maxInWindow: number;
   overLimit: number[] | null;
-  /** Refusals that came while fewer than `limit` admissions could have been in their window. */
+  /** That window's units and the highest limit its admissions were decided under. */
+  excess: { units: number; limit: number } | null;
+  /** Refusals that came while their units fitted beside all that could have been in their window. */
   unjustified: { op: number; possible: number }[];
   /** Refusals judged (those whose whole window lies after the identity's first request). */
   judged: number;
 }
 
 export function analyseLimits(input: {
-  admitted: Timed[];
-  refused: Timed[];
-  unknown: Timed[];
+  admitted: Weighed[];
+  refused: Weighed[];
+  unknown: Weighed[];
   limit: number;
   windowNs: number;
   /** The identity's first request: refusals whose window reaches before it are not judged. */
   start: number;
 }): LimitFindings {
-  const { limit, windowNs } = input;
+  const { windowNs } = input;
+  const limitOf = (t: Weighed) => t.limit ?? input.limit;
   const byInvoke = [...input.admitted].sort((a, b) => a.invoke - b.invoke);
   let maxInWindow = 0;
-  let overLimit: number[] | null = null;
+  let worst: { ops: number[]; units: number; limit: number } | null = null;
   for (let i = 0; i < byInvoke.length; i++) {
     const from = byInvoke[i]!.invoke;
     const inside = byInvoke.slice(i).filter((other) => other.complete < from + windowNs);
-    if (inside.length > maxInWindow) {
-      maxInWindow = inside.length;
-      if (inside.length > limit) overLimit = inside.map((other) => other.op);
-    }
+    if (inside.length === 0) continue;
+    const units = unitsOf(inside);
+    // The last of them to be decided found the others in its window, under a limit no higher than this.
+    const limit = Math.max(...inside.map(limitOf));
+    maxInWindow = Math.max(maxInWindow, units);
+    if (units > limit && (worst === null || units - limit > worst.units - worst.limit))
+      worst = { ops: inside.map((other) => other.op), units, limit };
   }
   const maybe = [...input.admitted, ...input.unknown];
   const unjustified: { op: number; possible: number }[] = [];
@@ -48,20 +62,32 @@ export function analyseLimits(input: {
   for (const refusal of input.refused) {
     if (refusal.invoke - windowNs < input.start) continue;
     judged++;
-    const possible = maybe.filter((a) => a.complete > refusal.invoke - windowNs && a.invoke < refusal.complete).length;
-    if (possible < limit) unjustified.push({ op: refusal.op, possible });
+    const possible = unitsOf(
+      maybe.filter((a) => a.complete > refusal.invoke - windowNs && a.invoke < refusal.complete),
+    );
+    if (possible + (refusal.units ?? 1) <= limitOf(refusal)) unjustified.push({ op: refusal.op, possible });
   }
-  return { maxInWindow, overLimit, unjustified, judged };
+  const excess = worst && { units: worst.units, limit: worst.limit };
+  return { maxInWindow, overLimit: worst?.ops ?? null, excess, unjustified, judged };
 }
 
-/** Admissions in the trailing window at each admission's completion: the line the report plots. */
-export function trailingCounts(admitted: Timed[], windowNs: number): [number, number][] {
-  const times = admitted.map((a) => a.complete).sort((a, b) => a - b);
+/** The units `requests` weigh together. */
+export function unitsOf(requests: readonly Weighed[]): number {
+  let units = 0;
+  for (const request of requests) units += request.units ?? 1;
+  return units;
+}
+
+/** Units admitted in the trailing window at each admission's completion: the line the report plots. */
+export function trailingCounts(admitted: Weighed[], windowNs: number): [number, number][] {
+  const byComplete = [...admitted].sort((a, b) => a.complete - b.complete);
   const points: [number, number][] = [];
-  let first = 0;
-  for (let i = 0; i < times.length; i++) {
-    while (times[first]! <= times[i]! - windowNs) first++;
-    points.push([times[i]!, i - first + 1]);
+  let [first, units] = [0, 0];
+  for (const admission of byComplete) {
+    units += admission.units ?? 1;
+    for (; byComplete[first]!.complete <= admission.complete - windowNs; first++)
+      units -= byComplete[first]!.units ?? 1;
+    points.push([admission.complete, units]);
   }
   return points;
 }
@@ -74,6 +100,15 @@ export function readPolicy(header: string | undefined): { limit: number; windowM
   const w = /;\s*w=(\d+)/.exec(first);
   if (!q || !w) return undefined;
   return { limit: Number(q[1]), windowMs: Number(w[1]) * 1000 };
+}
+
+/**
+ * The units left that an answer states: `r` of the first member of `RateLimit: "user";r=42;t=18` (the draft's
+ * structured field, as Paceline sends it), or undefined.
+ */
+export function readRemaining(header: string | undefined): number | undefined {
+  const r = /;\s*r=(\d+)/.exec(header?.split(',')[0] ?? '');
+  return r ? Number(r[1]) : undefined;
 }
 
 /** The number in a DRF throttle detail ("… Expected available in 37 seconds."), if it has one. */

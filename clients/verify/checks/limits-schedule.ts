@@ -14,12 +14,17 @@ export const SCHEDULES = {
 } as const;
 export type ScheduleName = keyof typeof SCHEDULES;
 
-/** One client of the service as its limiter sees it, with every request it sent and the schedule of each. */
+/** One client of the service as its limiter sees it, with every request it sent, the schedule and path of each. */
 export interface Identity {
   name: string;
   clients: Client[];
   ops: Operation[];
   scheduleOf: Map<number, ScheduleName>;
+  /** What it requests: `--path`, and `--weighted-path` when given, taken in turn by the schedules. */
+  paths: string[];
+  pathOf: Map<number, string>;
+  /** Requests sent in turn so far: which of `paths` the next one asks for. */
+  turn: number;
 }
 
 export interface Budget {
@@ -41,11 +46,16 @@ export function edgeMarginMs(budget: Budget): number {
   return Math.min(budget.windowMs / 4, Math.max(budget.windowMs / 10, fill, 250));
 }
 
-/** Sends one request as `identity` on `client`, recording the schedule it belongs to. */
-export async function sendAs(identity: Identity, client: Client, path: string, schedule: ScheduleName) {
-  const op = await client.send({ path, f: 'limited read' });
+/**
+ * Sends one request as `identity` on `client` to `path` (by default the next of its paths in turn, so that with
+ * `--weighted-path` requests that weigh more and less share every schedule), recording its schedule and path.
+ */
+export async function sendAs(identity: Identity, client: Client, schedule: ScheduleName, path?: string) {
+  const to = path ?? identity.paths[identity.turn++ % identity.paths.length]!;
+  const op = await client.send({ path: to, f: 'limited read' });
   identity.ops.push(op);
   identity.scheduleOf.set(op.op, schedule);
+  identity.pathOf.set(op.op, to);
   return op;
 }
 
@@ -58,27 +68,27 @@ export async function sendAs(identity: Identity, client: Client, path: string, s
  * after the edge, when the lone request's slot frees; then steady pressure, one request at a time, so that
  * every refusal can be judged against the window behind it and each `Retry-After` against the next admission.
  */
-export async function runSchedules(identity: Identity, path: string, firstHit: number, budget: Budget) {
+export async function runSchedules(identity: Identity, firstHit: number, budget: Budget) {
   const margin = edgeMarginMs(budget);
   const edge = firstHit + budget.windowMs;
   await sleep(Math.max(0, edge - margin - Date.now()));
-  await bursts(identity, path, edge, 'before edge', budget.rate);
-  await bursts(identity, path, edge + margin, 'slot frees', budget.rate);
-  await steady(identity, path, edge + margin + budget.tailMs, budget.rate);
+  await bursts(identity, edge, 'before edge', budget.rate);
+  await bursts(identity, edge + margin, 'slot frees', budget.rate);
+  await steady(identity, edge + margin + budget.tailMs, budget.rate);
 }
 
 /** One request on every connection at once, waves spaced so that the average stays at `rate`, until `until`. */
-async function bursts(identity: Identity, path: string, until: number, schedule: ScheduleName, rate: number) {
+async function bursts(identity: Identity, until: number, schedule: ScheduleName, rate: number) {
   const gapMs = (identity.clients.length * 1000) / rate;
   for (let wave = Date.now(); Date.now() < until; wave += gapMs) {
     await sleep(Math.max(0, wave - Date.now()));
     if (Date.now() >= until) return;
-    await Promise.all(identity.clients.map((client) => sendAs(identity, client, path, schedule)));
+    await Promise.all(identity.clients.map((client) => sendAs(identity, client, schedule)));
   }
 }
 
 /** At most `rate` requests a second, each on the next connection in turn, until `until`. */
-async function steady(identity: Identity, path: string, until: number, rate: number) {
+async function steady(identity: Identity, until: number, rate: number) {
   const gapMs = 1000 / rate;
   let slot = Date.now();
   await Promise.all(
@@ -87,7 +97,7 @@ async function steady(identity: Identity, path: string, until: number, rate: num
         slot = Math.max(slot + gapMs, Date.now());
         await sleep(Math.max(0, slot - Date.now()));
         if (Date.now() >= until) return;
-        await sendAs(identity, client, path, 'steady');
+        await sendAs(identity, client, 'steady');
       }
     }),
   );
