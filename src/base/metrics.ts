@@ -137,7 +137,7 @@ export function createMetrics(registry = new Registry()) {
       registers,
     }),
     keptDeferred: new Counter({
-      name: 'paceline_http_kept_deferred_total',
+      name: 'paceline_kept_connections_deferred_total',
       help:
         'Kept connections left for a later turn of the event loop, past 64 requests read in one turn (newcomers ' +
         'are read in the next; docs/throttling.md "Past capacity: newcomers take turns").',

@@ -189,7 +189,7 @@ for (let i = 0; i < size; i += 1) {
 /** The host's count of kept connections whose next request waited for a later turn (summed over its workers). */
 async function deferred(): Promise<number> {
   const { text } = await scrape(cluster.metricsBase);
-  return Number(/^paceline_http_kept_deferred_total (\S+)$/m.exec(text)?.[1] ?? NaN);
+  return Number(/^paceline_kept_connections_deferred_total (\S+)$/m.exec(text)?.[1] ?? NaN);
 }
 
 test('kept connections take turns: past 64 requests read in a turn, a kept connection waits for a later one', async () => {
