@@ -4,7 +4,6 @@ import { once } from 'node:events';
 import { Agent, request as httpRequest } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { Worker } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
 import { ACCEPTORS_PER_WORKER } from '../../../src/server/acceptors.js';
@@ -15,6 +14,7 @@ import { ENTRY, childPids, startCluster, type RunningCluster } from '../../helpe
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
 import { listenBacklog } from '../../helpers/listen-backlog.js';
+import { keptCrowd } from '../../helpers/kept-crowd.js';
 import { scrape } from '../../helpers/metrics.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 
@@ -147,45 +147,6 @@ test('a probe on a fresh connection is answered while a keep-alive crowd keeps b
   );
 });
 
-/**
- * `size` kept connections, each asking page 1 (cached: answered within the turn that reads it) again as soon as it
- * has its answer, from a thread of their own (so that reading the crowd's answers never delays the test's own);
- * `answers()` counts every answer so far.
- */
-function keptCrowd(size: number): { answers(): number; stop(): Promise<number> } {
-  const counter = new Int32Array(new SharedArrayBuffer(4));
-  const thread = new Worker(CROWD, { eval: true, workerData: { port: cluster.port, size, counter } });
-  return {
-    answers: () => Atomics.load(counter, 0),
-    stop: () => thread.terminate(),
-  };
-}
-
-const CROWD = `
-const { connect } = require('node:net');
-const { workerData } = require('node:worker_threads');
-const { port, size, counter } = workerData;
-for (let i = 0; i < size; i += 1) {
-  const socket = connect({ port, host: '127.0.0.1' });
-  let buffered = '';
-  const ask = () => socket.write('GET /api/tasks/ HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n');
-  socket.setEncoding('latin1');
-  socket.on('connect', ask);
-  socket.on('error', () => {});
-  socket.on('data', (chunk) => {
-    buffered += chunk;
-    for (;;) {
-      const head = buffered.indexOf('\\r\\n\\r\\n');
-      const length = head === -1 ? null : /\\r\\ncontent-length: (\\d+)/i.exec(buffered.slice(0, head));
-      if (head === -1 || length === null || buffered.length < head + 4 + Number(length[1])) return;
-      buffered = buffered.slice(head + 4 + Number(length[1]));
-      Atomics.add(counter, 0, 1);
-      ask();
-    }
-  });
-}
-`;
-
 /** The host's count of kept connections whose next request waited for a later turn (summed over its workers). */
 async function deferred(): Promise<number> {
   const { text } = await scrape(cluster.metricsBase);
@@ -198,14 +159,14 @@ test('kept connections take turns: past 64 requests read in a turn, a kept conne
   // answered is the overload bench's to measure, not a test's.
   for (let i = 0; i < 12; i += 1) await raw('GET /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
   const start = await deferred();
-  const few = keptCrowd(20);
+  const few = keptCrowd(cluster.port, 20);
   await sleep(1_000);
   const fewAnswers = few.answers();
   await few.stop();
   const afterFew = await deferred();
   assert.ok(fewAnswers > 200, `20 kept connections were answered (${fewAnswers} answers)`);
   assert.is(afterFew, start, `20 kept connections never waited for a later turn (${fewAnswers} answers)`);
-  const crowd = keptCrowd(800);
+  const crowd = keptCrowd(cluster.port, 800);
   await sleep(1_500);
   const statuses: number[] = [];
   for (let i = 0; i < 10; i += 1) {

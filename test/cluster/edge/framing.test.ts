@@ -1,11 +1,14 @@
 import { readFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { createServer } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { connectDatabase } from '../../../db/connect.js';
 import { createUser } from '../../../src/auth/users.repository.js';
 import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
+import { keptCrowd } from '../../helpers/kept-crowd.js';
+import { scrape, sumOf } from '../../helpers/metrics.js';
 import { createTestDatabase } from '../../helpers/database.js';
 import { request } from '../../helpers/http.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
@@ -61,8 +64,8 @@ class Wire {
   #received = '';
   #closed = false;
 
-  constructor() {
-    this.socket = connect({ port: cluster.port, host: '127.0.0.1', noDelay: true });
+  constructor(port = cluster.port) {
+    this.socket = connect({ port, host: '127.0.0.1', noDelay: true });
     this.socket.setEncoding('latin1');
     this.socket.on('data', (chunk: string) => (this.#received += chunk));
     this.socket.on('error', () => {});
@@ -166,6 +169,79 @@ test('a request pipelined 3 ms after the first is answered, every time', async (
     );
     assert.is(answers[1]!.body, '{"status":"ok"}', `try ${i}: the second answer is the probe's`);
   }
+});
+
+/**
+ * A lone node:http server, the reference: it answers each request it frames with its method, URL and body as
+ * JSON, so that what Paceline answers the same bytes can be held to where node:http alone puts every boundary.
+ */
+async function plainNodeHttp(): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('latin1');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => res.end(JSON.stringify({ method: req.method, url: req.url, body })));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** Writes `bytes` on a new connection in pieces of `size`, 1 ms apart, and returns the answers to `count` requests. */
+async function sendSplit(port: number, bytes: string, size: number, count: number): Promise<Answer[]> {
+  const wire = new Wire(port);
+  await wire.connected();
+  for (let at = 0; at < bytes.length; at += size) {
+    await wire.send(bytes.slice(at, at + size));
+    await sleep(1);
+  }
+  const answers = await wire.until(count);
+  wire.close();
+  return answers;
+}
+
+test('bytes split 1 ms apart with a request pipelined behind: framed where a lone node:http frames them', async () => {
+  // Twice: alone, and beside a crowd of kept connections that makes the workers' connections take turns (a kept
+  // connection held between its requests while the next one waits unread in the kernel).
+  const reference = await plainNodeHttp();
+  let crowd: ReturnType<typeof keptCrowd> | undefined;
+  const probe = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+  try {
+    for (let i = 0; i < 24; i += 1) {
+      if (i === 12) crowd = keptCrowd(cluster.port, 600);
+      const title = `split-${i}`;
+      const body = JSON.stringify({ title });
+      const chunked =
+        `POST /api/tasks/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n` +
+        `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+      const bytes = (i % 2 === 0 ? create(title) : chunked) + probe;
+      const size = 3 + (i % 5) * 4;
+      const plain = (await sendSplit(reference.port, bytes, size, 2)).map((a) => JSON.parse(a.body));
+      const ours = await sendSplit(cluster.port, bytes, size, 2);
+      assert.equal(
+        plain.map((r: { method: string; url: string }) => `${r.method} ${r.url}`),
+        ['POST /api/tasks/', 'GET /healthz'],
+        `try ${i}: node:http frames two requests`,
+      );
+      assert.is(JSON.parse(plain[0].body).title, title, `try ${i}: node:http reads the whole body`);
+      assert.equal(
+        ours.map((a) => a.status),
+        [201, 200],
+        `try ${i}: Paceline answers the same two: ${ours.map((a) => a.head.split('\r\n')[0]).join(' | ')}`,
+      );
+      assert.is(JSON.parse(ours[0]!.body).title, title, `try ${i}: the task holds the whole body`);
+      assert.is(ours[1]!.body, '{"status":"ok"}', `try ${i}: the second answer is the probe's`);
+    }
+  } finally {
+    await crowd?.stop();
+    await reference.close();
+  }
+  assert.is((await titles('split-')).length, 24, 'each create stored once');
+  const { samples } = await scrape(cluster.metricsBase);
+  assert.ok(sumOf(samples, 'paceline_kept_connections_deferred_total') > 0, 'the crowd made connections take turns');
 });
 
 test('a body sent 2 ms after an Expect: 100-continue head is read: 201 at once, not 408', async () => {
