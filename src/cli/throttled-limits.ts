@@ -1,6 +1,6 @@
 import { readPolicies } from '../limits/overrides.repository.js';
 import { LimitPolicy, type OverrideRecord } from '../limits/policy.js';
-import { withTimeout } from '../read-cache/head.js';
+import { withTimeout } from '../stores/with-timeout.js';
 import type { Config } from '../settings/config.js';
 import { describeStoreError } from '../stores/store-errors.js';
 import { DEFAULT_PLAN } from '../throttle/plans.js';

@@ -1,5 +1,11 @@
-import type { Deps } from '../deps.js';
-import { withTimeout } from '../read-cache/head.js';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Database } from '../../db/database.js';
+import type { Metrics } from '../base/metrics.js';
+import type { Config } from '../settings/config.js';
+import type { RedisClient } from '../stores/redis-client.js';
+import type { ThrottleWatch } from '../throttle/throttle-watch.js';
+import { withTimeout } from '../stores/with-timeout.js';
 import { logStoreFailure } from '../stores/store-errors.js';
 import { LimitPolicy, type OverrideRecord } from './policy.js';
 import { readPolicies } from './overrides.repository.js';
@@ -27,7 +33,15 @@ export interface PolicySource {
   close(): void;
 }
 
-type SourceDeps = Pick<Deps, 'config' | 'db' | 'redis' | 'logger' | 'metrics' | 'watch'>;
+/** What the source reads with: the child's deps (src/deps.ts), named here so that limits/ stays below them. */
+interface SourceDeps {
+  config: Config;
+  db: Kysely<Database>;
+  redis: RedisClient;
+  logger: Logger;
+  metrics: Metrics;
+  watch?: ThrottleWatch | undefined;
+}
 
 /** Starts the worker's policy: resolves once the first read is done or has failed (then served from settings alone). */
 export async function startPolicySource(deps: SourceDeps): Promise<PolicySource> {
@@ -86,7 +100,7 @@ export async function startPolicySource(deps: SourceDeps): Promise<PolicySource>
   return { policy, close };
 }
 
-function labelsOf({ watch }: Pick<Deps, 'watch'>, record: OverrideRecord) {
+function labelsOf({ watch }: Pick<SourceDeps, 'watch'>, record: OverrideRecord) {
   const ident = record.targetKind === 'user' ? `user:${record.userId}` : undefined;
   return {
     override: String(record.id),

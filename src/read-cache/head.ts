@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import { withTimeout } from '../stores/with-timeout.js';
 
 /**
  * The event store's head position as published in Redis: the validator of every cached read
@@ -156,18 +157,6 @@ export function createHeadChannel(
     generation: () => generation,
     lastRead: () => (trusted && highest >= 0 ? highest : null),
   };
-}
-
-/**
- * `promise`, or a rejection after `ms`: a slow Redis is as good as none. Judged after one more poll for I/O, as
- * the throttle's deadline is (src/throttle/batcher.ts), so a reply this process was too busy to read still counts.
- */
-export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => setImmediate(() => reject(new Error(`${what} timed out after ${ms} ms`))), ms);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 /** Random, so an epoch never comes back after Redis lost its key. */
