@@ -106,8 +106,8 @@ export class LimitPolicy {
   ruleFor(base: ScopeRule, ident: string, userId: number | undefined, nowMs: number): ScopeRule {
     if (this.#empty) return base;
     const planned = this.#planned(base, userId);
-    const live = userId !== undefined && base.keyedBy === 'user' ? this.#byUser.get(userId) : this.#forAddress(ident);
-    const rate = live && live.untilMs > nowMs ? live.rates.get(base.scope) : undefined;
+    const live = this.#live(ident, base.keyedBy === 'user' ? userId : undefined, nowMs);
+    const rate = live?.rates.get(base.scope);
     if (!live || rate === undefined) return planned;
     let rule = live.rules.get(planned);
     if (!rule) live.rules.set(planned, (rule = { ...planned, rate, override: live.record.id }));
@@ -127,8 +127,13 @@ export class LimitPolicy {
    * `cli throttled` names it beside the client.
    */
   overrideFor(ident: string, userId: number | undefined, nowMs: number): OverrideRecord | undefined {
+    return this.#live(ident, userId, nowMs)?.record;
+  }
+
+  /** The override in force at `nowMs`: user `userId`'s own when given, else the one for the address `ident` names. */
+  #live(ident: string, userId: number | undefined, nowMs: number): Live | undefined {
     const live = userId !== undefined ? this.#byUser.get(userId) : this.#forAddress(ident);
-    return live && live.untilMs > nowMs ? live.record : undefined;
+    return live && live.untilMs > nowMs ? live : undefined;
   }
 
   /** The overrides this worker applies at `nowMs`, for the gauge of those in force. */

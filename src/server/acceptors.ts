@@ -28,6 +28,7 @@ export interface Acceptors {
  */
 export function addAcceptors(http: Server, backlog: number): Acceptors {
   const acceptors: NetServer[] = [];
+  let closed = false;
   let open = 0;
   http.on('connection', (socket: Socket) => {
     open += 1;
@@ -48,7 +49,6 @@ export function addAcceptors(http: Server, backlog: number): Acceptors {
     acceptor.listen(handle, backlog);
     acceptors.push(acceptor);
   };
-  let closed = false;
   if (process.send && process.connected) {
     process.on('message', onMessage);
     process.send({ type: DESCRIPTORS_WANTED, count: ACCEPTORS_PER_WORKER - 1 });
