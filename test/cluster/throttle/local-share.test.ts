@@ -128,12 +128,14 @@ test('a flood stays near its limit while Redis is frozen, a good client is serve
   assert.is(await metric('paceline_throttle_workers'), 2, 'the workers counted through Redis');
   // Every worker has had a check answered, so its calls carry their deadline in Redis's clock.
   // With THROTTLE_TIMEOUT_MS at 100, a loaded host's Redis may answer one of them late, and that one is decided
-  // locally: said, and tried again (a fresh address each time), up to three times.
+  // locally: said, and tried again (a fresh address each time, a quarter second later), up to eight times (a
+  // clean-clone run beside other suites saw three such bursts in a row).
   for (let attempt = 1; ; attempt += 1) {
     const answers = await burst(`203.0.113.${attempt}`, 6, 1);
     const late = answers.filter((answer) => answer.mode === 'local').length;
-    if (late > 0 && attempt < 3) {
+    if (late > 0 && attempt < 8) {
       console.log(`# ${late} of 6 checks before the freeze came back from Redis after 100 ms; again`);
+      await sleep(250);
       continue;
     }
     for (const answer of answers) assert.equal([answer.status, answer.mode], [200, undefined], 'decided by Redis');
