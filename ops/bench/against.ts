@@ -11,6 +11,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { markdownTable, describeCommit, hostLine, writeResults } from './harness/report.js';
 import { log, runBench } from './harness/run.js';
@@ -19,7 +20,7 @@ import { cpuSeconds, startService, startStores, treeCpuSeconds, type RunningClus
 import { readBenchCount, readBenchText } from './harness/settings.js';
 
 const run = promisify(execFile);
-const other = process.argv[2] ?? '';
+const other = process.argv[2] ? resolve(process.argv[2]) : '';
 const path = readBenchText('BENCH_PATH', '/api/tasks/');
 const rounds = readBenchCount('BENCH_ROUNDS', 10);
 const seconds = readBenchCount('BENCH_SECONDS', 5);

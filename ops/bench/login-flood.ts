@@ -8,7 +8,7 @@
  *   budget     LOGIN_HASH_CONCURRENCY=2, LOGIN_HASH_WAIT_MS=1000 (the defaults)
  *   unbounded  LOGIN_HASH_CONCURRENCY=64, LOGIN_HASH_WAIT_MS=60000 (as before the budget)
  *
- *   node --import tsx ops/bench/login-flood.ts [good logins per phase = 40]
+ *   npm run bench:login-flood -- [good logins per phase = 40]
  *
  * Prints the good client's p50/p99 quiet and flooded (and their ratio; the goal is ≤ 2), the flood's answers by
  * status, and the worker's CPU (cores, from process.cpuUsage, which counts the hashing threads) and cores spent

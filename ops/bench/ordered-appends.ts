@@ -8,7 +8,7 @@
  *   unordered  one transaction per command, id and position from plain sequences, no lock, no
  *              shared counter row (test/helpers/unordered-append.ts; exists only for tests and benches)
  *
- *   node --import tsx ops/bench/ordered-appends.ts [seconds per variant, default 10] [connections, default 64]
+ *   npm run bench:ordered-appends -- [seconds per variant, default 10] [connections, default 64]
  *
  * Starts its own throwaway PostgreSQL (fsync on: `persistent` mode, in a temporary directory it
  * deletes) and redis-server, one fresh database per variant, throttling off. Measures the pair

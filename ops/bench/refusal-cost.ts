@@ -8,7 +8,7 @@
  *   healthz  GET /healthz
  *   shed     GET /api/tasks/ from another anonymous address, shed by admission control (503 + Retry-After)
  *
- *   node --import tsx ops/bench/refusal-cost.ts [seconds per load and round = 3] [rounds = 2] [connections = 20]
+ *   npm run bench:refusal-cost -- [seconds per load and round = 3] [rounds = 2] [connections = 20]
  *
  * The shed answers come from a second worker, forked from the same code with the same settings and logging but
  * ADMISSION_LIMIT_MIN=ADMISSION_LIMIT_MAX=1 and ADMISSION_QUEUE_SIZE=0: one raw connection holds its only slot

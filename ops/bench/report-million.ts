@@ -3,7 +3,7 @@
  * long the aggregation takes in the jobs child, and whether the web worker stays responsive
  * meanwhile (latency of /healthz and of GET /api/tasks/ before and during the report).
  *
- *   node --import tsx ops/bench/report-million.ts [events, default 1000000]
+ *   npm run bench:report-million -- [events, default 1000000]
  *
  * Starts its own throwaway PostgreSQL (the test suite's settings) and redis-server in a temporary
  * directory it deletes, seeds the history with generate_series (test/helpers/seed-events.ts: 2/3 creations,

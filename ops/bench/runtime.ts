@@ -1,5 +1,5 @@
 /**
- * `npm run bench:runtime`: the same compiled dist/ on Node.js 20, the line before the project's (ops/bench/runtime.sh
+ * `npm run bench:runtime`: the same compiled dist/ on Node.js 20, the line before the project's (its npm script
  * keeps the newest 20.x from the npm registry in .data/bench-runtimes/ and passes its binary as the first argument),
  * and on the project's 24 (this process's node), in one run (docs/benchmarks.md "Runtime (`npm run bench:runtime`)").
  * One seeded database (BENCH_TASKS, default 20,000); on each runtime the service with the settings of read-path's

@@ -2,7 +2,7 @@
  * What one request costs the shared stores, for sizing Redis and PostgreSQL for many hosts
  * (docs/scaling.md "Running at scale", "Sizing"):
  *
- *   npm run bench:sizing            (node --import tsx ops/bench/sizing.ts [requests per phase = 2000])
+ *   npm run bench:sizing -- [requests per phase = 2000]
  *
  * Starts its own throwaway PostgreSQL and redis-server and the real entry point (2 web workers,
  * no job worker: BullMQ and the read-model follower have their own, load-independent traffic),

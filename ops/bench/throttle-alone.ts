@@ -2,7 +2,7 @@
  * What the throttle alone costs: a bare Koa app served by W=2 node:cluster workers, without a
  * throttle and with a Redis limiter in front, loaded by autocannon on 127.0.0.1.
  *
- *   node --import tsx ops/bench/throttle-alone.ts [seconds per variant = 10] [rounds = 2] [variants, comma-separated]
+ *   npm run bench:throttle-alone -- [seconds per variant = 10] [rounds = 2] [variants, comma-separated]
  *
  * Variants: `none`; `fields`, only the RateLimit fields a throttled response carries (fixed
  * values, no Redis: what the fields alone cost the server and the load generator); `roundtrip`,

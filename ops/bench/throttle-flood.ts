@@ -7,7 +7,7 @@
  *               (src/throttle/refusals.ts)
  *   redis-only  the same with that turned off: every request runs the script in Redis
  *
- *   node --import tsx ops/bench/throttle-flood.ts [seconds per variant = 10] [rounds = 2] [connections = 50]
+ *   npm run bench:throttle-flood -- [seconds per variant = 10] [rounds = 2] [connections = 50]
  *
  * Prints req/s, p50/p99 latency, the 429s, Redis commands and script calls per refused request from INFO
  * commandstats (commands inside a script count), and CPU time per request of the workers (process.cpuUsage) and

@@ -2,7 +2,7 @@
  * What the throttle script costs Redis: CPU µs and commands per check, read from Redis's own
  * counters (INFO cpu, INFO commandstats), so the figure hardly depends on the host's other load.
  *
- *   node --import tsx ops/bench/throttle-script.ts [turns = 20000] [shadow rate, e.g. 50/s]
+ *   npm run bench:throttle-script -- [turns = 20000] [shadow rate, e.g. 50/s]
  *
  * Requests go in turns of 13 (the batch a loaded web worker sends per script call), through the
  * service's throttler, one turn at a time. Traffic shapes: `growing`, 3,072 clients each at about

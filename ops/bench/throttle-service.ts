@@ -10,7 +10,7 @@
  *   on-bigN  anon 100000/min (the largest N accepted) and a single client address, whose log grows to thousands
  *            of entries during the run
  *
- *   node --import tsx ops/bench/throttle-service.ts [seconds per variant = 10] [rounds = 2] [connections = 50]
+ *   npm run bench:throttle-service -- [seconds per variant = 10] [rounds = 2] [connections = 50]
  *
  * Prints req/s and the ratio to `off` (overall and the range over rounds; the goal for `on` is ≥ 0.9), p50/p99
  * latency, Redis commands and script calls (round trips) per request from INFO commandstats (commands inside a

@@ -2,7 +2,7 @@
  * The goal of docs/verify.md "Bounded on any collection", measured: verify's default command ends within 2 minutes
  * against a deployment holding a million tasks, and still judges the cursor guarantee.
  *
- *   node --import tsx ops/bench/verify-million.ts [tasks, default 1000000]
+ *   npm run bench:verify-million -- [tasks, default 1000000]
  *
  * In a temporary directory it deletes (also on failure or Ctrl-C): seeds `tasks` tasks into a fresh embedded
  * database the way `npm run cli` reaches it (the service's role, migrated; ops/bench/harness/seed.ts: events by

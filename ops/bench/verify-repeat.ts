@@ -10,7 +10,7 @@
  * Within a run the groups go one after another (the targets of a group at once), so that the timing-bound
  * limits checks of Paceline do not share the 2 cores with a dozen other verify runs. With `minutes`, no run
  * starts once another would end past that budget. Writes ops/bench/results/verify.md after every run.
- * Needs nginx, haproxy, redis-server and redis-cli (ops/bench/verify-repeat.sh installs them).
+ * Needs nginx, haproxy, redis-server and redis-cli (npm run bench:verify installs them).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
