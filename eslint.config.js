@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 /** The HTTP side of the service: what the domain, the stores and the caches never import. */
-const httpLayer = ['**/api/**', '**/edge/**', '**/server/**'];
+const httpLayer = ['**/api/**', '**/edge/**', '**/listener/**', '**/server/**'];
 const outsideRuntime = {
   group: ['**/ops/**', '**/test/**'],
   message: 'Runtime code (src/, workers/, db/) never imports ops/ or test/.',
@@ -106,6 +106,7 @@ export default tseslint.config(
                 '**/embedded/**',
                 '**/api/**',
                 '**/edge/**',
+                '**/listener/**',
                 '**/server/**',
                 '**/cluster/**',
                 '**/events/**',
@@ -171,6 +172,7 @@ export default tseslint.config(
                 '@koa/*',
                 '**/api/**',
                 '**/edge/**',
+                '**/listener/**',
                 '**/server/**',
                 '**/cluster/**',
                 '**/cli/**',
@@ -178,6 +180,59 @@ export default tseslint.config(
                 '../main.js',
               ],
               message: 'The embedded servers import no server, cluster or CLI code.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The request's rooms in the order of its journey (docs/architecture.md "Which way imports go"): the listener
+    // before Koa wraps the app, the app mounts the middleware, and neither is imported by what it wraps.
+    files: ['src/listener/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: benchmarkOnly,
+          patterns: [
+            outsideRuntime,
+            embeddedLazily,
+            { group: ['koa', '@koa/*'], message: 'The listener runs before Koa: it imports no Koa.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: benchmarkOnly,
+          patterns: [
+            outsideRuntime,
+            embeddedLazily,
+            { group: ['**/listener/**'], message: 'The listener wraps the app; the app never imports it.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/edge/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: benchmarkOnly,
+          patterns: [
+            outsideRuntime,
+            embeddedLazily,
+            {
+              group: ['**/api/**', '**/listener/**'],
+              message: 'The middleware sits below the app that mounts it and the listener that wraps the app.',
             },
           ],
         },

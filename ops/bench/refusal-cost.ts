@@ -14,7 +14,7 @@
  * ADMISSION_LIMIT_MIN=ADMISSION_LIMIT_MAX=1 and ADMISSION_QUEUE_SIZE=0: one raw connection holds its only slot
  * for the whole run with an authenticated POST /api/tasks/ whose body arrives a byte a second
  * (HTTP_REQUEST_TIMEOUT_MS, an hour in both workers, lets it wait), so every anonymous GET is shed at once
- * (src/edge/admission-listener.ts `shedRequest`). The other loads stay on the first worker, whose admission is
+ * (src/listener/listener.ts `shedRequest`). The other loads stay on the first worker, whose admission is
  * the default: a limit of 1 would shed page-1's authenticated reads too, and an anonymous request the worker
  * keeps no answer for passes admission before its early refusal (src/api/app.ts), so a held slot would shed
  * the flood. There the flood is started from memory, without a slot (the worker keeps page 1 for anonymous
@@ -43,7 +43,7 @@ import { connectDatabase } from '../../db/connect.js';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
-import { createApiListener } from '../../src/api/app.js';
+import { createApiListener } from '../../src/listener/listener.js';
 import { createApiServer } from '../../src/server/server.js';
 import { loadAverage } from './harness/report.js';
 import { defer, runBench } from './harness/run.js';
@@ -82,7 +82,7 @@ async function serve(setup: Setup): Promise<void> {
   });
   const { deps } = await buildDeps(config, 'bench');
   deps.logger = pino({ level: 'info', base: { pid: process.pid, role: 'web' } }, pino.destination('/dev/null'));
-  // The service's own server and listener: a known refusal is answered before the app (src/edge/early-refusal.ts).
+  // The service's own server and listener: a known refusal is answered before the app (src/listener/early-refusal.ts).
   createApiServer(config, createApiListener(deps)).listen(setup.httpPort, '127.0.0.1', () =>
     process.send?.('listening'),
   );

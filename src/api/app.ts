@@ -1,16 +1,10 @@
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import Koa, { type Middleware } from 'koa';
 import { Errors } from '../base/errors.js';
 import type { Deps } from '../deps.js';
-import { admitBeforeApp, type Classified } from '../edge/admission-listener.js';
-import { rememberedClient } from '../edge/authenticate.js';
 import { baseHeaders } from '../edge/base-headers.js';
-import { answerEarlyRefusals, plainPath } from '../edge/early-refusal.js';
 import { createGuard } from '../edge/guard.js';
 import { writeRecordedRefusal } from '../edge/refusal.js';
 import { requestContext, type RequestRecorder } from '../edge/request-context.js';
-import { originOf } from '../server/request-url.js';
-import { readKey } from './cached-read.js';
 import { buildScopes, OWN_RATE_SETTINGS, type ScopeName, type ScopeRule } from '../throttle/index.js';
 import { authRoutes } from './auth/auth.routes.js';
 import { docsRoutes } from './docs/docs.routes.js';
@@ -62,7 +56,7 @@ export function scopeRules(config: Deps['config']): Map<ScopeName, ScopeRule> {
 }
 
 /** Routes a feature mounts after the API's (`createApi`'s `extraRoutes`), as tests declare them. */
-type ExtraRoutes = readonly Routes[];
+export type ExtraRoutes = readonly Routes[];
 
 /** Builds the Koa application; `extraRoutes` lets later features mount their resources. */
 export function createApp(deps: Deps, extraRoutes: ExtraRoutes = []): Koa {
@@ -70,33 +64,20 @@ export function createApp(deps: Deps, extraRoutes: ExtraRoutes = []): Koa {
 }
 
 /**
- * The API's request listener (server.ts): `GET /healthz` is answered before Koa, and so is a request from a
- * client this process already knows the throttle refuses (src/edge/early-refusal.ts), byte for byte as the app
- * would; every other request passes admission control (src/edge/admission-listener.ts) to the app.
- */
-export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): RequestListener & { close(): void } {
-  const { app, answerEarly, classify, recorder } = createApi(deps, extraRoutes);
-  const handle = app.callback();
-  const { config, metrics } = deps;
-  // Past capacity, the app is reached through admission (src/edge/); a refusal from memory costs no slot.
-  return admitBeforeApp({ classify, answerEarly, recorder, metrics, config }, (req, res) => void handle(req, res));
-}
-
-/**
- * The Koa application and its early refusal (src/edge/early-refusal.ts), which shares its routes, request ids,
- * metrics and access log: `answerEarly(req, res)` answers a request and returns true, or does nothing and
- * returns false.
+ * The Koa application, and what the listener before it (src/listener/listener.ts) reads of it: its route
+ * lookup and `Allow` values, its request records (request ids, metrics and access log), and the operations the
+ * routes declared.
  */
 export function createApi(
   deps: Deps,
   extraRoutes: ExtraRoutes = [],
 ): {
   app: Koa;
-  answerEarly: (req: IncomingMessage, res: ServerResponse) => boolean;
-  classify: (req: IncomingMessage) => Classified;
   recorder: RequestRecorder;
-  /** The route the door finds for a request before Koa, as the router will run it (src/api/router.ts). */
+  /** The route the listener finds for a request before Koa, as the router will run it (src/api/router.ts). */
   lookup: (path: string, method: string) => DeclaredRoute | undefined;
+  /** A route template's `Allow` value. */
+  allowOf: (template: string) => string | undefined;
   /** Every operation the routes declared, in the order declared: the API document's. */
   operations: readonly Operation[];
 } {
@@ -117,13 +98,8 @@ export function createApi(
     // Errors are answered and logged by handleErrors; socket errors after that are the client's.
   });
   const lookup = (path: string, method: string) => (redirected(api, path) ? undefined : api.lookup(path, method));
-  const answerEarly = answerEarlyRefusals({
-    lookup,
-    allowOf: (template) => api.allowOf(template),
-    recorder: context.recorder,
-  });
-  const classify = classifyRequests(lookup, api, deps);
-  return { app, answerEarly, classify, recorder: context.recorder, lookup, operations: api.operations };
+  const allowOf = (template: string) => api.allowOf(template);
+  return { app, recorder: context.recorder, lookup, allowOf, operations: api.operations };
 }
 
 /** Which scopes routes declare is known only now; the config already refused the scopes with their own settings. */
@@ -189,42 +165,4 @@ function namedBy(config: Deps['config'], scopes: string[]): string {
     scopes.some((scope) => Object.hasOwn(config.THROTTLE_COSTS, scope)) ? 'THROTTLE_COSTS' : '',
   ];
   return settings.filter((name) => name !== '').join(' and ');
-}
-
-/**
- * A request's class for admission (src/edge/admission.ts), from its route's declared priority, its
- * method and whether it carries credentials: a probe is never shed, nor an answer this worker keeps
- * in memory; docs and schema first, then anonymous requests, then authenticated reads, authenticated
- * writes last. An answer that needs no PostgreSQL (a kept page, the own budget) for a client known
- * without it (anonymous, or a token this worker remembers) takes the fast lane: it is not held behind
- * requests that do (a guess: the read itself checks the published head and the token epoch).
- */
-function classifyRequests(
-  lookup: (path: string, method: string) => DeclaredRoute | undefined,
-  api: ApiRoutes,
-  deps: Pick<Deps, 'readCache' | 'config' | 'clock'>,
-): (req: IncomingMessage) => Classified {
-  const { readCache, config } = deps;
-  return (req) => {
-    const method = req.method ?? 'GET';
-    const path = plainPath(req.url);
-    const route = path === undefined ? undefined : lookup(path, method);
-    if (route === undefined) return { level: 1, route: 'unmatched' };
-    const { template, priority } = route;
-    const allowed = api.allowOf(template);
-    if (priority === 'health') return { level: 'health', route: template, allow: allowed };
-    if (priority === 'docs') return { level: 0, route: template, allow: allowed };
-    const anonymous = req.headers.authorization === undefined;
-    const level = anonymous ? 1 : method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 2 : 3;
-    if (method !== 'GET' && method !== 'HEAD') return { level, route: template, allow: allowed };
-    const client = anonymous ? 'anonymous' : rememberedClient(req.headers.authorization, deps);
-    if (client === undefined) return { level, route: template, allow: allowed };
-    if (priority === 'memory') return { level: 'memory', route: template, allow: allowed };
-    if (!route.cached || !readCache) return { level, route: template, allow: allowed };
-    // Kept for everyone, or for this viewer (a task's history, src/api/cached-read.ts `startRead`).
-    const key = readKey(originOf(req, config), req.url!, config);
-    const viewer = client === 'anonymous' ? client : `user ${client.id}`;
-    const kept = readCache.holds(key) || readCache.holds(`${key} for ${viewer}`);
-    return { level: kept ? 'memory' : level, route: template, allow: allowed };
-  };
 }

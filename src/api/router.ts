@@ -19,7 +19,7 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  */
 export type AnonymousAccess = 'any' | 'read' | 'none';
 
-/** A route as the door sees it before Koa: its template, its guard's early refusal, its declared priority. */
+/** A route as the listener sees it before Koa: its template, its guard's early refusal, its declared priority. */
 export interface DeclaredRoute {
   template: string;
   refuseKnown: RefuseKnown | undefined;
@@ -28,7 +28,7 @@ export interface DeclaredRoute {
   cached: boolean;
 }
 
-/** One declared route or a path's other methods, with what the door's lookup needs of it. */
+/** One declared route or a path's other methods, with what the listener's lookup needs of it. */
 interface Entry extends DeclaredRoute {
   /** The methods it is registered for: its own, or every method its path does not answer. */
   methods: readonly string[];
@@ -61,7 +61,7 @@ export type Routes = (router: ResourceRouter, parts: RouteParts) => void;
  * fewest path parameters (`/api/tasks/stats/` before `/api/tasks/:id/`); the routes of one path never
  * share a method, so no two routes it could choose between tie. The router matches once per request. Beside it, what was declared: the operations in
  * the order of the API document, each path's `Allow`, and `lookup`, the same choice made before
- * Koa (the door's class and early refusal), compiled by the path-to-regexp the router compiles with
+ * Koa (the listener's class and early refusal), compiled by the path-to-regexp the router compiles with
  * (test/int/api/routing.int.test.ts pins the two together).
  */
 export class ApiRoutes {

@@ -26,7 +26,7 @@ const ROLES = new Map<string, Role>([
       load: async () => {
         const [{ serve }, { createApiListener }] = await Promise.all([
           import('../server/server.js'),
-          import('../api/app.js'),
+          import('../listener/listener.js'),
         ]);
         return (deps) => serve(deps, createApiListener(deps));
       },

@@ -10,7 +10,7 @@ export const BASE_FIELDS: readonly string[] = [
   'Accept, Authorization',
 ];
 
-/** One answer as the access log and the request metrics see it, whether Koa or the door gave it. */
+/** One answer as the access log and the request metrics see it, whether Koa or the listener before it gave it. */
 export interface AnswerRecord {
   requestId: string;
   method: string;
@@ -21,7 +21,7 @@ export interface AnswerRecord {
   refusal?: { scope: string; client: string; retryAfterS: number; pseudonym?: string; local: boolean } | undefined;
 }
 
-/** What records each answer: the request context inside Koa (src/edge/request-context.ts), shared with the door. */
+/** What records each answer: the request context inside Koa (src/edge/request-context.ts), shared with the listener before Koa. */
 export interface AnswerRecorder {
   /** The request's id: `given` (the client's `X-Request-Id`, or '') when it is sane, else a new one. */
   idFor(given: string): string;

@@ -16,7 +16,7 @@ export type Guard = ReturnType<typeof createGuard>;
 
 /**
  * A guard's middleware, with what answers a client without credentials that this process already knows the
- * throttle refuses: `refuseKnown`, which the guard runs first and the door runs before the app (early-refusal.ts).
+ * throttle refuses: `refuseKnown`, which the guard runs first and the listener runs before the app (src/listener/early-refusal.ts).
  */
 export type GuardMiddleware = Middleware & { refuseKnown: RefuseKnown; cost?: RouteCost };
 

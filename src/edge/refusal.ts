@@ -8,7 +8,7 @@ import type { Refusal } from './request-state.js';
 /**
  * The one place a throttle's 429 is made and written (docs/throttling.md "Refusals: the cheap answer, logged by
  * sample"): the record of who was refused (`refusalOf`), and the answer's status, fields and body (`writeRefusal`),
- * whether the door answers it before Koa (early-refusal.ts) or a guard inside the app (`answerRefusal`).
+ * whether the listener answers it before Koa (src/listener/early-refusal.ts) or a guard inside the app (`answerRefusal`).
  */
 
 /** Who was refused, where and for how long: what the access log and the who view say of a refusal. */

@@ -27,7 +27,7 @@ export function requestOrigin(ctx: Context, proxies: ProxySettings): string {
   return originOf(ctx.req, proxies);
 }
 
-/** `requestOrigin` of a request before Koa has it (the worker's door, src/api/app.ts). */
+/** `requestOrigin` of a request before Koa has it (the listener, src/listener/classify.ts). */
 export function originOf(req: IncomingMessage, proxies: ProxySettings): string {
   const trustProxyHops = forwardedHops(proxies, req.socket.remoteAddress);
   const header = (name: string) => String(req.headers[name] ?? '');

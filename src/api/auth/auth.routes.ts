@@ -4,7 +4,7 @@ import { logStoreFailure } from '../../stores/store-errors.js';
 import { buildScopes } from '../../throttle/index.js';
 import { readBody } from '../body.js';
 import { readCredentials } from './credentials.input.js';
-import { createLoginHashing, createLoginLimit } from '../../edge/login-limit.js';
+import { createLoginHashing, createLoginLimit } from './login-limit.js';
 import type { ResourceRouter, RouteParts } from '../router.js';
 import { requireUser } from '../users.js';
 import { defineOperation, route } from '../openapi/operation.js';

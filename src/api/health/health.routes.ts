@@ -47,7 +47,7 @@ export function healthRoutes(router: ResourceRouter, { deps }: RouteParts): void
     deps.config.READY_CHECK_MS,
     deps.clock,
   );
-  // A GET is answered before Koa (src/edge/admission-listener.ts); a HEAD reaches this route.
+  // A GET is answered before Koa (src/listener/listener.ts); a HEAD reaches this route.
   route(router, healthOperations.live, (ctx) => {
     ctx.body = LIVENESS;
   });

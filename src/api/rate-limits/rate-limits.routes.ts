@@ -1,7 +1,7 @@
 import type { ResourceRouter, RouteParts } from '../router.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { rateLimitsSchema } from '../openapi/schemas.js';
-import { ownBudgets, ownChecks } from '../../edge/own-budget.js';
+import { ownBudgets, ownChecks } from './own-budget.js';
 
 export const rateLimitOperations = {
   list: defineOperation({

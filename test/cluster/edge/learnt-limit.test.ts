@@ -18,7 +18,7 @@ const test = suite('admission learns its limit from work only');
 let cluster: RunningCluster;
 let token = '';
 let dropDatabase: () => Promise<void> = async () => {};
-const INITIAL_LIMIT = 64; // src/edge/adaptive-limit.ts INITIAL, within ADMISSION_LIMIT_MIN/MAX's defaults
+const INITIAL_LIMIT = 64; // src/listener/adaptive-limit.ts INITIAL, within ADMISSION_LIMIT_MIN/MAX's defaults
 
 test.before(async () => {
   const database = await createTestDatabase('learnt_limit');

@@ -6,6 +6,7 @@ import addFormatsModule from 'ajv-formats';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createApi } from '../../../src/api/app.js';
+import { answerEarlyRefusals } from '../../../src/listener/early-refusal.js';
 import { createApiServer } from '../../../src/server/server.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';
@@ -121,7 +122,8 @@ test.before(async () => {
     'problem-details',
   );
   token = await app.login('alice');
-  const { app: koa, answerEarly } = createApi(app.deps);
+  const { app: koa, lookup, allowOf, recorder } = createApi(app.deps);
+  const answerEarly = answerEarlyRefusals({ lookup, allowOf, recorder });
   const handle = koa.callback();
   server = createApiServer(app.deps.config, (req, res) => {
     if (answerEarly(req, res)) answeredEarly.push(String(req.headers['x-request-id']));

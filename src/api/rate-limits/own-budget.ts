@@ -1,9 +1,9 @@
 import type { Context } from 'koa';
-import type { Deps } from '../deps.js';
-import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
-import { loginIdent } from '../throttle/index.js';
-import { logStoreFailure } from '../stores/store-errors.js';
-import { identify } from './client-identity.js';
+import type { Deps } from '../../deps.js';
+import type { Check, ScopeName, ScopeRule } from '../../throttle/index.js';
+import { loginIdent } from '../../throttle/index.js';
+import { logStoreFailure } from '../../stores/store-errors.js';
+import { identify } from '../../edge/client-identity.js';
 
 /** A caller's budget in one scope: requests it may still make, and seconds until that next grows. */
 export interface OwnBudget {

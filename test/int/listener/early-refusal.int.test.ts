@@ -5,13 +5,14 @@ import pino from 'pino';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { createApi } from '../../../src/api/app.js';
+import { answerEarlyRefusals } from '../../../src/listener/early-refusal.js';
 import { createApiServer } from '../../../src/server/server.js';
 import { pseudonymOf } from '../../../src/throttle/pseudonym.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';
 import { parseMetrics, sumOf } from '../../helpers/metrics.js';
 
-// A client the throttle already refused is answered before the app (src/edge/early-refusal.ts): the
+// A client the throttle already refused is answered before the app (src/listener/early-refusal.ts): the
 // same bytes as the app's own 429 (Date and a generated X-Request-Id apart), counted in the same
 // metric series and logged by the same sample. One app serves two ports: `appOnly` hands every
 // request to Koa, `early` tries the early refusal first and notes which requests it answered.
@@ -107,7 +108,8 @@ test.before(async () => {
   app = await startTestApp({ THROTTLE_ANON: '3/hour', TRUST_PROXY_HOPS: '1', LOG_LEVEL: 'info' }, 'early-refusal', {
     logger: captureLogger(),
   });
-  const { app: koa, answerEarly } = createApi(app.deps);
+  const { app: koa, lookup, allowOf, recorder } = createApi(app.deps);
+  const answerEarly = answerEarlyRefusals({ lookup, allowOf, recorder });
   const handle = koa.callback();
   appOnlyPort = await listen((req, res) => void handle(req, res));
   earlyPort = await listen((req, res) => {
@@ -203,7 +205,8 @@ test('the first refusal the log sees from a client, answered early, is its reque
   const ip = '198.51.100.65';
   // Refused through the first app (its log has seen the client), then answered by another app, whose log has not.
   await spend(ip);
-  const { app: koa, answerEarly } = createApi(app.deps);
+  const { app: koa, lookup, allowOf, recorder } = createApi(app.deps);
+  const answerEarly = answerEarlyRefusals({ lookup, allowOf, recorder });
   const handle = koa.callback();
   const port = await listen((req, res) => void (answerEarly(req, res) || handle(req, res)));
   const seen = lines.length;

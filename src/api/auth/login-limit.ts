@@ -1,15 +1,22 @@
 import type { Context } from 'koa';
-import { createHashBudget } from '../auth/hash-budget.js';
-import { verifyPassword } from '../auth/passwords.js';
-import type { PasswordCheck } from '../auth/tokens.js';
-import type { Deps } from '../deps.js';
-import { Errors } from '../base/errors.js';
-import type { ScopeRule } from '../throttle/index.js';
-import { clientIp, createRefusalAnswers, ipKey, loginIdent, longestWait, rateLimitHeaders } from '../throttle/index.js';
-import { createDecide, takenFrom, type Decide, type Limit } from './decision.js';
-import { answerRefusal } from './refusal.js';
-import { forwardedHops } from '../server/client-address.js';
-import { createBurstLogger, STORE_DOWN_RETRY_S } from './throttle-store-down.js';
+import { createHashBudget } from '../../auth/hash-budget.js';
+import { verifyPassword } from '../../auth/passwords.js';
+import type { PasswordCheck } from '../../auth/tokens.js';
+import type { Deps } from '../../deps.js';
+import { Errors } from '../../base/errors.js';
+import type { ScopeRule } from '../../throttle/index.js';
+import {
+  clientIp,
+  createRefusalAnswers,
+  ipKey,
+  loginIdent,
+  longestWait,
+  rateLimitHeaders,
+} from '../../throttle/index.js';
+import { createDecide, takenFrom, type Decide, type Limit } from '../../edge/decision.js';
+import { answerRefusal } from '../../edge/refusal.js';
+import { forwardedHops } from '../../server/client-address.js';
+import { createBurstLogger, STORE_DOWN_RETRY_S } from '../../edge/throttle-store-down.js';
 
 /**
  * Checks one login attempt against the budget of the username it names: true when it may go on; false when it

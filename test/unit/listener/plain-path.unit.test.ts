@@ -1,9 +1,9 @@
 import { createRequire } from 'node:module';
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { plainPath } from '../../../src/edge/early-refusal.js';
+import { plainPath } from '../../../src/listener/classify.js';
 
-// plainPath (src/edge/early-refusal.ts) copies the fast path of parseurl, which Koa reads `ctx.path` with, so
+// plainPath (src/listener/classify.ts) copies the fast path of parseurl, which Koa reads `ctx.path` with, so
 // that the early refusal finds the route Koa would. Here the copy is held to the original: the parseurl that
 // Koa itself resolves, fed the same request targets.
 

@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeRefusal } from './refusal.js';
-import { hasOneHost } from './base-headers.js';
-import type { RequestRecorder } from './request-context.js';
-import type { RefuseKnown } from './known-refusal.js';
+import { hasOneHost } from '../edge/base-headers.js';
+import type { RefuseKnown } from '../edge/known-refusal.js';
+import { writeRefusal } from '../edge/refusal.js';
+import type { RequestRecorder } from '../edge/request-context.js';
+import { plainPath } from './classify.js';
 
 /** The route a request's method selects at its path, as the early refusal reads it (src/api/router.ts). */
 export interface EarlyRoute {
@@ -21,7 +22,7 @@ export interface EarlyRefusalParts {
 /**
  * Answers, before Koa, a request whose route's guard would refuse it from this process's memory
  * (docs/throttling.md "Refusals: the cheap answer, logged by sample"), with the bytes the app would
- * send (writeEdgeAnswer). Counted and logged as the app does
+ * send (writeEdgeAnswer, src/edge/answer.ts). Counted and logged as the app does
  * (`recorder`: the same metric series and sampled access log). Any request the app might answer
  * otherwise (a URL Koa parses the slow way, a missing or repeated Host, credentials, a route whose
  * chain does not start with a guard, a client not known to be refused) is left to the app: false.
@@ -43,17 +44,3 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
     return true;
   };
 }
-
-/**
- * A request target's path as Koa reads it (`ctx.path`, by parseurl), for the targets parseurl reads
- * without Node's URL parser: origin form, with none of the characters that send it there. A copy of
- * parseurl's fast path, held to the original by test/unit/edge/plain-path.unit.test.ts.
- */
-export function plainPath(url: string | undefined): string | undefined {
-  if (url === undefined || url.charCodeAt(0) !== 0x2f || SLOW_URL.test(url)) return undefined;
-  const query = url.indexOf('?');
-  return query === -1 ? url : url.slice(0, query);
-}
-
-/** The characters that make parseurl hand a URL to Node's full parser. */
-const SLOW_URL = /[\t\n\f\r #\u00a0\ufeff]/;

@@ -2,19 +2,16 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { Config } from '../settings/config.js';
 import type { Metrics } from '../base/metrics.js';
 import { PROBLEM_JSON, prefersProblem, problemOf } from '../server/problem-details.js';
+import type { Deps } from '../deps.js';
+import { createApi, type ExtraRoutes } from '../api/app.js';
+import { JSON_TYPE, LIVENESS, writeEdgeAnswer, type AnswerRecorder } from '../edge/answer.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
 import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
-import { JSON_TYPE, LIVENESS, writeEdgeAnswer, type AnswerRecorder } from './answer.js';
+import { classifyRequests, type Classified } from './classify.js';
+import { answerEarlyRefusals } from './early-refusal.js';
 
-/** What a request is, as the edge needs it before Koa: its route template, its class, its path's `Allow`. */
-export interface Classified {
-  /** `health`: a probe, never queued or shed; `memory`: an answer the worker keeps, not held behind others. */
-  level: Level | 'health' | 'memory';
-  route: string;
-  allow?: string | undefined;
-}
-
-export interface EdgeParts {
+/** What the listener reads of the app, besides the app itself. */
+export interface ListenerParts {
   classify(req: IncomingMessage): Classified;
   /** Answers a request the worker refuses from memory (early-refusal.ts) and returns true; else false. */
   answerEarly(req: IncomingMessage, res: ServerResponse): boolean;
@@ -38,13 +35,27 @@ const SHED_PROBLEM = Buffer.from(JSON.stringify(problemOf(503, SHED_DETAIL)));
 const LIVE_BODY = Buffer.from(JSON.stringify(LIVENESS));
 
 /**
- * The worker's door (docs/throttling.md "Past capacity: admission and shedding"): `GET /healthz`
+ * The API's request listener (docs/architecture.md "The request's journey"), which the server calls for every
+ * request: the listener below, in front of the Koa app `createApi` builds, reading the app's routes, `Allow`
+ * values and request records.
+ */
+export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): RequestListener & { close(): void } {
+  const { app, recorder, lookup, allowOf } = createApi(deps, extraRoutes);
+  const handle = app.callback();
+  const answerEarly = answerEarlyRefusals({ lookup, allowOf, recorder });
+  const classify = classifyRequests({ lookup, allowOf }, deps);
+  const { config, metrics } = deps;
+  return admitBeforeApp({ classify, answerEarly, recorder, metrics, config }, (req, res) => void handle(req, res));
+}
+
+/**
+ * The listener (docs/throttling.md "Past capacity: admission and shedding"): `GET /healthz`
  * is answered here, before the app, whatever the load, and so is a client the throttle refuses from memory
  * (`answerEarly`: a 429 takes no slot and waits behind no request); every other request goes through
  * admission (ADMISSION_CONTROL=on), which starts it, queues it or sheds it with a 503 written
  * as cheaply as a throttle refusal, and drops a queued request whose client left before any work.
  */
-export function admitBeforeApp(parts: EdgeParts, app: RequestListener): RequestListener & { close(): void } {
+export function admitBeforeApp(parts: ListenerParts, app: RequestListener): RequestListener & { close(): void } {
   const { config, metrics, recorder } = parts;
   const admission = new Admission(
     new AdaptiveLimit({ min: config.ADMISSION_LIMIT_MIN, max: config.ADMISSION_LIMIT_MAX }),
@@ -125,7 +136,7 @@ function shedRequest(
   res: ServerResponse,
   route: Classified & { level: Level },
   reason: ShedReason,
-  parts: EdgeParts,
+  parts: ListenerParts,
 ): void {
   if (res.headersSent || req.socket.destroyed) return;
   const requestId = parts.recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
@@ -142,7 +153,7 @@ function shedRequest(
     refusal,
   });
   // A body no larger than the app accepts is read past and the connection kept, as for a throttle refusal: closing
-  // it would make its client connect again, through the host's door, for each shed write. A larger or chunked one
+  // it would make its client connect again for each shed write. A larger or chunked one
   // is not read: the connection closes after the answer.
   const length = req.headers['content-length'];
   const close =

@@ -1,7 +1,7 @@
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
-import { AdaptiveLimit } from '../../../src/edge/adaptive-limit.js';
-import { Admission, type Level, type ShedReason, type Waiter } from '../../../src/edge/admission.js';
+import { AdaptiveLimit } from '../../../src/listener/adaptive-limit.js';
+import { Admission, type Level, type ShedReason, type Waiter } from '../../../src/listener/admission.js';
 
 // docs/throttling.md "Past capacity: admission and shedding": the learnt limit and the queue, on a fake clock.
 
