@@ -88,9 +88,10 @@ export function createApi(
   const parts = { deps, guard, rules, operations: () => api.operations };
   for (const routes of [...API_ROUTES, ...extraRoutes]) routes(api.resource(), parts);
   warnOfUndeclaredScopes(deps, rules);
+  const errors = handleErrors(deps.logger);
   const context = requestContext(deps.logger, deps.metrics, deps.config.ACCESS_LOG);
   app.use(context);
-  app.use(handleErrors(deps.logger));
+  app.use(errors);
   app.use(baseHeaders);
   app.use(routeRequests(api));
   app.use(api.router.routes());

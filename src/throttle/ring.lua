@@ -1,6 +1,6 @@
 --[[
   Checks and records a batch of requests against sliding logs, one log per client and scope,
-  atomically and in Redis's clock (docs/architecture.md "The throttle log").
+  atomically and in Redis's clock (docs/throttling.md "The log in Redis").
 
   Input:
     KEYS[1..]  every check's log, request after request

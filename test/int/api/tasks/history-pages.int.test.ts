@@ -5,7 +5,7 @@ import { historyPageQuery } from '../../../../src/events/store/task.queries.js';
 import { startTestApp, type TestApp } from '../../../helpers/app.js';
 import { request } from '../../../helpers/http.js';
 
-// docs/architecture.md "Deep pages": a task's history in page-number and limit/offset style is a
+// docs/architecture.md "Pagination": a task's history in page-number and limit/offset style is a
 // version range (versions are gapless), read by key like the task list: the same answers as the
 // cursor walk, and a deep page reads its own rows, not every event before it nor a count(*).
 
