@@ -173,7 +173,7 @@ function requireSetting(value: string | undefined, name: string): string {
 const REDIS_READY_WAIT_MS = 5_000;
 
 /** Resolves true once `redis` is connected and ready, or false after `timeoutMs`. */
-export function untilReady(redis: RedisClient, timeoutMs: number): Promise<boolean> {
+function untilReady(redis: RedisClient, timeoutMs: number): Promise<boolean> {
   if (redis.status === 'ready') return Promise.resolve(true);
   return new Promise((resolve) => {
     const settle = (ready: boolean) => {

@@ -4,7 +4,7 @@ import { readLimit, readPageSize } from '../pagination/params.js';
 import { parseQuery } from '../pagination/query-string.js';
 
 /** Rows of a page that cost one unit of the throttle: a page of up to 100 rows costs 1, of 101–200 costs 2. */
-export const ROWS_PER_UNIT = 100;
+const ROWS_PER_UNIT = 100;
 
 /**
  * A list route's cost (docs/throttling.md "Cost: requests that weigh more"): one unit per ROWS_PER_UNIT rows of the

@@ -1,11 +1,11 @@
 /** Unknown tokens remembered per process at most; past it the one learnt longest ago is forgotten. */
-export const MAX_UNKNOWN_TOKENS = 10_000;
+const MAX_UNKNOWN_TOKENS = 10_000;
 /** Unknown tokens a client the throttle has refused may still have looked up, per STRIKE_WINDOW_MS. */
 export const MAX_STRIKES = 2;
 /** How long a client's unknown tokens count as strikes. */
-export const STRIKE_WINDOW_MS = 60_000;
+const STRIKE_WINDOW_MS = 60_000;
 /** How long a token PostgreSQL did not know is answered 401 without asking it again. */
-export const UNKNOWN_TOKEN_TTL_MS = 5_000;
+const UNKNOWN_TOKEN_TTL_MS = 5_000;
 
 /**
  * Token hashes PostgreSQL has just said it does not know (never issued, expired or revoked), so

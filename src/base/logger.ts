@@ -20,7 +20,7 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, role: string, pr
 }
 
 /** Whether stdout is a terminal, where a person reads it; the children share the primary's. */
-export function writesToTerminal(): boolean {
+function writesToTerminal(): boolean {
   return process.stdout.isTTY === true;
 }
 

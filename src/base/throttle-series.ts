@@ -7,10 +7,10 @@
 import type { Metrics } from './metrics.js';
 
 /** The outcomes `paceline_throttle_decisions_total` counts. */
-export const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error', 'shadow_refused'] as const;
+const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error', 'shadow_refused'] as const;
 
 /** The outcomes `paceline_throttle_local_decisions_total` counts. */
-export const LOCAL_DECISIONS = ['allowed', 'throttled'] as const;
+const LOCAL_DECISIONS = ['allowed', 'throttled'] as const;
 
 /**
  * Creates every decision series of `scopes` at zero, so a scope's ratio and its store errors

@@ -16,14 +16,14 @@ export interface Instance {
   recordsReloads?: boolean;
 }
 
-export const INSTANCE_FILE = 'paceline.pid';
+const INSTANCE_FILE = 'paceline.pid';
 
-export function instanceFilePath(config: Pick<Config, 'DATA_DIR'>): string {
+function instanceFilePath(config: Pick<Config, 'DATA_DIR'>): string {
   return join(resolve(config.DATA_DIR), INSTANCE_FILE);
 }
 
 /** The ports a primary started with `config` holds, by setting name. */
-export function instancePorts(config: Config): Record<string, number> {
+function instancePorts(config: Config): Record<string, number> {
   const ports: Record<string, number> = {};
   if (config.ROLE !== 'jobs') ports.PORT = config.PORT;
   if (config.METRICS_PORT > 0) ports.METRICS_PORT = config.METRICS_PORT;

@@ -32,7 +32,7 @@ const lent: Socket[] = [];
  * socket in /proc/net/tcp{,6}, then the descriptor in /proc/self/fd that links to it. Undefined when there is none
  * or /proc cannot be read.
  */
-export function listeningDescriptor(port: number): number | undefined {
+function listeningDescriptor(port: number): number | undefined {
   const inodes = new Set<string>();
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text = '';

@@ -36,7 +36,7 @@ const KEPT = 20;
 const START_ALLOWANCE_MS = 30_000;
 
 /** Per primary, so that primaries sharing a DATA_DIR (both store URLs given) never write one file. */
-export function reloadFilePath(config: Pick<Config, 'DATA_DIR'>, pid: number): string {
+function reloadFilePath(config: Pick<Config, 'DATA_DIR'>, pid: number): string {
   return join(resolve(config.DATA_DIR), `reload-${pid}.json`);
 }
 

@@ -5,7 +5,7 @@ import type { Config } from '../settings/config.js';
 import type { HostTop } from './top-clients-merge.js';
 
 /** Where the primary answers `cli throttled`: real identities, so readable by its own account only, and removed once read. */
-export const THROTTLED_FILE = 'throttled.json';
+const THROTTLED_FILE = 'throttled.json';
 /** The signal by which `cli throttled` asks the running primary for its heaviest refused clients. */
 export const THROTTLED_SIGNAL = 'SIGUSR2';
 
@@ -14,7 +14,7 @@ export interface ThrottledAnswer {
   scopes: HostTop[];
 }
 
-export function throttledFilePath(config: Pick<Config, 'DATA_DIR'>): string {
+function throttledFilePath(config: Pick<Config, 'DATA_DIR'>): string {
   return join(resolve(config.DATA_DIR), THROTTLED_FILE);
 }
 

@@ -175,10 +175,10 @@ function refusalsByPolicy({ metrics }: Pick<Deps, 'metrics'>) {
 }
 
 /** The who view's name for a scope's shadow refusals: `anon:shadow`. */
-export const SHADOW_SUFFIX = ':shadow';
+const SHADOW_SUFFIX = ':shadow';
 
 /** A scope's metric series, bound once: the per-request path does no label lookups. */
-export function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
+function seriesFor({ metrics }: Pick<Deps, 'metrics'>) {
   const bound = new Map<string, ReturnType<typeof bind>>();
   const bind = (scope: string) => ({
     duration: metrics.throttleCheckDuration.labels({ scope }),

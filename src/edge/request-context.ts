@@ -6,7 +6,7 @@ import { RefusalLog } from './refusal-log.js';
 import type { AnswerRecorder } from './answer.js';
 
 /** A client's X-Request-Id that is kept as given. */
-export const CLIENT_ID = /^[\w.:-]{1,128}$/;
+const CLIENT_ID = /^[\w.:-]{1,128}$/;
 
 /** Probes polled every few seconds by orchestrators: logged at debug, so they do not drown the rest. */
 const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
@@ -17,7 +17,7 @@ export type AccessLog = 'all' | 'errors' | 'off';
  * A generator of request ids unique per process and start: 48 random bits drawn once, then a
  * counter (`3f9a0c12d4e7-1b`), so a request costs no call into the random source.
  */
-export function createRequestIds(): () => string {
+function createRequestIds(): () => string {
   const prefix = `${randomBytes(6).toString('hex')}-`;
   let counter = 0;
   return () => prefix + (counter++).toString(36);
@@ -82,7 +82,7 @@ function createRecorder(logger: Logger, metrics: Metrics, accessLog: AccessLog):
  * its method got 405/OPTIONS on a known path; `unmatched` for paths no route knows. Never the
  * raw path, so ids and typos cannot grow the label set.
  */
-export function routeLabel(ctx: Context): string {
+function routeLabel(ctx: Context): string {
   if (typeof ctx.routerPath === 'string') return ctx.routerPath;
   const layers: ReadonlyArray<{ path: unknown; methods: string[] }> = ctx.matched ?? [];
   const known = layers.findLast((layer) => layer.methods.length > 0 && typeof layer.path === 'string');

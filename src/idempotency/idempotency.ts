@@ -19,7 +19,7 @@ import type { Database } from '../../db/database.js';
  */
 
 /** Records older than this are forgotten: the key may be used again, and the sweep deletes them. */
-export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** An `Idempotency-Key` and a digest of the request it came with (route and validated body). */
 export interface IdempotencyClaim {

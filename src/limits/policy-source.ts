@@ -19,7 +19,7 @@ import { readPolicies } from './overrides.repository.js';
  */
 
 /** How often a worker reads the epoch: a change applies on every host within this and one read of PostgreSQL. */
-export const POLL_MS = 250;
+const POLL_MS = 250;
 /** How long a read of the epoch may take before this poll gives up on it. */
 const EPOCH_TIMEOUT_MS = 1_000;
 

@@ -41,7 +41,7 @@ export interface AdmissionSettings {
  * for this long is standing, and its requests are shed past `queueMs`; before that, a burst may
  * wait up to this long.
  */
-export const STANDING_AFTER_MS = 1_000;
+const STANDING_AFTER_MS = 1_000;
 
 /**
  * One web worker's admission: at most `limit` requests in progress (each class its SHARE of it),

@@ -55,7 +55,7 @@ export function createApiListener(deps: Deps, extraRoutes: ExtraRoutes = []): Re
  * admission (ADMISSION_CONTROL=on), which starts it, queues it or sheds it with a 503 written
  * as cheaply as a throttle refusal, and drops a queued request whose client left before any work.
  */
-export function admitBeforeApp(parts: ListenerParts, app: RequestListener): RequestListener & { close(): void } {
+function admitBeforeApp(parts: ListenerParts, app: RequestListener): RequestListener & { close(): void } {
   const { config, metrics, recorder } = parts;
   const admission = new Admission(
     new AdaptiveLimit({ min: config.ADMISSION_LIMIT_MIN, max: config.ADMISSION_LIMIT_MAX }),

@@ -31,7 +31,7 @@ export async function closeConnection(connection: RedisClient): Promise<void> {
  * Every report job: `JOB_ATTEMPTS` attempts with exponential back-off from `JOB_BACKOFF_MS`;
  * completed jobs kept a day (at most 1,000), failed ones a week (at most 10,000) for inspection.
  */
-export function reportJobOptions(config: Pick<Config, 'JOB_ATTEMPTS' | 'JOB_BACKOFF_MS'>): JobsOptions {
+function reportJobOptions(config: Pick<Config, 'JOB_ATTEMPTS' | 'JOB_BACKOFF_MS'>): JobsOptions {
   return {
     attempts: config.JOB_ATTEMPTS,
     backoff: { type: 'exponential', delay: config.JOB_BACKOFF_MS },

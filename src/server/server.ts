@@ -83,7 +83,7 @@ export async function serve(
  * balancer's probe among them waits for its retry, a second later. The kernel caps it at net.core.somaxconn
  * (docs/throttling.md "Past capacity: admission and shedding").
  */
-export const LISTEN_BACKLOG = 4_096;
+const LISTEN_BACKLOG = 4_096;
 
 /**
  * How a web worker of the cluster takes its connections (CONNECTION_DOOR; docs/throttling.md "Past capacity:

@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
  * Requests a web worker reads in one turn of its event loop before the kept connections of those read after them
  * wait for a later turn (docs/throttling.md "Past capacity: newcomers take turns").
  */
-export const ANSWERS_PER_TURN = 64;
+const ANSWERS_PER_TURN = 64;
 
 /**
  * Kept connections take turns. A turn of the event loop reads every connection with a request waiting, so under a

@@ -44,7 +44,7 @@ export const duration = z
   .transform(parseDuration);
 
 /** Reads `scope=rate,scope=rate` (THROTTLE_RATES) into a map of scope to rate text. */
-export function parseScopeRates(text: string): Record<string, string> {
+function parseScopeRates(text: string): Record<string, string> {
   const pairs = text
     .split(',')
     .map((pair) => pair.trim())
@@ -97,7 +97,7 @@ function checkShadowRates(text: string, ctx: z.RefinementCtx): void {
 export const MAX_CONCURRENCY = 10_000;
 
 /** Reads `scope=N,scope=N` (THROTTLE_CONCURRENCY) into a map of scope to its limit of requests in progress. */
-export function parseScopeLimits(text: string): Record<string, number> {
+function parseScopeLimits(text: string): Record<string, number> {
   return Object.fromEntries(Object.entries(parseScopeRates(text)).map(([scope, limit]) => [scope, Number(limit)]));
 }
 
@@ -127,7 +127,7 @@ function checkScopeNames(text: string, ctx: z.RefinementCtx): void {
 }
 
 /** Reads `a,b,c` into its non-empty entries, trimmed. */
-export function parseList(text: string): string[] {
+function parseList(text: string): string[] {
   return text
     .split(',')
     .map((entry) => entry.trim())
@@ -135,7 +135,7 @@ export function parseList(text: string): string[] {
 }
 
 /** Reads `postgres://…,postgres://…` (DATABASE_REPLICA_URLS) into its URLs. */
-export const parseUrlList = parseList;
+const parseUrlList = parseList;
 
 // Names an entry by its place only: the URLs carry passwords.
 function checkUrlList(text: string, ctx: z.RefinementCtx): void {
@@ -181,7 +181,7 @@ function checkProxyList(text: string, ctx: z.RefinementCtx): void {
 }
 
 /** Parses `30s`, `15m`, `24h`, `7d`, `500ms` to milliseconds. */
-export function parseDuration(text: string): number {
+function parseDuration(text: string): number {
   const match = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
   if (!match) throw new Error(`invalid duration "${text}"`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms'];
@@ -216,7 +216,7 @@ export const proxyList = z.string().trim().superRefine(checkProxyList).transform
 export type MetricsAuth = { scheme: 'bearer'; token: string } | { scheme: 'basic'; user: string; password: string };
 
 /** Reads `bearer:<token>` or `basic:<user>:<password>` (the password may contain colons). */
-export function parseMetricsAuth(text: string): MetricsAuth {
+function parseMetricsAuth(text: string): MetricsAuth {
   const [scheme, ...rest] = text.split(':');
   if (scheme === 'bearer' && rest.join(':').length >= 16) return { scheme, token: rest.join(':') };
   if (scheme === 'basic' && rest.length >= 2 && rest[0] && rest.slice(1).join(':')) {

@@ -16,7 +16,7 @@ import type { Metrics } from '../base/metrics.js';
  */
 
 /** Why a read went where it did: the `reason` of `paceline_db_reads_total`. */
-export const READ_REASONS = {
+const READ_REASONS = {
   replica: ['current'],
   primary: ['no_replica', 'head_unknown', 'lagging', 'unhealthy', 'error'],
 } as const;

@@ -13,7 +13,7 @@ import type { WatchedStore } from './store-watch.js';
 const CHECK_TIMEOUT_MS = 2_000;
 
 /** PostgreSQL at `url` (DATABASE_URL), checked with `select 1` on one connection of its own. */
-export function watchedDatabase(url: string): WatchedStore {
+function watchedDatabase(url: string): WatchedStore {
   const db = connectDatabase(url, 1, 'paceline-watch', { connectionTimeoutMs: CHECK_TIMEOUT_MS });
   return {
     name: 'PostgreSQL',
@@ -55,7 +55,7 @@ export async function untilDatabaseAnswers(
 type RedisSettings = Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_PASSWORD' | 'THROTTLE_TIMEOUT_MS'>;
 
 /** Redis (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES), checked as /readyz checks it. */
-export function watchedRedis(settings: RedisSettings): WatchedStore {
+function watchedRedis(settings: RedisSettings): WatchedStore {
   const client = createRedisClient(settings, 'enqueue');
   const check = () => withinTimeout(settled(client).then(() => checkRedis(client)));
   const cluster = settings.REDIS_CLUSTER_NODES;

@@ -8,7 +8,7 @@ import type { ScopeRule } from './scopes.js';
 const MAX_BATCH = 128;
 
 /** Distinct rates one script call can name (the layout holds indices as single bytes, 127 meaning none). */
-export const MAX_RULES = 126;
+const MAX_RULES = 126;
 
 /** Checks one request may have: the layout holds their count as one byte, from 64 when paired. */
 export const MAX_CHECKS = 63;
@@ -37,7 +37,7 @@ export interface CallArguments {
 }
 
 /** The key of a check's shadow log: beside its log, in the same hash slot (docs/throttling.md "Shadow rules"). */
-export function shadowKey(key: string): string {
+function shadowKey(key: string): string {
   return `${key}:shadow`;
 }
 

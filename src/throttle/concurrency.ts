@@ -10,7 +10,7 @@ const COMMAND = 'pacelineConcurrencyAcquire';
 type AcquireCommand = (key: string, id: string, limit: string, expiryMs: string) => Promise<[number, number]>;
 
 /** What a scope's concurrency limit is called in RateLimit fields, metrics and logs: `user:concurrent`. */
-export const CONCURRENT_SUFFIX = ':concurrent';
+const CONCURRENT_SUFFIX = ':concurrent';
 
 /** The name of `scope`'s concurrency limit, e.g. `user:concurrent`. */
 export function concurrentScope(scope: ScopeName): string {

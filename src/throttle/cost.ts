@@ -18,7 +18,7 @@ export function wholeCost(units: number): number {
 }
 
 /** `10 per hour`, `300 per 5 minutes`: a rate as the over-limit message says it. */
-export function rateInWords({ limit, windowMs }: Rate): string {
+function rateInWords({ limit, windowMs }: Rate): string {
   for (const [ms, unit] of UNITS) {
     if (windowMs % ms !== 0) continue;
     const count = windowMs / ms;

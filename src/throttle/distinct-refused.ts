@@ -2,12 +2,12 @@ import type { Cluster, Redis } from 'ioredis';
 import { WINDOW_SLOTS } from './top-clients.js';
 
 /** Identities buffered per scope between flushes at most; a flood of more new clients in a second is undercounted. */
-export const DISTINCT_BUFFER_MAX = 50_000;
+const DISTINCT_BUFFER_MAX = 50_000;
 /** How often the buffered identities go to Redis: one command per process per flush, none when idle. */
-export const DISTINCT_FLUSH_MS = 1_000;
+const DISTINCT_FLUSH_MS = 1_000;
 
 /** How long after its last refusal a process reads the count every second, to see other hosts' refusals of the same flood. */
-export const DISTINCT_FOLLOW_MS = 10_000;
+const DISTINCT_FOLLOW_MS = 10_000;
 
 // Per scope: PFADD this slot's new identities (the first key), keep the slot for the window, and
 // count the union of the window's slots. KEYS: WINDOW_SLOTS per scope, newest first. ARGV: the

@@ -2,7 +2,7 @@ import type { Check, Decision } from './throttler.js';
 import type { ScopeRule } from './scopes.js';
 
 /** Client logs one worker keeps at most while Redis is unreachable; past it, the one used longest ago is dropped. */
-export const MAX_LOCAL_LOGS = 10_000;
+const MAX_LOCAL_LOGS = 10_000;
 
 /** Slots a window is cut into: an admission is forgotten at most a tenth of a window after it leaves the window. */
 export const LOCAL_SLOTS = 10;

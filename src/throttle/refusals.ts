@@ -2,7 +2,7 @@ import type { Check, Decision } from './throttler.js';
 import type { ScopeRule } from './scopes.js';
 
 /** Refusals one process remembers at most; past it the one learnt longest ago is forgotten. */
-export const MAX_REFUSALS = 10_000;
+const MAX_REFUSALS = 10_000;
 
 /**
  * Until when, in this process's clock (`performance.now()`), Redis has said a client's window on a

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Cluster, Redis } from 'ioredis';
 
 /** How often a web worker records itself alive and reads the count back. */
-export const CENSUS_EVERY_MS = 2_000;
+const CENSUS_EVERY_MS = 2_000;
 
 /** A worker not seen for this long (four missed records) is no longer counted. */
 export const CENSUS_STALE_MS = 4 * CENSUS_EVERY_MS;

@@ -10,7 +10,7 @@ import { requireUser } from '../users.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { credentialsSchema, tokenSchema } from '../openapi/schemas.js';
 
-export const authOperations = {
+const authOperations = {
   login: defineOperation({
     method: 'post',
     path: '/api/auth/token/',

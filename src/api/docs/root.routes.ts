@@ -3,7 +3,7 @@ import type { ResourceRouter, RouteParts } from '../router.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { errorSchema, rootSchema } from '../openapi/schemas.js';
 
-export const rootOperations = {
+const rootOperations = {
   home: defineOperation({
     method: 'get',
     path: '/',

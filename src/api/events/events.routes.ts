@@ -15,7 +15,7 @@ import { requireUser } from '../users.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { errorSchema, feedSchema } from '../openapi/schemas.js';
 
-export const eventOperations = {
+const eventOperations = {
   feed: defineOperation({
     method: 'get',
     path: '/api/events/',

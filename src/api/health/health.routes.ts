@@ -8,7 +8,7 @@ import { defineOperation, route } from '../openapi/operation.js';
 import { healthSchema, readinessSchema } from '../openapi/schemas.js';
 
 const healthProbe = { tag: 'health', access: 'public', priority: 'health' } as const;
-export const healthOperations = {
+const healthOperations = {
   live: defineOperation({
     ...healthProbe,
     method: 'get',

@@ -62,7 +62,7 @@ export const taskSchema = named(
   }),
 );
 
-export const eventSchema = named(
+const eventSchema = named(
   responses,
   'Event',
   z.object({

@@ -3,7 +3,7 @@ import { defineOperation, route } from '../openapi/operation.js';
 import { rateLimitsSchema } from '../openapi/schemas.js';
 import { ownBudgets, ownChecks } from './own-budget.js';
 
-export const rateLimitOperations = {
+const rateLimitOperations = {
   list: defineOperation({
     method: 'get',
     path: '/api/rate-limits/',

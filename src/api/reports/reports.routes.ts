@@ -13,7 +13,7 @@ import { defineOperation, route } from '../openapi/operation.js';
 import { errorSchema, reportInput, reportPages, reportSchema } from '../openapi/schemas.js';
 
 const reports = { tag: 'reports', access: 'required' } as const;
-export const reportOperations = {
+const reportOperations = {
   create: defineOperation({
     ...reports,
     method: 'post',

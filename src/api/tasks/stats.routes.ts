@@ -5,7 +5,7 @@ import type { ResourceRouter, RouteParts } from '../router.js';
 import { defineOperation, route } from '../openapi/operation.js';
 import { statsSchema, validationErrorSchema } from '../openapi/schemas.js';
 
-export const statsOperations = {
+const statsOperations = {
   stats: defineOperation({
     method: 'get',
     path: '/api/tasks/stats/',

@@ -4,7 +4,7 @@ import { COUNTER_NAMES } from '../store/batch-state.js';
 import { eventFacts } from './read-model-facts.js';
 
 /** The checkpoint row of the per-owner task counts read model. */
-export const OWNER_COUNTS = 'owner_task_counts';
+const OWNER_COUNTS = 'owner_task_counts';
 
 export interface ApplyOutcome {
   /** Events whose effect this call wrote (0 when all were already applied). */

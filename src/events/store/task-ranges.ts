@@ -17,7 +17,7 @@ const rangeOf = (id: number) => Math.floor(id / RANGE_SIZE);
  * created and deleted in the same batch nets 0). Every range that received a new id keeps an
  * entry, even at 0, so the table holds one row per range of ids ever issued, as a rebuild does.
  */
-export function rangeDeltas(created: readonly number[], gone: readonly number[]): Map<number, number> {
+function rangeDeltas(created: readonly number[], gone: readonly number[]): Map<number, number> {
   const deltas = new Map<number, number>();
   for (const id of created) deltas.set(rangeOf(id), (deltas.get(rangeOf(id)) ?? 0) + 1);
   for (const id of gone) deltas.set(rangeOf(id), (deltas.get(rangeOf(id)) ?? 0) - 1);
