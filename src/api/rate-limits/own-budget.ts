@@ -5,6 +5,9 @@ import { loginIdent } from '../../throttle/index.js';
 import { logStoreFailure } from '../../stores/store-errors.js';
 import { identify } from '../../edge/client-identity.js';
 
+/** Each scope's rule for one caller, and who the scope counts it as (undefined: the scope does not apply to it). */
+export type OwnChecks = Map<ScopeName, { rule: ScopeRule; ident: string | undefined }>;
+
 /** A caller's budget in one scope: requests it may still make, and seconds until that next grows. */
 export interface OwnBudget {
   remaining: number;
@@ -16,18 +19,13 @@ export interface OwnBudget {
  * own budget"), read from the throttle logs without recording anything: the general scope this
  * request was counted by, the scopes keyed by its address, and, for a user, those keyed by its
  * id and its own username's login budget. Empty when this request's own check had no answer from
- * Redis (it would not answer this read either) or the read fails.
+ * Redis (it would not answer this read either) or the read fails. `own`: the caller's rules, from `ownChecks`.
  */
-export async function ownBudgets(
-  deps: Deps,
-  rules: ReadonlyMap<ScopeName, ScopeRule>,
-  ctx: Context,
-): Promise<Map<ScopeName, OwnBudget>> {
+export async function ownBudgets(deps: Deps, ctx: Context, own: OwnChecks): Promise<Map<ScopeName, OwnBudget>> {
   const budgets = new Map<ScopeName, OwnBudget>();
   if (!ctx.state.rateLimit) return budgets;
   const checks: Check[] = [];
-  for (const { rule, ident } of ownChecks(deps, rules, ctx).values())
-    if (ident !== undefined && !rule.inShadow) checks.push({ rule, ident });
+  for (const { rule, ident } of own.values()) if (ident !== undefined && !rule.inShadow) checks.push({ rule, ident });
   try {
     const decisions = await deps.throttler.peek(checks);
     for (const { scope, remaining, resetMs } of decisions)
@@ -43,12 +41,8 @@ export async function ownBudgets(
  * (docs/throttling.md "Plans and overrides"), with who the scope counts the caller as; the settings' rule and no
  * identity where the scope does not apply to it.
  */
-export function ownChecks(
-  deps: Deps,
-  rules: ReadonlyMap<ScopeName, ScopeRule>,
-  ctx: Context,
-): Map<ScopeName, { rule: ScopeRule; ident: string | undefined }> {
-  const checks = new Map<ScopeName, { rule: ScopeRule; ident: string | undefined }>();
+export function ownChecks(deps: Deps, rules: ReadonlyMap<ScopeName, ScopeRule>, ctx: Context): OwnChecks {
+  const checks: OwnChecks = new Map();
   const userId = ctx.state.user?.id;
   for (const base of rules.values()) {
     const ident = identOf(deps, ctx, base);

@@ -26,8 +26,8 @@ const rateLimitOperations = {
 export function rateLimitRoutes(router: ResourceRouter, { deps, rules, guard }: RouteParts): void {
   route(router, rateLimitOperations.list, guard(), async (ctx) => {
     if (!deps.config.THROTTLE_ENABLED) return void (ctx.body = []);
-    const budgets = await ownBudgets(deps, rules, ctx);
     const own = ownChecks(deps, rules, ctx);
+    const budgets = await ownBudgets(deps, ctx, own);
     const plan = ctx.state.user ? (deps.limits?.planOf(ctx.state.user.id) ?? 'default') : null;
     ctx.body = [...rules.values()].map((base) => {
       const { rule, ident } = own.get(base.scope) ?? { rule: base, ident: undefined };
