@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
-import type { createApp } from '../../src/api/app.js';
+import type { ExtraRoutes } from '../../src/api/app.js';
 import { createApiListener } from '../../src/listener/listener.js';
 import { createApiServer } from '../../src/server/server.js';
 import { createTestDatabase } from './database.js';
@@ -28,8 +28,8 @@ export interface TestApp {
 export interface TestAppOptions {
   /** Replaces the app's logger (a test that reads what was logged). */
   logger?: Logger;
-  /** Extra routers mounted as `createApp`'s `extraRoutes`. */
-  routes?: Parameters<typeof createApp>[1];
+  /** Extra routers mounted after the API's (`createApi`'s `extraRoutes`). */
+  routes?: ExtraRoutes;
   /** Settings that depend on the fresh database's URL (a replica of that database). */
   databaseEnv?: (databaseUrl: string) => Record<string, string>;
 }
