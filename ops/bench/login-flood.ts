@@ -14,16 +14,21 @@
  * status, and the worker's CPU (cores, from process.cpuUsage, which counts the hashing threads) and cores spent
  * hashing (paceline_login_hash_seconds_total over the flood).
  */
-import { connectDatabase } from '../../db/connect.js';
-import { createUser } from '../../src/auth/users.repository.js';
-import { loadConfig } from '../../src/settings/config.js';
-import { buildDeps } from '../../src/deps.js';
-import { createApp } from '../../src/api/app.js';
 import { runBench } from './harness/run.js';
+import { createBenchUsers } from './harness/seed.js';
 import { startStores } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
 import { latencies } from './harness/stats.js';
-import { ask, benchSettings, forkWorkers, runCluster, stopWorkers, type BenchSetup } from './harness/workers.js';
+import {
+  answer,
+  ask,
+  cpuMicros,
+  forkWorkers,
+  runCluster,
+  serveApp,
+  stopWorkers,
+  type BenchSetup,
+} from './harness/workers.js';
 
 const VARIANTS = {
   'budget-1': { LOGIN_HASH_CONCURRENCY: '1', LOGIN_HASH_WAIT_MS: '1000' },
@@ -31,7 +36,6 @@ const VARIANTS = {
   unbounded: { LOGIN_HASH_CONCURRENCY: '64', LOGIN_HASH_WAIT_MS: '60000' },
 } as const;
 type Variant = keyof typeof VARIANTS;
-type Setup = BenchSetup & { variant: Variant };
 interface Probe {
   cpuUs: number;
   hashSeconds: number;
@@ -39,11 +43,9 @@ interface Probe {
 
 const ADDRESSES = 100;
 const NAMES_PER_ADDRESS = 5;
-const PASSWORD = 'good-client-password';
 
-async function serve(setup: Setup): Promise<void> {
-  const config = loadConfig({
-    ...benchSettings(setup),
+async function serve(setup: BenchSetup & { variant: Variant }): Promise<void> {
+  const deps = await serveApp(setup, {
     REDIS_PREFIX: `bench:${setup.variant}:`,
     ACCESS_LOG: 'off',
     TRUST_PROXY_HOPS: '1',
@@ -52,14 +54,10 @@ async function serve(setup: Setup): Promise<void> {
     THROTTLE_LOGIN: '100000/min',
     ...VARIANTS[setup.variant],
   });
-  const { deps } = await buildDeps(config, 'bench');
-  process.on('message', async (message) => {
-    if (message !== 'probe') return;
+  answer('probe', async () => {
     const text = await deps.metrics.registry.getSingleMetricAsString('paceline_login_hash_seconds_total');
-    const cpu = process.cpuUsage();
-    process.send?.({ cpuUs: cpu.user + cpu.system, hashSeconds: Number(/\n[^#\n]+ (\S+)/.exec(text)?.[1] ?? 0) });
+    return { cpuUs: cpuMicros(), hashSeconds: Number(/\n[^#\n]+ (\S+)/.exec(text)?.[1] ?? 0) } satisfies Probe;
   });
-  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
 }
 
 async function login(base: string, ip: string, username: string, password: string): Promise<number> {
@@ -78,7 +76,7 @@ async function goodClient(base: string, count: number, failed: number[] = []): P
   const times: number[] = [];
   for (let i = 0; i < count; i++) {
     const started = performance.now();
-    const status = await login(base, '192.0.2.1', 'good', PASSWORD).catch(() => 0);
+    const status = await login(base, '192.0.2.1', 'good', 'good-password').catch(() => 0);
     if (status !== 200) failed.push(status);
     times.push(performance.now() - started);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -126,9 +124,7 @@ async function measure(variant: Variant, databaseUrl: string, redisUrl: string, 
 async function primary(): Promise<void> {
   const [count] = readArgs([40]) as [number];
   const { databaseUrl, redisUrl } = await startStores({ persistent: false, database: 'bench_login' });
-  const db = connectDatabase(databaseUrl, 1);
-  await createUser(db, 'good', PASSWORD);
-  await db.destroy();
+  await createBenchUsers(databaseUrl, 'good');
   for (const variant of Object.keys(VARIANTS) as Variant[])
     process.stdout.write(`${await measure(variant, databaseUrl, redisUrl, count)}\n`);
 }

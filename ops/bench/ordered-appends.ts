@@ -22,23 +22,18 @@ import type { Worker } from 'node:cluster';
 import type autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
-import { createUser } from '../../src/auth/users.repository.js';
-import { issueToken } from '../../src/auth/tokens.js';
-import { loadConfig } from '../../src/settings/config.js';
-import { buildDeps } from '../../src/deps.js';
-import { createApp } from '../../src/api/app.js';
 import { checkEventOrder } from '../../test/helpers/event-order.js';
 import { createUnorderedBus, createUnorderedSequences } from '../../test/helpers/unordered-append.js';
 import { createBenchDatabase } from '../../test/helpers/bench-stores.js';
 import { runBench } from './harness/run.js';
+import { createBenchUsers } from './harness/seed.js';
 import { interleave, runAutocannon } from './harness/send.js';
 import { startStores } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
 import { median, sumOf } from './harness/stats.js';
-import { ask, benchSettings, forkWorkers, runCluster, stopWorkers, type BenchSetup } from './harness/workers.js';
+import { answer, ask, forkWorkers, runCluster, serveApp, stopWorkers, type BenchSetup } from './harness/workers.js';
 
 type Variant = 'ordered' | 'unordered';
-type Setup = BenchSetup & { variant: Variant };
 interface BatchSizes {
   buckets: Array<[string, number]>;
   count: number;
@@ -53,37 +48,19 @@ const MODES = [
   { name: 'fsync off', settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } },
 ] as const;
 
-async function serve(setup: Setup): Promise<void> {
-  const config = loadConfig({
-    ...benchSettings(setup),
-    THROTTLE_ENABLED: 'false',
+async function serve(setup: BenchSetup & { variant: Variant }): Promise<void> {
+  const deps = await serveApp(setup, { THROTTLE_ENABLED: 'false' }, (deps) => {
+    if (setup.variant === 'unordered') deps.commands = createUnorderedBus(deps.db);
   });
-  const { deps } = await buildDeps(config, 'bench');
-  if (setup.variant === 'unordered') deps.commands = createUnorderedBus(deps.db);
-  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
-  process.on('message', async (message) => {
-    if (message === 'reset') deps.metrics.appendBatchSize.reset();
-    if (message !== 'batch-sizes') return;
+  process.on('message', (message) => message === 'reset' && deps.metrics.appendBatchSize.reset());
+  answer('batch-sizes', async (): Promise<BatchSizes> => {
     const { values } = await deps.metrics.appendBatchSize.get();
     const buckets = values
       .filter((v) => v.metricName?.endsWith('_bucket'))
       .map((v): [string, number] => [String(v.labels.le), v.value]);
     const total = (suffix: string) => values.find((v) => v.metricName?.endsWith(suffix))?.value ?? 0;
-    process.send?.({ buckets, count: total('_count'), sum: total('_sum') });
+    return { buckets, count: total('_count'), sum: total('_sum') };
   });
-}
-
-async function prepareDatabase(
-  adminUrl: string,
-  name: string,
-  variant: Variant,
-): Promise<{ url: string; token: string }> {
-  const { url, db } = await createBenchDatabase(adminUrl, name);
-  if (variant === 'unordered') await createUnorderedSequences(db);
-  await createUser(db, 'bench', 'bench-password');
-  const issued = await issueToken(db, 'bench', 'bench-password', 3_600_000, new Date());
-  await db.destroy();
-  return { url, token: issued!.token };
 }
 
 async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
@@ -109,17 +86,16 @@ async function startTarget(
   redisUrl: string,
   connections: number,
 ): Promise<Target> {
-  const { url: databaseUrl, token } = await prepareDatabase(
-    adminUrl,
-    `bench_${variant}_${mode.replace(/\W/g, '_')}`,
-    variant,
-  );
+  const { url: databaseUrl, db } = await createBenchDatabase(adminUrl, `bench_${variant}_${mode.replace(/\W/g, '_')}`);
+  if (variant === 'unordered') await createUnorderedSequences(db);
+  await db.destroy();
+  const [user] = await createBenchUsers(databaseUrl, 'bench');
   const { workers, base } = await forkWorkers(WORKERS, { variant, databaseUrl, redisUrl });
   const load = {
     url: `${base}/api/tasks/`,
     method: 'POST' as const,
     connections,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${user.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ title: 'bench task' }),
   };
   return { variant, workers, databaseUrl, load };

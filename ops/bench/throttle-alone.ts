@@ -27,6 +27,7 @@
  * own redis-server on a free port.
  */
 import type { Worker } from 'node:cluster';
+import type autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
 import koaRatelimit from 'koa-ratelimit';
@@ -41,22 +42,16 @@ import type { Decision } from '../../src/throttle/throttler.js';
 import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 import { startBenchRedis } from '../../test/helpers/bench-stores.js';
-import { loadAverage } from './harness/report.js';
+import { runLine } from './harness/report.js';
 import { defer, runBench, scratchDir } from './harness/run.js';
 import { interleave, runAutocannon, type Slice } from './harness/send.js';
-import { redisCommands, redisCpuUs, redisVersion } from './harness/service.js';
+import { withCosts, type Costs } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
-import { spread, sumOf } from './harness/stats.js';
-import { forkWorkers, runCluster, workersCpuUs } from './harness/workers.js';
+import { per, spread, sumOf } from './harness/stats.js';
+import { forkWorkers, runCluster } from './harness/workers.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
 type Variant = (typeof VARIANTS)[number];
-type Check = (ident: string) => Promise<Decision>;
-interface Setup {
-  variant: Variant;
-  redisUrl: string;
-  httpPort: number;
-}
 
 const WORKERS = 2;
 const CONNECTIONS = 100;
@@ -68,6 +63,7 @@ const CLIENT_REQUESTS = Array.from({ length: IDENTS }, (_, i) => ({
   headers: { 'x-forwarded-for': `198.18.${i >> 8}.${i & 255}` },
 }));
 const RULE = RULES.get('anon')!;
+const { limit, windowMs } = RULE.rate;
 
 const ZSET_SCRIPT = `
 local t = redis.call('TIME')
@@ -94,37 +90,38 @@ local allowed = count <= tonumber(ARGV[1])
 return { allowed and 1 or 0, math.max(0, ARGV[1] - count), ttl, allowed and 0 or math.max(1, math.ceil(ttl / 1000)) }
 `;
 
-/** A one-scope check for a comparison variant, answering in the shape of the service's Decision. */
-function createCheck(variant: 'zset' | 'fixed', redis: Redis): Check {
+/** Sets the RateLimit fields of `decision`; refuses with 429 when it does not allow the request. */
+function answerWith(ctx: Koa.Context, decision: Decision): boolean {
+  ctx.set(rateLimitHeaders([decision]));
+  if (decision.allowed) return true;
+  ctx.status = 429;
+  ctx.set('Retry-After', String(decision.retryAfterS));
+  ctx.body = { detail: throttledDetail(decision.retryAfterS) };
+  return false;
+}
+
+/** A one-scope sorted-set log or fixed window in a script, answering in the shape of the service's Decision. */
+function scriptThrottle(variant: 'zset' | 'fixed', redis: Redis): Koa.Middleware {
   redis.defineCommand(variant, { lua: variant === 'zset' ? ZSET_SCRIPT : FIXED_SCRIPT, numberOfKeys: 1 });
-  const run = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<number[]>>)[variant];
-  return async (ident) => {
-    const [allowed, remaining = 0, resetMs = 0, retryAfterS = 0] = await run!.call(
-      redis,
-      `bench:${variant}:{${ident}}:${RULE.scope}`,
-      RULE.rate.limit,
-      RULE.rate.windowMs,
-    );
-    const { limit, windowMs } = RULE.rate;
-    return { scope: RULE.scope, allowed: allowed === 1, limit, windowMs, remaining, resetMs, retryAfterS };
+  const run = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<number[]>>)[variant]!;
+  return async (ctx, next) => {
+    const key = `bench:${variant}:{ip:${ctx.get('X-Forwarded-For')}}:${RULE.scope}`;
+    const [allowed, remaining = 0, resetMs = 0, retryAfterS = 0] = await run.call(redis, key, limit, windowMs);
+    const decision = { scope: RULE.scope, allowed: allowed === 1, limit, windowMs, remaining, resetMs, retryAfterS };
+    if (answerWith(ctx, decision)) return next();
   };
 }
 
 /** The service's throttle middleware, with the dependencies it uses and nothing else. */
-function serviceThrottle(redisUrl: string): Koa.Middleware {
+function serviceThrottle(redis: Redis): Koa.Middleware {
   const config = loadConfig({ TRUST_PROXY_HOPS: '1', THROTTLE_ANON: RULE.rate.text, LOG_LEVEL: 'silent' });
-  const redis = new Redis(redisUrl);
   const throttler = createThrottler({ redis, keyPrefix: 'bench:', timeoutMs: config.THROTTLE_TIMEOUT_MS });
-  const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler } as Pick<
-    Deps,
-    'config' | 'metrics' | 'logger' | 'throttler'
-  >;
-  return createThrottle(deps as Deps, RULES)();
+  const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler };
+  return createThrottle(deps as Pick<Deps, keyof typeof deps> as Deps, RULES)();
 }
 
 /** The fields after a shared Redis round trip (PING) per turn of requests, no script: the floor of a batched check. */
-function roundTripOnly(redisUrl: string): Koa.Middleware {
-  const redis = new Redis(redisUrl);
+function roundTripOnly(redis: Redis): Koa.Middleware {
   let waiting: Array<() => void> = [];
   let inFlight = 0;
   const flush = () => {
@@ -138,25 +135,20 @@ function roundTripOnly(redisUrl: string): Koa.Middleware {
       flush();
     });
   };
-  const { limit, windowMs } = RULE.rate;
+  const decision = { scope: RULE.scope, allowed: true, limit, windowMs, remaining: limit - 1, resetMs: windowMs };
   return async (ctx, next) => {
     await new Promise<void>((resume) => {
       if (waiting.push(resume) === 1) setImmediate(flush);
     });
-    ctx.set(
-      rateLimitHeaders([
-        { scope: RULE.scope, allowed: true, limit, windowMs, remaining: limit - 1, resetMs: windowMs, retryAfterS: 0 },
-      ]),
-    );
+    ctx.set(rateLimitHeaders([{ ...decision, retryAfterS: 0 }]));
     return next();
   };
 }
 
 /** rate-limiter-flexible's Redis limiter (a fixed window: one INCR script per request), answering with the same fields. */
-function flexibleThrottle(redisUrl: string): Koa.Middleware {
-  const { limit, windowMs } = RULE.rate;
+function flexibleThrottle(redis: Redis): Koa.Middleware {
   const limiter = new RateLimiterRedis({
-    storeClient: new Redis(redisUrl),
+    storeClient: redis,
     points: limit,
     duration: windowMs / 1000,
     keyPrefix: 'bench:flexible',
@@ -171,104 +163,53 @@ function flexibleThrottle(redisUrl: string): Koa.Middleware {
       [state, allowed] = [rejection, false];
     }
     const retryAfterS = allowed ? 0 : Math.max(1, Math.ceil(state.msBeforeNext / 1000));
-    const decision = {
-      scope: RULE.scope,
-      allowed,
-      limit,
-      windowMs,
-      remaining: state.remainingPoints,
-      resetMs: state.msBeforeNext,
-      retryAfterS,
-    };
-    ctx.set(rateLimitHeaders([decision]));
-    if (allowed) return next();
-    ctx.status = 429;
-    ctx.set('Retry-After', String(retryAfterS));
-    ctx.body = { detail: throttledDetail(retryAfterS) };
+    const { remainingPoints: remaining, msBeforeNext: resetMs } = state;
+    if (answerWith(ctx, { scope: RULE.scope, allowed, limit, windowMs, remaining, resetMs, retryAfterS }))
+      return next();
   };
 }
 
-function serve({ variant, redisUrl, httpPort }: Setup): void {
-  const app = new Koa();
-  if (variant === 'ring') app.use(serviceThrottle(redisUrl));
-  if (variant === 'fields') {
-    let turn = 0;
-    app.use(async (ctx, next) => {
-      const { limit, windowMs } = RULE.rate;
-      ctx.set(
-        rateLimitHeaders([
-          {
-            scope: RULE.scope,
-            allowed: true,
-            limit,
-            windowMs,
-            remaining: turn++ % limit,
-            resetMs: 500,
-            retryAfterS: 0,
-          },
-        ]),
-      );
-      return next();
-    });
-  }
-  if (variant === 'zset' || variant === 'fixed') {
-    const check = createCheck(variant, new Redis(redisUrl));
-    app.use(async (ctx, next) => {
-      const decision = await check(`ip:${ctx.get('X-Forwarded-For')}`);
-      ctx.set(rateLimitHeaders([decision]));
-      if (decision.allowed) return next();
-      ctx.status = 429;
-      ctx.set('Retry-After', String(decision.retryAfterS));
-      ctx.body = { detail: throttledDetail(decision.retryAfterS) };
-    });
-  }
-  if (variant === 'roundtrip') app.use(roundTripOnly(redisUrl));
-  if (variant === 'flexible') app.use(flexibleThrottle(redisUrl));
-  if (variant === 'koa-ratelimit') {
-    const { limit, windowMs } = RULE.rate;
-    app.use(
-      koaRatelimit({
-        driver: 'redis',
-        db: new Redis(redisUrl),
-        duration: windowMs,
-        max: limit,
-        id: (ctx) => ctx.get('X-Forwarded-For'),
-      }),
+/** Only the fields, fixed values and no Redis: what the fields alone cost the server and the load generator. */
+function fieldsOnly(): Koa.Middleware {
+  let turn = 0;
+  return (ctx, next) => {
+    const remaining = turn++ % limit;
+    ctx.set(
+      rateLimitHeaders([
+        { scope: RULE.scope, allowed: true, limit, windowMs, remaining, resetMs: 500, retryAfterS: 0 },
+      ]),
     );
-  }
+    return next();
+  };
+}
+
+/** Each variant's middleware in front of the answer; `redis()` opens its own connection to Redis. */
+const MIDDLEWARE: Record<Variant, (redis: () => Redis) => Koa.Middleware | undefined> = {
+  none: () => undefined,
+  fields: () => fieldsOnly(),
+  roundtrip: (redis) => roundTripOnly(redis()),
+  ring: (redis) => serviceThrottle(redis()),
+  zset: (redis) => scriptThrottle('zset', redis()),
+  fixed: (redis) => scriptThrottle('fixed', redis()),
+  flexible: (redis) => flexibleThrottle(redis()),
+  'koa-ratelimit': (redis) =>
+    koaRatelimit({
+      driver: 'redis',
+      db: redis(),
+      duration: windowMs,
+      max: limit,
+      id: (ctx) => ctx.get('X-Forwarded-For'),
+    }),
+};
+
+function serve({ variant, redisUrl, httpPort }: { variant: Variant; redisUrl: string; httpPort: number }): void {
+  const app = new Koa();
+  const middleware = MIDDLEWARE[variant](() => new Redis(redisUrl));
+  if (middleware) app.use(middleware);
   app.use((ctx) => {
     ctx.body = { ok: true };
   });
   app.listen(httpPort, '127.0.0.1', () => process.send?.('listening'));
-}
-
-interface Server {
-  variant: Variant;
-  url: string;
-  workers: Worker[];
-}
-
-type Run = Slice & { scripts: number; commands: number; nodeUs: number; redisUs: number; loaderUs: number };
-
-/** CPU time of the parts, in µs: the server's workers, Redis, this process (autocannon). */
-const sampleCpu = async (server: Server, admin: Redis) => ({
-  node: await workersCpuUs(server.workers),
-  redis: await redisCpuUs(admin),
-  loader: process.cpuUsage().user + process.cpuUsage().system,
-});
-
-async function measureSlice(server: Server, admin: Redis, seconds: number): Promise<Run> {
-  const [commandsBefore, cpuBefore] = [await redisCommands(admin), await sampleCpu(server, admin)];
-  const slice = await runAutocannon({ url: server.url, connections: CONNECTIONS, requests: CLIENT_REQUESTS }, seconds);
-  const [commandsAfter, cpuAfter] = [await redisCommands(admin), await sampleCpu(server, admin)];
-  return {
-    ...slice,
-    scripts: commandsAfter.scripts - commandsBefore.scripts,
-    commands: commandsAfter.commands - commandsBefore.commands,
-    nodeUs: cpuAfter.node - cpuBefore.node,
-    redisUs: cpuAfter.redis - cpuBefore.redis,
-    loaderUs: cpuAfter.loader - cpuBefore.loader,
-  };
 }
 
 /** MEMORY USAGE of one client key after 100 admissions at limit 100 (a full ring). */
@@ -286,11 +227,12 @@ async function memoryPerKey(admin: Redis): Promise<Record<string, number | null>
   return sizes;
 }
 
+type Run = Slice & Costs;
+
 /** Totals per request over all slices; the ratio per round compares slices run back to back. */
 function summarise(variant: Variant, slices: Run[], baseline: Run[]) {
   const rate = (rows: Run[]) => sumOf(rows, (s) => s.requests) / sumOf(rows, (s) => s.seconds);
   const requests = sumOf(slices, (s) => s.requests);
-  const perReq = (pick: (slice: Run) => number, digits = 1) => Number((sumOf(slices, pick) / requests).toFixed(digits));
   return {
     variant,
     reqPerS: Math.round(rate(slices)),
@@ -299,11 +241,11 @@ function summarise(variant: Variant, slices: Run[], baseline: Run[]) {
     p99Ms: Math.max(...slices.map((s) => s.p99Ms)),
     non2xx: sumOf(slices, (s) => s.non2xx),
     errors: sumOf(slices, (s) => s.socketErrors),
-    roundTrips: perReq((s) => s.scripts, 3),
-    redisCmds: perReq((s) => s.commands, 2),
-    nodeCpuUs: perReq((s) => s.nodeUs),
-    redisCpuUs: perReq((s) => s.redisUs),
-    loaderCpuUs: perReq((s) => s.loaderUs),
+    roundTrips: per(slices, (s) => s.scripts, requests, 3),
+    redisCmds: per(slices, (s) => s.commands, requests, 2),
+    nodeCpuUs: per(slices, (s) => s.workersCpuUs, requests, 1),
+    redisCpuUs: per(slices, (s) => s.redisCpuUs, requests, 1),
+    loaderCpuUs: per(slices, (s) => s.loaderCpuUs, requests, 1),
   };
 }
 
@@ -315,18 +257,18 @@ async function primary(): Promise<void> {
   defer(() => redis.stop());
   const admin = new Redis(redis.url);
   defer(() => admin.disconnect());
-  const servers: Server[] = [];
+  const servers: { variant: Variant; workers: Worker[]; load: autocannon.Options }[] = [];
   for (const variant of variants) {
     const { workers, base } = await forkWorkers(WORKERS, { variant, redisUrl: redis.url });
-    const server = { variant, url: `${base}/`, workers };
-    await runAutocannon({ url: server.url, connections: CONNECTIONS, requests: CLIENT_REQUESTS }, WARMUP_S);
-    servers.push(server);
+    const load = { url: `${base}/`, connections: CONNECTIONS, requests: CLIENT_REQUESTS };
+    await runAutocannon(load, WARMUP_S);
+    servers.push({ variant, workers, load });
   }
-  const slices = await interleave(servers, rounds, (server) => measureSlice(server, admin, secondsPerVariant / rounds));
-  console.log(
-    `redis ${await redisVersion(admin)}, node ${process.version}, W=${WORKERS} workers, ${CONNECTIONS} connections, ` +
-      `${secondsPerVariant} s per variant in ${rounds} interleaved rounds, load average ${loadAverage()}`,
+  const slices = await interleave(servers, rounds, (server) =>
+    withCosts(admin, server.workers, () => runAutocannon(server.load, secondsPerVariant / rounds)),
   );
+  const what = `W=${WORKERS} workers, ${CONNECTIONS} connections, ${secondsPerVariant} s per variant in ${rounds} interleaved rounds`;
+  console.log(await runLine(admin, what));
   console.table(servers.map((server) => summarise(server.variant, slices.get(server)!, slices.get(servers[0]!)!)));
   console.log('MEMORY USAGE per client key, limit 100 full (bytes):', await memoryPerKey(admin));
 }

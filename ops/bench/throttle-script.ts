@@ -15,15 +15,13 @@ import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 import { startBenchRedis } from '../../test/helpers/bench-stores.js';
 import { defer, runBench, scratchDir } from './harness/run.js';
-import { redisCommands, redisCpuUs, redisVersion } from './harness/service.js';
+import { redisVersion, withCosts } from './harness/service.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];
 const RULE = buildScopes({ anon: '100/s' }, {}, SHADOW ? { rates: { anon: SHADOW }, scopes: [] } : undefined).get(
   'anon',
 )!;
-
-const counters = async (admin: Redis) => ({ cpuUs: await redisCpuUs(admin), ...(await redisCommands(admin)) });
 
 async function measure(admin: Redis, url: string, shape: 'growing' | 'full', turns: number) {
   const clients = shape === 'growing' ? 3072 : 128;
@@ -40,10 +38,11 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
     allowed += decisions.filter(([decision]) => decision?.allowed).length;
   };
   for (let i = 0; i < turns / 10; i++) await turn();
-  const before = await counters(admin);
   const [started, allowedBefore] = [performance.now(), allowed];
-  for (let i = 0; i < turns; i++) await turn();
-  const after = await counters(admin);
+  const costs = await withCosts(admin, [], async () => {
+    for (let i = 0; i < turns; i++) await turn();
+    return {};
+  });
   const checks = turns * BATCH;
   return {
     shape,
@@ -51,8 +50,8 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
     checks,
     admitted: `${Math.round((100 * (allowed - allowedBefore)) / checks)} %`,
     perClientPerS: Math.round(checks / clients / ((performance.now() - started) / 1000)),
-    redisCpuUsPerCheck: Number(((after.cpuUs - before.cpuUs) / checks).toFixed(2)),
-    commandsPerCheck: Number(((after.commands - before.commands) / checks).toFixed(2)),
+    redisCpuUsPerCheck: Number((costs.redisCpuUs / checks).toFixed(2)),
+    commandsPerCheck: Number((costs.commands / checks).toFixed(2)),
   };
 }
 

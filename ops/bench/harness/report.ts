@@ -2,7 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { cpus, loadavg } from 'node:os';
+import type { Redis } from 'ioredis';
 import { log } from './run.js';
+import { redisVersion } from './service.js';
 
 const quietly = (command: string, args: string[] = []): string => {
   try {
@@ -69,3 +71,7 @@ export async function writeResults(file: string, text: string): Promise<void> {
   await writeFile(file, text);
   log(`written to ${file}`);
 }
+
+/** The line over a benchmark's console table: Redis's version (given `admin`), node's, what ran, the load average. */
+export const runLine = async (admin: Redis | undefined, what: string): Promise<string> =>
+  `${admin ? `redis ${await redisVersion(admin)}, ` : ''}node ${process.version}, ${what}, load average ${loadAverage()}`;

@@ -6,7 +6,7 @@ import { createUser } from '../../../src/auth/users.repository.js';
 import { rebuildProjections } from '../../../src/events/projections/rebuild.js';
 import { progressBar } from './progress.js';
 
-export interface BenchUser {
+interface BenchUser {
   id: number;
   username: string;
   token: string;
@@ -79,6 +79,21 @@ export async function seedDatabase(url: string, tasks: number): Promise<Seeded> 
 export const describeSeeding = (s: Seeded): string =>
   `events by generate_series ${s.eventsSeconds.toFixed(1)} s, projections by the rebuild ${s.rebuildSeconds.toFixed(1)} s, ` +
   `VACUUM ANALYZE ${s.vacuumSeconds.toFixed(1)} s`;
+
+/** Users named `names` on the database at `url`, each with the password `<name>-password` and a token. */
+export async function createBenchUsers<N extends string[]>(
+  url: string,
+  ...names: N
+): Promise<{ [K in keyof N]: BenchUser }> {
+  const db = connectDatabase(url, 1);
+  try {
+    const users: BenchUser[] = [];
+    for (const name of names) users.push(await benchUser(db, name));
+    return users as { [K in keyof N]: BenchUser };
+  } finally {
+    await db.destroy();
+  }
+}
 
 async function benchUser(db: Kysely<Database>, username: string): Promise<BenchUser> {
   const password = `${username}-password`;

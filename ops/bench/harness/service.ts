@@ -1,8 +1,9 @@
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
@@ -12,6 +13,7 @@ import { startEmbeddedPostgres } from '../../../src/embedded/postgres.js';
 import { createBenchDatabase, startBenchRedis } from '../../../test/helpers/bench-stores.js';
 import { childPids, startCluster, type Launch, type RunningCluster } from '../../../test/helpers/cluster.js';
 import { defer, scratchDir } from './run.js';
+import { cpuMicros, workersCpuUs } from './workers.js';
 export { childPids, type RunningCluster };
 
 export interface Stores {
@@ -25,7 +27,7 @@ export interface Stores {
   postgresVersion: string;
 }
 
-export interface StoreOptions {
+interface StoreOptions {
   /** fsync on, as deployed (the default); off for a bench that does not measure commits. */
   persistent?: boolean;
   /** PostgreSQL with pg_stat_statements loaded and the extension in the database. */
@@ -66,16 +68,13 @@ export async function startStores(options: StoreOptions = {}): Promise<Stores> {
   return { databaseUrl, adminUrl, redisUrl: redis.url, admin, postgresVersion: rows[0]!.server_version };
 }
 
-/** `url` with its database replaced by `name`. */
-export const databaseNamed = (url: string, name: string): string => url.replace(/\/[^/]*$/, `/${name}`);
-
 /** A copy of the stores' database (seeded or not) named `name`, made from it as a template. */
 export async function copyDatabase(stores: Stores, name: string): Promise<string> {
   const admin = connectDatabase(stores.adminUrl, 1);
   const from = new URL(stores.databaseUrl).pathname.slice(1);
   await sql`create database ${sql.id(name)} template ${sql.id(from)}`.execute(admin);
   await admin.destroy();
-  return databaseNamed(stores.databaseUrl, name);
+  return stores.databaseUrl.replace(/\/[^/]*$/, `/${name}`);
 }
 
 /**
@@ -213,3 +212,52 @@ export async function redisCpuUs(redis: Redis): Promise<number> {
 /** The Redis server's version. */
 export const redisVersion = async (redis: Redis): Promise<string> =>
   /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
+
+/** The keys of `redis` matching `pattern` (SCAN: the service's Redis account may not run KEYS). */
+export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  for (let cursor = '0'; ;) {
+    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    keys.push(...found);
+    if ((cursor = next) === '0') return keys;
+  }
+}
+
+/** What a stretch of load cost: Redis commands and script calls, and CPU µs of Redis, the workers and this process. */
+export interface Costs {
+  commands: number;
+  scripts: number;
+  redisCpuUs: number;
+  workersCpuUs: number;
+  loaderCpuUs: number;
+}
+
+/**
+ * Runs `work`, waits `settleMs` (what was still in flight belongs to it), and resolves with its result and what it
+ * cost: Redis's counters through `admin` (none without), CPU of `workers` and of this process (the load generator).
+ */
+export async function withCosts<T extends object>(
+  admin: Redis | undefined,
+  workers: Worker[],
+  work: () => Promise<T>,
+  settleMs = 0,
+): Promise<T & Costs> {
+  const read = async () => ({
+    ...(admin ? await redisCommands(admin) : { commands: 0, scripts: 0 }),
+    redisCpuUs: admin ? await redisCpuUs(admin) : 0,
+    workersCpuUs: workers.length > 0 ? await workersCpuUs(workers) : 0,
+    loaderCpuUs: cpuMicros(),
+  });
+  const before = await read();
+  const result = await work();
+  await sleep(settleMs);
+  const after = await read();
+  return {
+    ...result,
+    commands: after.commands - before.commands,
+    scripts: after.scripts - before.scripts,
+    redisCpuUs: after.redisCpuUs - before.redisCpuUs,
+    workersCpuUs: after.workersCpuUs - before.workersCpuUs,
+    loaderCpuUs: after.loaderCpuUs - before.loaderCpuUs,
+  };
+}

@@ -25,3 +25,7 @@ export function latencies(samples: readonly number[]): { count: number; p50: num
   const sorted = [...samples].sort((a, b) => a - b);
   return { count: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), max: sorted.at(-1) ?? NaN };
 }
+
+/** `pick` summed over `items` and divided by `count` (0 when `count` is 0), to `digits` decimals. */
+export const per = <T>(items: readonly T[], pick: (item: T) => number, count: number, digits = 2): number =>
+  count === 0 ? 0 : Number((sumOf(items, pick) / count).toFixed(digits));

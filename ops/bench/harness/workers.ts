@@ -1,6 +1,9 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
+import { createApp } from '../../../src/api/app.js';
+import { buildDeps, type Deps } from '../../../src/deps.js';
 import { findFreePort } from '../../../src/embedded/ports.js';
+import { loadConfig } from '../../../src/settings/config.js';
 import { defer } from './run.js';
 
 /** What a benchmark's primary sends each forked worker: the stores to use and the port to serve on, and its own. */
@@ -22,6 +25,25 @@ export const benchSettings = (setup: BenchSetup): Record<string, string> => ({
 });
 
 /**
+ * In a worker: the service's Koa app on `setup`'s stores with `settings` over {@link benchSettings}, `adapt`ed (a
+ * dependency swapped) before it listens; says 'listening' once it does.
+ */
+export async function serveApp(
+  setup: BenchSetup,
+  settings: Record<string, string>,
+  adapt?: (deps: Deps) => void,
+): Promise<Deps> {
+  const { deps } = await buildDeps(loadConfig({ ...benchSettings(setup), ...settings }), 'bench');
+  adapt?.(deps);
+  createApp(deps).listen(setup.httpPort, '127.0.0.1', () => process.send?.('listening'));
+  return deps;
+}
+
+/** In a worker: answers each `question` from the primary with what `reply` resolves to. */
+export const answer = (question: string, reply: () => unknown): void =>
+  void process.on('message', async (message) => message === question && process.send?.(await reply()));
+
+/**
  * A benchmark of node:cluster workers: in the primary runs `primary`; in a worker says 'ready', then `serve`s the
  * setup the primary sends first, and answers 'cpu' with its CPU time (µs).
  */
@@ -32,7 +54,8 @@ export async function runCluster<S>(primary: () => Promise<void>, serve: (setup:
   process.send?.('ready');
 }
 
-const cpuMicros = (usage = process.cpuUsage()) => usage.user + usage.system;
+/** CPU time (µs, user + system) this process has used so far. */
+export const cpuMicros = (usage = process.cpuUsage()): number => usage.user + usage.system;
 
 /**
  * Forks `count` workers serving `setup` on one free port (`httpPort` is filled in), each with `execArgv` added;
