@@ -39,19 +39,18 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import type autocannon from 'autocannon';
 import pino from 'pino';
-import { connectDatabase } from '../../db/connect.js';
-import { createUser } from '../../src/auth/users.repository.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { buildDeps } from '../../src/deps.js';
 import { createApiListener } from '../../src/listener/listener.js';
 import { createApiServer } from '../../src/server/server.js';
-import { loadAverage } from './harness/report.js';
+import { runLine } from './harness/report.js';
 import { defer, runBench } from './harness/run.js';
+import { createBenchUsers } from './harness/seed.js';
 import { interleave, runAutocannon } from './harness/send.js';
-import { startStores } from './harness/service.js';
+import { startStores, withCosts } from './harness/service.js';
 import { readArgs, readBenchText } from './harness/settings.js';
 import { sumOf } from './harness/stats.js';
-import { ask, benchSettings, forkWorkers, runCluster, workersCpuUs, type BenchSetup } from './harness/workers.js';
+import { answer, ask, benchSettings, forkWorkers, runCluster, type BenchSetup } from './harness/workers.js';
 
 /** A worker's stores and port, and whether it is the one whose single admission slot is held (the shed load's). */
 type Setup = BenchSetup & { shed: boolean };
@@ -89,13 +88,9 @@ async function serve(setup: Setup): Promise<void> {
   const { metrics } = deps;
   const sum = async (metric: { get(): Promise<{ values: { value: number }[] }> }) =>
     (await metric.get()).values.reduce((total, { value }) => total + value, 0);
-  process.on('message', (message) => {
-    if (message === 'admission')
-      void Promise.all([
-        sum(metrics.admissionShed),
-        sum(metrics.admissionMemory),
-        sum(metrics.admissionInProgress),
-      ]).then(([shed, memory, inProgress]) => process.send?.({ shed, memory, inProgress } satisfies AdmissionCounts));
+  answer('admission', async (): Promise<AdmissionCounts> => {
+    const [shed, memory, inProgress] = [metrics.admissionShed, metrics.admissionMemory, metrics.admissionInProgress];
+    return { shed: await sum(shed), memory: await sum(memory), inProgress: await sum(inProgress) };
   });
   process.once('disconnect', () => process.exit(0));
 }
@@ -150,19 +145,11 @@ async function untilInProgress(worker: Worker, inProgress: number): Promise<bool
 async function primary(): Promise<void> {
   const [seconds, rounds, connections] = readArgs([3, 2, 20]) as [number, number, number];
   const stores = await startStores({ persistent: false, database: 'bench_refusal' });
-  const db = connectDatabase(stores.databaseUrl, 1);
-  await createUser(db, 'bench', 'bench-pass-123');
-  await db.destroy();
+  const [{ token }] = await createBenchUsers(stores.databaseUrl, 'bench');
   const named = readBenchText('LOADS') === '' ? undefined : readBenchText('LOADS').split(',');
   const profileDir = readBenchText('PROFILE_DIR') || undefined;
   const setup = { databaseUrl: stores.databaseUrl, redisUrl: stores.redisUrl };
   const { worker, base } = await forkWorker({ ...setup, shed: false }, 'answers', profileDir);
-  const login = await fetch(`${base}/api/auth/token/`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'bench', password: 'bench-pass-123' }),
-  });
-  const { token } = (await login.json()) as { token: string };
   const created = await fetch(`${base}/api/tasks/`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
@@ -210,12 +197,10 @@ async function primary(): Promise<void> {
   const runs = await interleave(
     Object.keys(loads),
     rounds,
-    async (name) => {
-      const measured = [servedBy.get(name) ?? worker];
-      const before = await workersCpuUs(measured);
-      const slice = await runAutocannon({ ...loads[name]!, connections }, seconds);
-      return { ...slice, cpuUs: (await workersCpuUs(measured)) - before };
-    },
+    (name) =>
+      withCosts(undefined, [servedBy.get(name) ?? worker], () =>
+        runAutocannon({ ...loads[name]!, connections }, seconds),
+      ),
     'alternate',
   );
   const totals = new Map(
@@ -232,7 +217,7 @@ async function primary(): Promise<void> {
           requests,
           seconds: total((s) => s.seconds),
           non2xx: total((s) => s.non2xx),
-          cpuUs: total((s) => s.cpuUs),
+          cpuUs: total((s) => s.workersCpuUs),
           statuses,
         },
       ];
@@ -259,8 +244,10 @@ async function primary(): Promise<void> {
   const rate = (name: string) => Math.round(totals.get(name)!.requests / totals.get(name)!.seconds);
   const cpuPerRequest = (name: string) => totals.get(name)!.cpuUs / totals.get(name)!.requests;
   console.log(
-    `node ${process.version}, 1 worker per load, ${connections} connections, ${seconds} s × ${rounds} interleaved ` +
-      `rounds, load average ${loadAverage()}`,
+    await runLine(
+      undefined,
+      `1 worker per load, ${connections} connections, ${seconds} s × ${rounds} interleaved rounds`,
+    ),
   );
   console.table(
     [...totals].map(([name, t]) => ({

@@ -15,9 +15,9 @@ import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
-import { createUser } from '../../src/auth/users.repository.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/helpers/seed-events.js';
 import { runBench } from './harness/run.js';
+import { createBenchUsers } from './harness/seed.js';
 import { startService, startStores } from './harness/service.js';
 import { latencies } from './harness/stats.js';
 
@@ -61,15 +61,14 @@ interface Report {
   finished_at: string;
 }
 
-/** Seeds the history into a fresh, migrated database; returns the seed and the event count. */
-async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: number }> {
+/** Seeds the history into a fresh, migrated database; returns the seed, the event count and the owner's token. */
+async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: number; token: string }> {
+  const [owner] = await createBenchUsers(url, 'alice');
   const db = connectDatabase(url, 2, 'report-bench');
   try {
-    const user = await createUser(db, 'alice', 'alice-pass-123');
-    if (!user.ok) throw new Error('could not create the user');
     const seed: SeedOptions = {
       tasks: Math.round((EVENTS * 2) / 3),
-      owner: user.user,
+      owner,
       start: new Date(`${RANGE.from}T00:00:00Z`),
       spanMs: 30 * 86_400_000,
     };
@@ -77,7 +76,7 @@ async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: nu
     const total = await seedCompletedHistory(db, seed);
     await sql`analyze`.execute(db);
     console.log(`seeded ${total} events (${seed.tasks} tasks) in ${((Date.now() - began) / 1000).toFixed(1)} s`);
-    return { seed, total };
+    return { seed, total, token: owner.token };
   } finally {
     await db.destroy();
   }
@@ -107,7 +106,7 @@ async function runReport(base: string, token: string, paths: string[]) {
 
 async function main(): Promise<number> {
   const stores = await startStores({ persistent: false, database: 'bench_report' });
-  const { seed, total } = await seedDatabase(stores.databaseUrl);
+  const { seed, total, token } = await seedDatabase(stores.databaseUrl);
   const cluster = await startService(
     {
       DATABASE_URL: stores.databaseUrl,
@@ -122,12 +121,6 @@ async function main(): Promise<number> {
     },
     'tsx',
   );
-  const login = await fetch(`${cluster.base}/api/auth/token/`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ username: 'alice', password: 'alice-pass-123' }),
-  });
-  const { token } = (await login.json()) as { token: string };
   await sleep(8_000); // let the jobs child finish booting, so the baseline is not measured against it
   const paths = ['/healthz', '/api/tasks/'];
   const baselineEnd = Date.now() + 3_000;

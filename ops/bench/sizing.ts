@@ -22,16 +22,17 @@
  * one authenticated user, creates one at a time, creates 32 at once, and one anonymous client far
  * over its limit. Prints a Markdown table.
  */
-import { Agent, request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { sql, type Kysely } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
-import { issueToken } from '../../src/auth/tokens.js';
-import { createUser } from '../../src/auth/users.repository.js';
+import { burst, type BurstRequest } from '../../test/helpers/burst.js';
 import type { RunningCluster } from '../../test/helpers/cluster.js';
+import { keysMatching } from '../../test/helpers/redis-keys.js';
+import { markdownTable } from './harness/report.js';
 import { runBench } from './harness/run.js';
+import { createBenchUsers } from './harness/seed.js';
 import { startService, startStores } from './harness/service.js';
 
 const REQUESTS = Number(process.argv[2] ?? 2_000);
@@ -43,7 +44,7 @@ interface Phase {
   requests: number;
   concurrency: number;
   /** The n-th request: method, path, headers, body. */
-  make(n: number): { method: string; path: string; headers: Record<string, string>; body?: string };
+  make(n: number): BurstRequest;
   expect: number[];
 }
 
@@ -124,52 +125,22 @@ async function snapshot(
   return { ...(await hostBatches(host)), transactions: xacts, ...(await redisSnapshot(admin)) };
 }
 
+/** Sends the phase's requests; fails on a status it does not expect (0: no answer). */
 async function run(base: string, phase: Phase): Promise<Map<number, number>> {
-  const agent = new Agent({ keepAlive: true, maxSockets: phase.concurrency });
-  const statuses = new Map<number, number>();
-  let next = 0;
-  const lane = async () => {
-    for (let n = next++; n < phase.requests; n = next++) {
-      const { method, path, headers, body } = phase.make(n);
-      const status = await new Promise<number>((resolve, reject) => {
-        const req = request(new URL(path, base), { method, headers, agent }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-        });
-        req.on('error', reject);
-        req.end(body);
-      });
-      statuses.set(status, (statuses.get(status) ?? 0) + 1);
-    }
-  };
-  await Promise.all(Array.from({ length: phase.concurrency }, lane));
-  agent.destroy();
-  const unexpected = [...statuses.keys()].filter((status) => !phase.expect.includes(status));
-  if (unexpected.length > 0)
-    throw new Error(`${phase.name}: unexpected statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
-  return statuses;
-}
-
-async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
-  const keys: string[] = [];
-  for (let cursor = '0'; ;) {
-    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    keys.push(...found);
-    if ((cursor = next) === '0') return keys;
-  }
+  const { statuses } = await burst(base, phase.requests, phase.concurrency, phase.make);
+  if (Object.keys(statuses).some((status) => !phase.expect.includes(Number(status))))
+    throw new Error(`${phase.name}: unexpected statuses ${JSON.stringify(statuses)}`);
+  return new Map(Object.entries(statuses).map(([status, n]) => [Number(status), n]));
 }
 
 async function main(): Promise<void> {
   const database = 'sizing';
   const stores = await startStores({ persistent: false, database });
-  const db = connectDatabase(stores.databaseUrl, 1);
   const monitor = connectDatabase(stores.adminUrl, 1);
   // Autovacuum's transactions count in pg_stat_database too; they are not the service's.
   await sql`alter system set autovacuum = off`.execute(monitor);
   await sql`select pg_reload_conf()`.execute(monitor);
-  await createUser(db, 'sizer', 'sizer-password');
-  const token = (await issueToken(db, 'sizer', 'sizer-password', 3_600_000, new Date()))!.token;
-  await db.destroy();
+  const [{ token }] = await createBenchUsers(stores.databaseUrl, 'sizer');
   const host = await startService(
     {
       DATABASE_URL: stores.databaseUrl,
@@ -237,7 +208,7 @@ async function main(): Promise<void> {
       expect: [200, 429],
     },
   ];
-  const rows: string[] = [];
+  const rows: string[][] = [];
   const memory: string[] = [];
   const commandMix: string[] = [];
   // A first round trip of each kind warms caches (token, read cache, script load) and is left out.
@@ -246,9 +217,8 @@ async function main(): Promise<void> {
   let before = await snapshot(stores.admin, monitor, database, host);
   {
     const idle = await snapshot(stores.admin, monitor, database, host);
-    rows.push(
-      `| idle (one measuring window) | — | ${idle.commands - before.commands} in all | — | ${idle.transactions - before.transactions} in all | — |`,
-    );
+    const [commands, transactions] = [idle.commands - before.commands, idle.transactions - before.transactions];
+    rows.push(['idle (one measuring window)', '—', `${commands} in all`, '—', `${transactions} in all`, '—']);
     before = idle;
   }
   for (const phase of phases) {
@@ -265,18 +235,22 @@ async function main(): Promise<void> {
       batches > 0
         ? `${batches} batches, ${(commands / batches).toFixed(1)} commands and ${(xacts / batches).toFixed(2)} transactions each`
         : '—';
-    rows.push(
-      `| ${phase.name} (${phase.requests}: ${[...statuses].map(([s, n]) => `${n}× ${s}`).join(', ')}; ${(phase.requests / seconds).toFixed(0)} req/s) ` +
-        `| ${per(after.commands - before.commands)} | ${per(after.scriptCalls - before.scriptCalls)} | ${per(after.netIn - before.netIn)} / ${per(netOut)} ` +
-        `| ${per(xacts)} | ${batching} |`,
-    );
+    const answers = [...statuses].map(([s, n]) => `${n}× ${s}`).join(', ');
+    rows.push([
+      `${phase.name} (${phase.requests}: ${answers}; ${(phase.requests / seconds).toFixed(0)} req/s)`,
+      per(after.commands - before.commands),
+      per(after.scriptCalls - before.scriptCalls),
+      `${per(after.netIn - before.netIn)} / ${per(netOut)}`,
+      per(xacts),
+      batching,
+    ]);
     const mix = Object.entries(after.byCommand)
       .map(([name, calls]) => [name, (calls - (before.byCommand[name] ?? 0)) / phase.requests] as const)
       .filter(([, per]) => per >= 0.01)
       .sort((a, b) => b[1] - a[1]);
     commandMix.push(`${phase.name}: ${mix.map(([name, per]) => `${name} ${per.toFixed(2)}`).join(', ')}`);
     if (phase === phases[0]) {
-      const keys = await scanKeys(stores.admin, `${PREFIX}throttle:*`);
+      const keys = await keysMatching(stores.admin, `${PREFIX}throttle:*`);
       const sizes = await Promise.all(keys.map((key) => stores.admin.memory('USAGE', key)));
       const mean = sizes.reduce((sum: number, size) => sum + Number(size ?? 0), 0) / sizes.length;
       memory.push(
@@ -286,7 +260,7 @@ async function main(): Promise<void> {
     }
     if (phase === phases.at(-1)) {
       // The service's Redis account may not run KEYS (docs/testing.md "Stores as shipped"): SCAN it is.
-      const [key] = await scanKeys(stores.admin, `${PREFIX}throttle:*192.0.2.1*`);
+      const [key] = await keysMatching(stores.admin, `${PREFIX}throttle:*192.0.2.1*`);
       if (key)
         memory.push(
           `a key full at ${ANON_LIMIT}/min (${key.slice(PREFIX.length)}): MEMORY USAGE ${await stores.admin.memory('USAGE', key)} B`,
@@ -296,12 +270,9 @@ async function main(): Promise<void> {
     before = { ...after, ...(await redisSnapshot(stores.admin)) };
   }
   console.log(`\nOne host, 2 web workers, ${REQUESTS} requests per phase (${new Date().toISOString()}):\n`);
-  console.log(
-    '| phase | Redis commands / request | script calls / request | Redis bytes in / out per request | PostgreSQL transactions / request | group commit |',
-  );
-  console.log('|---|---:|---:|---:|---:|---|');
-  for (const row of rows) console.log(row);
-  console.log('');
+  const columns = ['phase', 'Redis commands / request>', 'script calls / request>'];
+  columns.push('Redis bytes in / out per request>', 'PostgreSQL transactions / request>', 'group commit');
+  console.log(`${markdownTable(columns, rows)}\n`);
   for (const line of memory) console.log(`- ${line}`);
   console.log('\nRedis commands per request, by command (those inside scripts included):\n');
   for (const line of commandMix) console.log(`- ${line}`);

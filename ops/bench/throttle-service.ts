@@ -21,11 +21,12 @@ import type { Redis } from 'ioredis';
 import { connectDatabase } from '../../db/connect.js';
 import { appendBatch } from '../../src/events/store/append-batch.js';
 import { createThrottler, parseRate, type ScopeRule } from '../../src/throttle/index.js';
+import { keysMatching } from '../../test/helpers/redis-keys.js';
 import { runLine } from './harness/report.js';
 import { runBench } from './harness/run.js';
 import { createBenchUsers } from './harness/seed.js';
 import { interleave, runAutocannon, type Slice } from './harness/send.js';
-import { scanKeys, startStores, withCosts } from './harness/service.js';
+import { startStores, withCosts } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
 import { median, per, spread, sumOf } from './harness/stats.js';
 import { forkWorkers, runCluster, serveApp, type BenchSetup } from './harness/workers.js';
@@ -124,7 +125,7 @@ async function primary(): Promise<void> {
       };
     }),
   );
-  const keys = await scanKeys(admin, `${PREFIX}on:throttle:*`);
+  const keys = await keysMatching(admin, `${PREFIX}on:throttle:*`);
   const sizes = await Promise.all(keys.slice(0, 200).map((key) => admin.memory('USAGE', key, 'SAMPLES', 0)));
   const used = Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
   console.log(

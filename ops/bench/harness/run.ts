@@ -1,6 +1,9 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const steps: (() => unknown)[] = [];
 let stopping: Promise<void> | undefined;
@@ -54,4 +57,18 @@ export async function scratchDir(name: string): Promise<string> {
   await chmod(root, 0o755);
   defer(() => rm(root, { recursive: true, force: true }));
   return root;
+}
+
+/**
+ * Forks the script at `url` under this process's loader (tsx) with `args`, talking over IPC: a load generator or
+ * client in a process of its own. Disconnected and stopped when the benchmark ends.
+ */
+export async function forkScript(url: URL, args: string[] = []): Promise<ChildProcess> {
+  const child = fork(fileURLToPath(url), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  defer(() => {
+    if (child.connected) child.disconnect();
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  });
+  await once(child, 'spawn');
+  return child;
 }

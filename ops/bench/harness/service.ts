@@ -178,6 +178,16 @@ export function cpuSeconds(pid: number): number {
 export const treeCpuSeconds = (primary: number): number =>
   [primary, ...childPids(primary)].reduce((sum, pid) => sum + cpuSeconds(pid), 0);
 
+/** The soft open-file limit of a process (`self`: this one), from /proc (Infinity: unlimited; NaN once it has exited). */
+export function fileLimit(pid: number | 'self' = 'self'): number {
+  try {
+    const soft = /^Max open files\s+(\S+)/m.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1];
+    return soft === 'unlimited' ? Infinity : Number(soft);
+  } catch {
+    return NaN;
+  }
+}
+
 /** The binary a running process executes, from /proc (undefined once it has exited). */
 export function executableOf(pid: number): string | undefined {
   try {
@@ -212,16 +222,6 @@ export async function redisCpuUs(redis: Redis): Promise<number> {
 /** The Redis server's version. */
 export const redisVersion = async (redis: Redis): Promise<string> =>
   /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
-
-/** The keys of `redis` matching `pattern` (SCAN: the service's Redis account may not run KEYS). */
-export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
-  const keys: string[] = [];
-  for (let cursor = '0'; ;) {
-    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    keys.push(...found);
-    if ((cursor = next) === '0') return keys;
-  }
-}
 
 /** What a stretch of load cost: Redis commands and script calls, and CPU µs of Redis, the workers and this process. */
 export interface Costs {
