@@ -105,7 +105,6 @@ async function main(): Promise<void> {
     password: `${seeded.reader.username}-password`,
     rates: GOOD_RATES,
   });
-  defer(() => good.stop());
   const bench = {
     guarded: { base: guarded.base, metricsPort: guarded.metricsPort, primary },
     open: { base: open.base, primary: open.child.pid! },

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { lessBackground, TICKS_PER_S } from './costs.js';
+import { lessBackground } from './costs.js';
 import { burst, type BurstResult } from '../../../test/helpers/burst.js';
 import type { Latencies } from './good-client-process.js';
 import type { GoodMode } from './good-client.js';
@@ -73,16 +73,13 @@ export async function runLoginRow(bench: Bench, hashBound: string): Promise<RowR
   const row = rowOf('3. login flood, 100 addresses × 5 new names', 'POST /api/auth/token/ × 500', measured, 'login');
   row.goal = 'good client login p99 ≤ 2× quiet';
   row.met = within2x(row);
+  const shares = (cpu: Record<number, number>, seconds: number) =>
+    Object.values(cpu).map((s) => `${((s / seconds) * 100).toFixed(0)} %`);
   const seconds = (measured.window.to - measured.window.from) / 1000;
-  const ticks = measured.window.delta.workerTicks;
-  const shares = Object.values(ticks).map((t) => `${((t / TICKS_PER_S / seconds) * 100).toFixed(0)} %`);
-  const quietSeconds = measured.background.delta.seconds;
-  const quietShares = Object.values(measured.background.delta.workerTicks).map(
-    (t) => `${((t / TICKS_PER_S / quietSeconds) * 100).toFixed(0)} %`,
-  );
+  const { delta: quiet } = measured.background;
   row.facts.push(
-    `Each web worker's CPU during the flood: ${shares.join(', ')} (quiet, the good client's logins alone: ` +
-      `${quietShares.join(', ')}; 100 % = one core; scrypt runs on libuv's ` +
+    `Each web worker's CPU during the flood: ${shares(measured.window.delta.workerCpu, seconds).join(', ')} (quiet, ` +
+      `the good client's logins alone: ${shares(quiet.workerCpu, quiet.seconds).join(', ')}; 100 % = one core; scrypt runs on libuv's ` +
       `threads, so a worker can pass 100 %). Hash bound configured: ${hashBound}.`,
   );
   return row;

@@ -1,8 +1,8 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import type { Redis } from 'ioredis';
 import type { Database } from '../../../db/database.js';
-import { childPids } from '../../../test/helpers/cluster.js';
+import { childPids, cpuSeconds, redisCommands, treeCpuSeconds } from '../harness/service.js';
 
 /** Every counter the rows compare: what the stores and the processes had done, by a moment or between two. */
 export interface Counters {
@@ -14,24 +14,15 @@ export interface Counters {
   tokenLookups: number;
   /** Redis commands processed (INFO commandstats), less the INFO calls that read them. */
   redisCalls: number;
-  /** CPU ticks (user + system) of each process tree, by name, primary and children together. */
-  cpuTicks: Record<string, number>;
-  /** CPU ticks of each web worker of the guarded service, by PID. */
-  workerTicks: Record<number, number>;
+  /** CPU seconds (user + system) of each process tree, by name, primary and children together. */
+  cpu: Record<string, number>;
+  /** CPU seconds of each web worker of the guarded service, by PID. */
+  workerCpu: Record<number, number>;
 }
 
-/** The counters by one moment. */
-export interface Snapshot extends Counters {
-  at: number;
-}
-
-/** The counters between two snapshots, and the seconds between them. */
-export interface Delta extends Counters {
-  seconds: number;
-}
-
-/** Linux' USER_HZ: /proc reports CPU time in these. */
-export const TICKS_PER_S = 100;
+/** The counters by one moment (`at`), or between two (`seconds`). */
+export type Snapshot = Counters & { at: number };
+export type Delta = Counters & { seconds: number };
 
 /**
  * Reads the counters through `db` (a connection to the guarded service's database). `trees` names
@@ -45,7 +36,7 @@ export function createCostReader(
   worker: number,
 ) {
   return async (): Promise<Snapshot> => {
-    const [{ rows }, stats] = await Promise.all([
+    const [{ rows }, { commands }] = await Promise.all([
       sql<{ calls: string; open_calls: string; token_lookups: string }>`
         select coalesce(sum(s.calls) filter (where d.datname = current_database()), 0) as calls,
                coalesce(sum(s.calls) filter (where d.datname = ${openDatabase}), 0) as open_calls,
@@ -53,89 +44,53 @@ export function createCostReader(
                  and s.query ~* '^select .* from "tokens"'), 0) as token_lookups
         from pg_stat_statements s join pg_database d on d.oid = s.dbid
         where s.query not like '%pg_stat_statements%'`.execute(db),
-      redis.info('commandstats'),
+      redisCommands(redis),
     ]);
-    const cpuTicks = Object.fromEntries(
-      Object.entries(trees).map(([name, pid]) => [name, [pid, ...childPids(pid)].reduce((n, p) => n + ticks(p), 0)]),
-    );
-    const workerTicks = Object.fromEntries(childPids(worker).map((pid) => [pid, ticks(pid)]));
     return {
       at: Date.now(),
       pgCalls: Number(rows[0]!.calls),
       openPgCalls: Number(rows[0]!.open_calls),
       tokenLookups: Number(rows[0]!.token_lookups),
-      redisCalls: redisCallsOf(stats),
-      cpuTicks,
-      workerTicks,
+      redisCalls: commands,
+      cpu: Object.fromEntries(Object.entries(trees).map(([name, pid]) => [name, treeCpuSeconds(pid)])),
+      workerCpu: Object.fromEntries(childPids(worker).map((pid) => [pid, cpuSeconds(pid)])),
     };
   };
 }
 
-/** `after` less `before` (the reads themselves are left out of the counts). */
-export function delta(before: Snapshot, after: Snapshot): Delta {
-  const minus = (a: Record<string, number>, b: Record<string, number>) =>
-    Object.fromEntries(Object.keys(a).map((key) => [key, a[key]! - (b[key] ?? a[key]!)]));
+/** `a` and `b` combined counter by counter (and process by process) by `f`; `b`'s may be missing. */
+function combine(a: Counters, b: Counters, f: (x: number, y: number | undefined) => number): Counters {
+  const each = (x: Record<string, number>, y: Record<string, number>) =>
+    Object.fromEntries(Object.entries(x).map(([key, value]) => [key, f(value, y[key])]));
   return {
-    seconds: (after.at - before.at) / 1000,
-    pgCalls: after.pgCalls - before.pgCalls,
-    openPgCalls: after.openPgCalls - before.openPgCalls,
-    tokenLookups: after.tokenLookups - before.tokenLookups,
-    redisCalls: after.redisCalls - before.redisCalls,
-    cpuTicks: minus(after.cpuTicks, before.cpuTicks),
-    workerTicks: minus(after.workerTicks, before.workerTicks),
+    pgCalls: f(a.pgCalls, b.pgCalls),
+    openPgCalls: f(a.openPgCalls, b.openPgCalls),
+    tokenLookups: f(a.tokenLookups, b.tokenLookups),
+    redisCalls: f(a.redisCalls, b.redisCalls),
+    cpu: each(a.cpu, b.cpu),
+    workerCpu: each(a.workerCpu, b.workerCpu),
   };
 }
+
+/** `after` less `before` (the reads themselves are left out of the counts; a process new since counts 0). */
+export const delta = (before: Snapshot, after: Snapshot): Delta => ({
+  seconds: (after.at - before.at) / 1000,
+  ...combine(after, before, (x, y) => x - (y ?? x)),
+});
 
 /**
  * A row's counters less what the quiet window's rates (the service idle but for the good client)
  * would have done in the same time: what the abuse itself cost.
  */
-export function lessBackground(row: Delta, quiet: Delta): Delta {
-  const scale = row.seconds / quiet.seconds;
-  const less = (a: Record<string, number>, b: Record<string, number>) =>
-    Object.fromEntries(Object.keys(a).map((key) => [key, a[key]! - (b[key] ?? 0) * scale]));
-  return {
-    seconds: row.seconds,
-    pgCalls: row.pgCalls - quiet.pgCalls * scale,
-    openPgCalls: row.openPgCalls - quiet.openPgCalls * scale,
-    tokenLookups: row.tokenLookups - quiet.tokenLookups * scale,
-    redisCalls: row.redisCalls - quiet.redisCalls * scale,
-    cpuTicks: less(row.cpuTicks, quiet.cpuTicks),
-    workerTicks: less(row.workerTicks, quiet.workerTicks),
-  };
-}
-
-function redisCallsOf(commandstats: string): number {
-  let calls = 0;
-  for (const match of commandstats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    if (match[1] !== 'info') calls += Number(match[2]);
-  }
-  return calls;
-}
-
-/** utime + stime of a process in ticks (0 once it has exited). */
-function ticks(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-}
+export const lessBackground = (row: Delta, quiet: Delta): Delta => ({
+  seconds: row.seconds,
+  ...combine(row, quiet, (x, y) => x - (y ?? 0) * (row.seconds / quiet.seconds)),
+});
 
 /** How many file descriptors a process holds (NaN once it has exited). */
 export function openFds(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    return NaN;
-  }
-}
-
-/** The soft "Max open files" of a process. */
-export function fdLimit(pid: number): number {
-  try {
-    return Number(/^Max open files\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1]);
   } catch {
     return NaN;
   }

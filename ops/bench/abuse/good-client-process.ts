@@ -1,7 +1,5 @@
-import { fork, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
-import { percentile } from '../../../test/helpers/burst.js';
+import { forkScript } from '../harness/run.js';
+import { quantile } from '../harness/stats.js';
 import type { GoodClientSettings, GoodMode, Sample } from './good-client.js';
 
 /** The good client's answers in one window, as a row reports them. */
@@ -14,40 +12,24 @@ export interface Latencies {
 }
 
 export interface GoodClient {
-  pid: number;
   setMode(mode: GoodMode): void;
   /** The answers to requests sent between `from` and `to` (epoch ms) in `mode`. */
   latencies(mode: GoodMode, from: number, to: number): Latencies;
-  stop(): void;
 }
 
-/** Forks ops/bench/abuse/good-client.ts (under the same loader as this process) with `settings`. */
+/** Forks ops/bench/abuse/good-client.ts with `settings`; it stops when the benchmark ends. */
 export async function startGoodClient(settings: GoodClientSettings): Promise<GoodClient> {
-  const child: ChildProcess = fork(
-    fileURLToPath(new URL('./good-client.ts', import.meta.url)),
-    [JSON.stringify(settings)],
-    {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    },
-  );
+  const child = await forkScript(new URL('./good-client.ts', import.meta.url), [JSON.stringify(settings)]);
   const samples: Sample[] = [];
   child.on('message', (sample: Sample) => samples.push(sample));
-  await once(child, 'spawn');
   return {
-    pid: child.pid!,
     setMode: (mode) => child.connected && child.send({ mode }),
     latencies(mode, from, to) {
       const picked = samples.filter((s) => s.mode === mode && s.sentAt >= from && s.sentAt < to);
       const sorted = picked.map((s) => s.ms).sort((a, b) => a - b);
       const failures: Record<number, number> = {};
       for (const s of picked) if (s.status < 200 || s.status > 299) failures[s.status] = (failures[s.status] ?? 0) + 1;
-      return { n: picked.length, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99), failures };
-    },
-    stop() {
-      if (child.connected) child.send({ stop: true });
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return { n: picked.length, p50Ms: quantile(sorted, 0.5), p99Ms: quantile(sorted, 0.99), failures };
     },
   };
 }
-
-export { percentile };

@@ -3,7 +3,7 @@
  * not the abuser's event loop. Forked with its settings as JSON in argv[2]; sends requests at a
  * fixed rate whatever the answers take (an open loop: a slow service does not slow the client
  * down, so slowness shows in the latencies), each on a new connection, and reports every answer
- * to the parent as a `Sample`. The parent switches the mode (`{ mode }`) and stops it (`{ stop }`).
+ * to the parent as a `Sample`. The parent switches the mode (`{ mode }`); it stops once the parent disconnects.
  */
 import { request } from 'node:http';
 
@@ -84,12 +84,6 @@ async function run(settings: GoodClientSettings): Promise<void> {
 }
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as GoodClientSettings;
-process.on('message', (message: { mode?: GoodMode; stop?: boolean }) => {
-  if (message.mode) mode = message.mode;
-  if (message.stop) {
-    stopped = true;
-    process.disconnect();
-  }
-});
+process.on('message', (message: { mode: GoodMode }) => (mode = message.mode));
 process.on('disconnect', () => (stopped = true));
 await run(settings);

@@ -1,4 +1,5 @@
-import { fdLimit, openFds } from './costs.js';
+import { fileLimit } from '../harness/service.js';
+import { openFds } from './costs.js';
 import { holdIdleConnections } from '../../../test/helpers/idle-connections.js';
 import type { RowResult } from './report.js';
 import { measure, quiet, type Bench } from './window.js';
@@ -41,7 +42,7 @@ export async function runMetricsRow(bench: Bench, headersTimeoutMs: number, time
           ? ` (median ${idle.closeMedianS.toFixed(1)} s, last ${idle.closeLastS.toFixed(1)} s after opening)`
           : '') +
         `; the rest were closed by the benchmark. The primary held ${fdsOpen} file descriptors with them open ` +
-        `(${window.fdsBefore} before; its limit ${fdLimit(bench.guarded.primary)}). The good client's page-1 reads meanwhile: ` +
+        `(${window.fdsBefore} before; its limit ${fileLimit(bench.guarded.primary)}). The good client's page-1 reads meanwhile: ` +
         `${good.n} answered${answered ? ' all 200' : `, failures ${JSON.stringify(good.failures)}`}.`,
     ],
   };

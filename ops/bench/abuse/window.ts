@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { delta, lessBackground, TICKS_PER_S, watchFds, type Delta, type Snapshot } from './costs.js';
+import { delta, lessBackground, watchFds, type Delta, type Snapshot } from './costs.js';
 import type { GoodClient, Latencies } from './good-client-process.js';
 import type { GoodMode } from './good-client.js';
 
@@ -63,6 +63,6 @@ export function perRequest(
   return {
     pg: tree === 'guarded' ? per(d.pgCalls) : tree === 'open' ? per(d.openPgCalls) : 0,
     redis: tree === 'bare' ? 0 : per(d.redisCalls),
-    cpuUs: (per(d.cpuTicks[tree] ?? 0) / TICKS_PER_S) * 1e6,
+    cpuUs: per(d.cpu[tree] ?? 0) * 1e6,
   };
 }
