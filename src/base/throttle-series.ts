@@ -1,8 +1,8 @@
 /**
  * The throttle's series in the metrics of metrics.ts: the outcomes its counters are labelled by,
  * every scope's series created at zero before its first event, and the gauges of each scope's
- * configured limit and window. The throttle and the concurrency limits call these as they learn
- * their scopes.
+ * configured limit and window. What every throttle decision does calls these as each limit learns its
+ * scopes (src/edge/decision.ts `declare`).
  */
 import type { Metrics } from './metrics.js';
 

@@ -1,7 +1,6 @@
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../base/errors.js';
-import { primeThrottleSeries } from '../base/throttle-series.js';
 import { concurrentScope, createConcurrencyLimiter, type Slot } from '../throttle/concurrency.js';
 import { CONCURRENCY_RETRY_S, concurrencyFields, concurrencyRefusal } from '../throttle/headers.js';
 import type { RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
@@ -33,7 +32,7 @@ export function createConcurrencyLimits(
   const limited = new Set([...limits.keys(), ...planned]);
   if (limited.size === 0) return () => undefined;
   const slots = slotLimit(deps, limits);
-  primeThrottleSeries(deps.metrics, [...limited].map(concurrentScope));
+  decide.declare([...limited].map(concurrentScope));
   return (scope) => {
     const named = scope === undefined ? undefined : rules.get(scope);
     const counted = !named ? ['anon', 'user'] : named.keyedBy === 'user' ? [named.scope, 'anon'] : [named.scope];

@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.js';
 import type { Check, Decision, RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
 import { refusalAnswer } from '../throttle/index.js';
+import { primeThrottleSeries, setThrottleLimits } from '../base/throttle-series.js';
 import type { Slot } from '../throttle/concurrency.js';
 import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';
 import { refusalOf } from './refusal.js';
@@ -62,7 +63,8 @@ export type Decide = ReturnType<typeof createDecide>;
 
 /**
  * The decision of every limit of one app: `take` asks a limit for one request's decision and records it;
- * `record` records one taken without the store (an answer from memory, before Koa). Undefined from `take`:
+ * `record` records one taken without the store (an answer from memory, before Koa); `declare` creates a limit's
+ * series as it learns its scopes. Undefined from `take`:
  * the store did not answer and the request goes on uncounted (THROTTLE_FAILURE_MODE=open, or a shadow scope).
  */
 export function createDecide(deps: Pick<Deps, 'config' | 'metrics' | 'watch' | 'logger'>) {
@@ -134,7 +136,16 @@ export function createDecide(deps: Pick<Deps, 'config' | 'metrics' | 'watch' | '
     return record(limit, check, taken, started, counted);
   }
 
-  return { take, record };
+  /**
+   * A limit's series, created at zero before its first decision, and the limit and window gauges of the rules it
+   * counts by (src/base/throttle-series.ts); called as each limit learns its scopes.
+   */
+  function declare(series: Iterable<string>, rules: Iterable<ScopeRule> = []): void {
+    primeThrottleSeries(deps.metrics, series);
+    setThrottleLimits(deps.metrics, rules);
+  }
+
+  return { take, record, declare };
 }
 
 /**

@@ -1,6 +1,5 @@
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
-import { primeThrottleSeries, setThrottleLimits } from '../base/throttle-series.js';
 import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
 import { LocalShare } from '../throttle/local-share.js';
 import { createRefusalAnswers, longestWait, rateLimitHeaders } from '../throttle/index.js';
@@ -27,14 +26,12 @@ export function createThrottle(
   decide: Decide = createDecide(deps),
 ): (scope?: ScopeName, cost?: RouteCost) => RateCheck {
   const limit = rateLimit(deps);
-  primeThrottleSeries(deps.metrics, rules.keys());
-  setThrottleLimits(deps.metrics, rules.values());
+  decide.declare(rules.keys(), rules.values());
   return (scope, cost) => {
     if (scope !== undefined && !rules.has(scope)) throw new Error(`throttle scope "${scope}" is not configured`);
     if (scope !== undefined && rules.get(scope)?.keyedBy === 'username')
       throw new Error(`throttle scope "${scope}" counts usernames: the login route checks it`);
-    if (scope !== undefined) primeThrottleSeries(deps.metrics, [scope]);
-    if (scope !== undefined) setThrottleLimits(deps.metrics, [rules.get(scope) as ScopeRule]);
+    if (scope !== undefined) decide.declare([scope], [rules.get(scope) as ScopeRule]);
     return throttle(deps, rules, decide, limit, scope, cost);
   };
 }
