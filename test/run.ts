@@ -11,13 +11,17 @@
  * (known: prometheus, haproxy, chromium, ss). Nothing else is installed.
  *
  * Order and concurrency: the unit files run two at a time while the tools install and the
- * stores start; then the other files run side by side, longest first, packed by the CPU they use:
- * a file's load is its CPU seconds over its wall seconds (by .data/test-times.json, which each
- * run updates, else the committed test/runner/times.json; a file in neither is guessed by its
- * kind), and files start while their loads add up to at most TEST_CPUS (default: the machine's
- * cores), at most TEST_JOBS (default 6) at once. A file whose assertions count fractions of a
- * second of wall time says how much CPU to keep for it, `// Load: 1.5` among its first lines, or
- * `// Load: all` to run alone (such files start first, while nothing else runs).
+ * stores start; then the other files, with the unit files not started yet (short and light, they
+ * come last and fill the cores the long files leave idle), run side by side, longest first (by
+ * wall seconds, or CPU seconds when more), packed by the CPU they use: a file's load is its CPU
+ * seconds over its wall seconds (by .data/test-times.json, which each run updates, else the
+ * committed test/runner/times.json; a file in neither is guessed by its kind), and files start in
+ * that order while their loads add up to less than TEST_CPUS (default: the machine's cores; the
+ * next file starts when some is left, so a busy file is not passed over by lighter ones until it
+ * runs alone at the end), at most TEST_JOBS (default 6) at once. A file whose assertions count
+ * fractions of a second of wall time says how much CPU to keep for it, `// Load: 1.5` among its
+ * first lines (it starts once that much is free), or `// Load: all` to run alone (such files start
+ * first, while nothing else runs).
  * TEST_JOBS=1 runs one file at a time with its output live.
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and
@@ -107,35 +111,52 @@ async function runAll(files: TestFile[], scratch: { root: string; scratch: strin
     others.length === 0
       ? Promise.resolve(undefined)
       : ensureTools(tools, true).then(async () => (stores = await startStores(scratch.root, scratch.scratch)));
-  ready.catch(() => {}); // awaited below, after the unit files
+  ready.catch(() => {}); // awaited below
+  let storesSettled = false;
+  void ready.finally(() => (storesSettled = true)).catch(() => {});
   const stop = () => interruptedBy !== undefined;
   const unitEnv = base as Record<string, string>;
   const liveUnits = units.length === 1 || jobs === 1;
-  await runPool(
-    units,
+  // The unit files start at once, two at a time, longest first; once the stores are up, those not started yet join
+  // the other files' pool, where they come last (short and light, they fill the cores the long files leave idle at
+  // the end) rather than holding back the long files' start.
+  const unitsStarted = new Set<TestFile>();
+  const unitRun = runPool(
+    longestFirst(units, times),
     { jobs: Math.min(2, jobs), capacity: Infinity },
     () => 0,
-    (file) => runOne(file, unitEnv, liveUnits),
-    stop,
+    (file) => {
+      unitsStarted.add(file);
+      return runOne(file, unitEnv, liveUnits);
+    },
+    () => stop() || (others.length > 0 && storesSettled),
   );
   const started = await ready;
+  await unitRun; // those running end first: a `Load: all` file starts while no other file runs
+  const rest = units.filter((file) => !unitsStarted.has(file));
   if (started !== undefined && !stop())
-    await runOthers(others, started, { env: { ...started.env, ...extras }, times }, stop);
+    await runOthers(
+      longestFirst([...others, ...rest], times),
+      started,
+      { env: { ...started.env, ...extras }, unitEnv, times },
+      stop,
+    );
   if (!stop()) await writeTimes(foldTimes(times, durations));
 }
 
 async function runOthers(
-  others: TestFile[],
+  files: TestFile[],
   started: TestStores,
-  { env, times }: { env: Record<string, string>; times: Times },
+  { env, unitEnv, times }: { env: Record<string, string>; unitEnv: Record<string, string>; times: Times },
   stop: () => boolean,
 ): Promise<void> {
-  const live = others.length === 1 || jobs === 1;
+  const live = files.length === 1 || jobs === 1;
   await runPool(
-    others,
+    files,
     { jobs, capacity: cpus },
     (file) => loadOf(file, times),
     async (file) => {
+      if (file.kind === 'unit') return void (await runOne(file, unitEnv, live));
       await runOne(file, env, live);
       if (!stop()) await started.reviveRedis();
     },

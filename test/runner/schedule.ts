@@ -53,12 +53,18 @@ export async function writeTimes(times: Times): Promise<void> {
 
 /**
  * Longest first (by the last run's times, else the seed's), so the long files overlap the many
- * short ones; a file with no time yet is guessed by its kind (cluster files are the longest).
- * Files that run alone (`// Load: all`) go before all others: they start while nothing else
- * runs, rather than making the others drain in the middle of the run.
+ * short ones; a file with no time yet is guessed by its kind (cluster files are the longest). A
+ * file's length is its wall seconds, or its CPU seconds when more: on a full machine a file gets
+ * about a core at most, so one that is quick alone but busy (two clusters starting) takes at least
+ * its CPU seconds. Files that run alone (`// Load: all`) go before all others: they start while
+ * nothing else runs, rather than making the others drain in the middle of the run.
  */
 export function longestFirst(files: TestFile[], times: Times): TestFile[] {
-  const guess = (file: TestFile) => times[file.path]?.seconds ?? (file.kind === 'cluster' ? 60 : 10);
+  const length = (time: FileTime) => Math.max(time.seconds, time.cpu ?? 0);
+  const guess = (file: TestFile) => {
+    const time = times[file.path];
+    return time === undefined ? (file.kind === 'cluster' ? 60 : 10) : length(time);
+  };
   const alone = (file: TestFile) => (file.load === Infinity ? 1 : 0);
   return [...files].sort((a, b) => alone(b) - alone(a) || guess(b) - guess(a) || a.path.localeCompare(b.path));
 }
@@ -81,9 +87,12 @@ export function loadOf(file: TestFile, times: Times): number {
 }
 
 /**
- * Runs `files` side by side: at most `jobs` at once, whose `cost`s add up to at most `capacity`.
- * The next file started is the first in order that fits; a file costing more than `capacity`
- * runs alone. Stops starting files once `stopped()`.
+ * Runs `files` side by side, in order: at most `jobs` at once, started while their `cost`s add up to
+ * less than `capacity`. A file starts when some capacity is left even if its cost is more than what
+ * is left (the cores are shared a while longer), so that a busy file is not passed over by lighter
+ * ones again and again until it runs alone at the end; but a file that keeps CPU for itself by its
+ * header (`// Load:`) starts only once its whole cost fits, and a file costing more than `capacity`
+ * runs alone; lighter files after it may start meanwhile. Stops starting files once `stopped()`.
  */
 export async function runPool<T>(
   files: TestFile[],
@@ -96,7 +105,9 @@ export async function runPool<T>(
   const active = new Set<Promise<void>>();
   let used = 0;
   const fits = (file: TestFile) =>
-    active.size === 0 || (active.size < limits.jobs && used + cost(file) <= limits.capacity);
+    active.size === 0 ||
+    (active.size < limits.jobs &&
+      (file.load === undefined ? used < limits.capacity : used + cost(file) <= limits.capacity));
   while (queue.length > 0 && !stopped()) {
     const index = queue.findIndex(fits);
     if (index === -1) {
