@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { depthCursor } from './read-path/depth-cursor.js';
 import {
   buildRows,
+  checkRow,
   PAGE_1_ROW,
   PIPELINED_ROW,
   POST_SCRIPT,
@@ -59,22 +60,6 @@ const INSTANCES = {
 const tasks = readBenchCount('BENCH_TASKS', 1_000_000, 10_000); // page 990 and offset 5000 must exist
 const seconds = readBenchCount('BENCH_SECONDS', 10, 1);
 const rounds = readBenchCount('BENCH_ROUNDS', 3, 1);
-
-/** Sends each row's request once, so a row that answers the wrong status stops the run before measuring. */
-async function checkRows(rows: Row[]): Promise<void> {
-  for (const row of rows) {
-    const post = row.load.script !== undefined;
-    const response = await fetch(row.load.url, {
-      method: post ? 'POST' : 'GET',
-      headers: { ...row.load.headers, ...(post ? { 'Content-Type': 'application/json' } : {}) },
-      body: post ? '{"title":"Written by the read-path benchmark"}' : undefined,
-    });
-    await response.arrayBuffer();
-    const expected = row.flood ? [200, 429] : post ? [201] : [200];
-    if (!expected.includes(response.status))
-      throw new Error(`${row.name}: ${row.load.url} answered ${response.status}`);
-  }
-}
 
 /** One row's run in one round, with the Redis commands processed meanwhile. */
 type Run = Slice & { redisCommands: number };
@@ -139,16 +124,14 @@ async function main(): Promise<void> {
   await writeFile(postScript, POST_SCRIPT);
   const depth = await depthCursor(services.service!, SECRET, tasks);
   const rows = buildRows({
-    ...(services as Record<keyof typeof INSTANCES, string>),
-    bare: bare.base,
-    bareKoa: bareKoa.base,
+    bases: { ...services, bare: bare.base, bareKoa: bareKoa.base },
     readerToken: seeded.reader.token,
     writerToken: seeded.writer.token,
     tasks,
     depthCursor: depth.token,
     postScript,
   });
-  await checkRows(rows);
+  for (const row of rows) await checkRow(row, row.load);
 
   const rssBefore = web.map(rssMiB);
   // Memory after a first ten thousand or so requests, to compare with after every row's millions.

@@ -22,7 +22,7 @@ import { readBenchCount } from './harness/settings.js';
 import { median, spread, sumOf } from './harness/stats.js';
 import { measure, WARMUP_CPU_S, WARMUP_MAX_RUNS, type Pair, type Run } from './runtime/measure.js';
 import { checkBinary, describeRuntime, reportedVersion, startServiceOn, type Runtime } from './runtime/processes.js';
-import { checkRow, ROWS, type Row, type Targets } from './runtime/rows.js';
+import { checkRuntimeRow, ROWS, type Row, type Targets } from './runtime/rows.js';
 
 const RESULTS = 'ops/bench/results/runtime.md';
 const SECRET = 'runtime-bench-cursor-secret-0123456789';
@@ -75,7 +75,7 @@ async function startTargets(runtimes: Runtime[], stores: Stores, root: string, w
     for (const tree of [bare, bareKoa]) checkBinary(tree, runtime);
     targets.set(runtime, { trees: { service: services.get(runtime)!, bare, bareKoa }, writerToken, postScript });
   }
-  for (const runtime of runtimes) for (const row of ROWS) await checkRow(row, targets.get(runtime)!);
+  for (const runtime of runtimes) for (const row of ROWS) await checkRuntimeRow(row, targets.get(runtime)!);
   return { targets, services };
 }
 

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { runWrk, type Slice } from '../harness/send.js';
+import { interleave, runWrk, type Slice } from '../harness/send.js';
 import { treeCpuSeconds } from '../harness/service.js';
 import type { Runtime } from './processes.js';
-import { loadOf, ROWS, type Row, type Targets } from './rows.js';
+import { loadOfRow, ROWS, type Row, type Targets } from './rows.js';
 
 /** One wrk run, with the CPU the processes that answered it used per request. */
 export interface Run {
@@ -39,7 +39,7 @@ async function warmUp(row: Row, runtime: Runtime, plan: Plan): Promise<number> {
   const start = treeCpuSeconds(tree.primary);
   let runs = 0;
   while (runs < WARMUP_MAX_RUNS && treeCpuSeconds(tree.primary) - start < WARMUP_CPU_S) {
-    await runWrk(loadOf(row, targets), 1);
+    await runWrk(loadOfRow(row, targets), 1);
     runs += 1;
   }
   return runs;
@@ -50,7 +50,7 @@ async function runRow(row: Row, runtime: Runtime, plan: Plan, label: string): Pr
   const targets = plan.targets.get(runtime)!;
   const tree = targets.trees[row.server];
   const before = treeCpuSeconds(tree.primary);
-  const wrk = await runWrk(loadOf(row, targets), plan.seconds);
+  const wrk = await runWrk(loadOfRow(row, targets), plan.seconds);
   await sleep(300); // what was in flight when wrk stopped finishes, and is counted, before the next run
   const cpuUsPerRequest = ((treeCpuSeconds(tree.primary) - before) / wrk.requests) * 1e6;
   process.stderr.write(
@@ -75,16 +75,11 @@ export async function measure(plan: Plan): Promise<{ pairs: Map<Row, Pair[]>; wa
       process.stderr.write(`warm-up    ${row.name.padEnd(42)} node ${runtime.line}  ${runs} s\n`);
     }
   }
-  const pairs = new Map<Row, Pair[]>(ROWS.map((row) => [row, []]));
-  for (let round = 0; round < plan.rounds; round += 1) {
-    const order = [...ROWS.slice(round % ROWS.length), ...ROWS.slice(0, round % ROWS.length)];
+  const pairs = await interleave(ROWS, plan.rounds, async (row, round): Promise<Pair> => {
+    const [first, second] = round % 2 === 0 ? [old, ours] : [ours, old];
     const label = `round ${round + 1}/${plan.rounds}`;
-    for (const row of order) {
-      const first = round % 2 === 0 ? old : ours;
-      const a = await runRow(row, first, plan, label);
-      const b = await runRow(row, first === old ? ours : old, plan, label);
-      pairs.get(row)!.push(first === old ? { old: a, new: b } : { old: b, new: a });
-    }
-  }
+    const [a, b] = [await runRow(row, first, plan, label), await runRow(row, second, plan, label)];
+    return first === old ? { old: a, new: b } : { old: b, new: a };
+  });
   return { pairs, warmUpRuns };
 }

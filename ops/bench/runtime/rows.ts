@@ -1,4 +1,4 @@
-import { PAGE_1_ROW } from '../read-path/rows.js';
+import { checkRow, loadOf, PAGE_1_ROW, rowSpecs, type RowSpec } from '../read-path/rows.js';
 import type { Load } from '../harness/send.js';
 import type { Tree } from '../harness/service.js';
 
@@ -11,63 +11,20 @@ export interface Targets {
 }
 
 export type Server = 'bare' | 'bareKoa' | 'service';
+export type Row = RowSpec & { server: Server };
 
-export interface Row {
-  name: string;
-  /** The request as the table shows it. */
-  request: string;
-  /** Which of the runtime's processes answers it. */
-  server: Server;
-  path: string;
-  /** A POST with the writer's token and the read-path bench's body. */
-  write?: boolean;
-  /** The status every answer must have. */
-  status: number;
-}
-
-/** The rows, as the read-path bench loads them; each runs on both runtimes. */
-export const ROWS: Row[] = [
-  {
-    name: 'bare node:http, page-1 bytes from memory',
-    request: 'GET / (2 workers)',
-    server: 'bare',
-    path: '/',
-    status: 200,
-  },
-  {
-    name: 'bare Koa, one middleware, the same bytes',
-    request: 'GET / (2 workers)',
-    server: 'bareKoa',
-    path: '/',
-    status: 200,
-  },
-  { name: PAGE_1_ROW, request: 'GET /api/tasks/', server: 'service', path: '/api/tasks/', status: 200 },
-  { name: 'health', request: 'GET /healthz', server: 'service', path: '/healthz', status: 200 },
-  {
-    name: 'writes, authenticated',
-    request: 'POST /api/tasks/ + Bearer, JSON',
-    server: 'service',
-    path: '/api/tasks/',
-    write: true,
-    status: 201,
-  },
-];
+/** The read-path bench's rows that run on both runtimes, as it loads them. */
+const NAMES = [rowSpecs(0)[0]!.name, rowSpecs(0)[1]!.name, PAGE_1_ROW, 'health', 'writes, authenticated'];
+export const ROWS = rowSpecs(0).filter((spec) => NAMES.includes(spec.name)) as Row[];
 
 /** What wrk sends for `row` to the runtime of `targets`. */
-export function loadOf(row: Row, targets: Targets): Load {
-  const url = `${targets.trees[row.server].base}${row.path}`;
-  if (!row.write) return { url };
-  return { url, headers: { Authorization: `Bearer ${targets.writerToken}` }, script: targets.postScript };
-}
+export const loadOfRow = (row: Row, { trees, writerToken, postScript }: Targets): Load =>
+  loadOf(row, {
+    bases: { bare: trees.bare.base, bareKoa: trees.bareKoa.base, service: trees.service.base },
+    writerToken,
+    postScript,
+    tasks: 0,
+  });
 
 /** Sends the row's request once, so a row that answers the wrong status stops the run before measuring. */
-export async function checkRow(row: Row, targets: Targets): Promise<void> {
-  const load = loadOf(row, targets);
-  const response = await fetch(load.url, {
-    method: row.write ? 'POST' : 'GET',
-    headers: { ...load.headers, ...(row.write ? { 'Content-Type': 'application/json' } : {}) },
-    body: row.write ? '{"title":"Written by the runtime benchmark"}' : undefined,
-  });
-  await response.arrayBuffer();
-  if (response.status !== row.status) throw new Error(`${row.name}: ${load.url} answered ${response.status}`);
-}
+export const checkRuntimeRow = (row: Row, targets: Targets): Promise<void> => checkRow(row, loadOfRow(row, targets));
