@@ -19,12 +19,10 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { issueToken } from '../../src/auth/tokens.js';
-import { createUser } from '../../src/auth/users.repository.js';
-import { connectDatabase } from '../../db/connect.js';
-import { childPids, startCluster, type RunningCluster } from '../../test/helpers/cluster.js';
-import { defer, runBench } from '../bench/harness/run.js';
-import { startStores } from '../bench/harness/service.js';
+import { runBench } from '../bench/harness/run.js';
+import { createBenchUsers } from '../bench/harness/seed.js';
+import { childPids, rssMiB, startService, startStores, type RunningCluster } from '../bench/harness/service.js';
+import { readBenchCount } from '../bench/harness/settings.js';
 import { latencies } from '../bench/harness/stats.js';
 
 /** Signed-in clients, each its own user, well below THROTTLE_USER. */
@@ -62,18 +60,6 @@ interface Minute {
 /** The 4xx other than 429, by status and method: a steady soak should have none. */
 const clientErrors = new Map<string, number>();
 
-function readSeconds(): number {
-  const flag = process.argv.indexOf('--seconds');
-  const text = flag >= 0 ? process.argv[flag + 1] : process.env.SOAK_SECONDS;
-  if (text === undefined || text === '') return 600;
-  const seconds = Number(text);
-  if (!Number.isInteger(seconds) || seconds < 10) {
-    console.error(`--seconds / SOAK_SECONDS must be a whole number of seconds >= 10, got "${text}"`);
-    process.exit(2);
-  }
-  return seconds;
-}
-
 const mb = (bytes: number) => Math.round(bytes / 1024 / 102.4) / 10;
 
 /** The primary's children that run the entry point, with their RSS in bytes. */
@@ -81,9 +67,8 @@ function childRss(cluster: RunningCluster): Map<number, number> {
   const rss = new Map<number, number>();
   for (const pid of childPids(cluster.child.pid!)) {
     try {
-      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('main')) continue;
-      const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-      rss.set(pid, kb * 1024);
+      const mib = readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('main') ? rssMiB(pid) : NaN;
+      if (!Number.isNaN(mib)) rss.set(pid, mib * 1024 * 1024);
     } catch {
       // exited meanwhile
     }
@@ -92,37 +77,31 @@ function childRss(cluster: RunningCluster): Map<number, number> {
 }
 
 async function main(): Promise<number> {
-  const seconds = readSeconds();
+  const flag = process.argv.indexOf('--seconds');
+  if (flag >= 0) process.env.SOAK_SECONDS = process.argv[flag + 1];
+  const seconds = readBenchCount('SOAK_SECONDS', 600, 10);
   const began = Date.now();
   const stores = await startStores({ persistent: false, database: 'soak' });
   console.log(`stores ready in ${((Date.now() - began) / 1000).toFixed(1)} s`);
-  const db = connectDatabase(stores.databaseUrl, 1);
-  const tokens = await Promise.all(
-    Array.from({ length: STEADY }, async (_, i) => {
-      const created = await createUser(db, `soak${i}`, `soak-pass-${i}-0123`);
-      if (!created.ok) throw new Error(`could not create soak${i}`);
-      return (await issueToken(db, `soak${i}`, `soak-pass-${i}-0123`, 24 * 3_600_000, new Date()))!.token;
-    }),
-  );
-  await db.destroy();
-  const cluster = await startCluster(
+  const names = Array.from({ length: STEADY }, (_, i) => `soak${i}`);
+  const tokens = (await createBenchUsers(stores.databaseUrl, ...names)).map((user) => user.token);
+  // npm run soak runs from the sources, with no build.
+  const settings = { DATABASE_URL: stores.databaseUrl, REDIS_URL: stores.redisUrl, REDIS_PREFIX: 'soak:' };
+  const cluster = await startService(
     {
-      DATABASE_URL: stores.databaseUrl,
-      REDIS_URL: stores.redisUrl,
-      REDIS_PREFIX: 'soak:',
+      ...settings,
       CURSOR_SECRET: 'soak-cursor-secret-0123456789',
-      WEB_CONCURRENCY: '2',
+      ROLE: 'all',
       JOB_CONCURRENCY: '1',
+      LOG_LEVEL: 'warn',
       THROTTLE_USER: `${USER_RATE_PER_MIN}/min`,
       THROTTLE_ANON: `${ANON_RATE_PER_MIN}/min`,
       TRUST_PROXY_HOPS: '1',
       READ_CACHE_BYTES: String(READ_CACHE_BYTES),
       ACCESS_LOG: 'off',
     },
-    120_000,
-    'tsx', // npm run soak runs from the sources, with no build
+    'tsx',
   );
-  defer(() => cluster.stop());
   console.log(`cluster ready in ${((Date.now() - began) / 1000).toFixed(1)} s; soaking for ${seconds} s`);
   const report = await soak(cluster, tokens, seconds, () => stores.admin.dbsize().catch(() => -1));
   console.log(`SOAK ${JSON.stringify(report)}`);
