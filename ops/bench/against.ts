@@ -16,8 +16,10 @@ import { promisify } from 'node:util';
 import { markdownTable, describeCommit, hostLine, writeResults } from './harness/report.js';
 import { log, runBench } from './harness/run.js';
 import { seedDatabase } from './harness/seed.js';
-import { cpuSeconds, startService, startStores, treeCpuSeconds, type RunningCluster } from './harness/service.js';
+import { runWrk } from './harness/send.js';
+import { redisCpuUs, startService, startStores, treeCpuSeconds, type RunningCluster } from './harness/service.js';
 import { readBenchCount, readBenchText } from './harness/settings.js';
+import { median, spread } from './harness/stats.js';
 
 const run = promisify(execFile);
 const other = process.argv[2] ? resolve(process.argv[2]) : '';
@@ -60,23 +62,19 @@ await runBench('bench:against', async () => {
   const theirs = await startService(settings('against:other:'));
   process.chdir(home);
   const ours = await startService(settings('against:this:'));
-  const redisPid = Number(
-    (await run('pgrep', ['-f', `redis-server.*:${new URL(stores.redisUrl).port}`])).stdout.split('\n')[0],
-  );
   const tallies = new Map<RunningCluster, Tally>([
     [ours, { serviceCpu: 0, redisCpu: 0, requests: 0 }],
     [theirs, { serviceCpu: 0, redisCpu: 0, requests: 0 }],
   ]);
   const measure = async (service: RunningCluster, duration: number, tally?: Tally): Promise<number> => {
-    const [service0, redis0] = [treeCpuSeconds(service.child.pid!), cpuSeconds(redisPid)];
-    const { stdout } = await run('wrk', ['-t2', '-c32', `-d${duration}s`, `${service.base}${path}`]);
-    const requests = Number(/(\d+) requests in/.exec(stdout)?.[1]);
+    const [service0, redis0] = [treeCpuSeconds(service.child.pid!), await redisCpuUs(stores.admin)];
+    const wrk = await runWrk({ url: `${service.base}${path}` }, duration);
     if (tally) {
       tally.serviceCpu += treeCpuSeconds(service.child.pid!) - service0;
-      tally.redisCpu += cpuSeconds(redisPid) - redis0;
-      tally.requests += requests;
+      tally.redisCpu += ((await redisCpuUs(stores.admin)) - redis0) / 1e6;
+      tally.requests += wrk.requests;
     }
-    return Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]);
+    return wrk.reqPerS;
   };
   await measure(theirs, 3);
   await measure(ours, 3);
@@ -91,7 +89,7 @@ await runBench('bench:against', async () => {
       `round ${round}: other ${Math.round(rate.get(theirs)!)}/s, this ${Math.round(rate.get(ours)!)}/s (${ratio.toFixed(3)})`,
     );
   }
-  const ratios = rows.map((row) => Number(row[3])).sort((a, b) => a - b);
+  const ratios = rows.map((row) => Number(row[3]));
   const perRequest = (tally: Tally) =>
     `${((1e6 * tally.serviceCpu) / tally.requests).toFixed(1)} µs service, ` +
     `${((1e6 * tally.redisCpu) / tally.requests).toFixed(1)} µs Redis`;
@@ -100,8 +98,8 @@ await runBench('bench:against', async () => {
     '',
     `${hostLine()}; this build: ${describeCommit()}; the other: ${await commitOf(other)}.`,
     '',
-    `Median ratio (this build's requests/s over the other's) **${ratios[Math.floor(ratios.length / 2)]!.toFixed(3)}**, ` +
-      `spread ${ratios[0]!.toFixed(3)}–${ratios[ratios.length - 1]!.toFixed(3)} over ${rounds} rounds of ${seconds} s.`,
+    `Median ratio (this build's requests/s over the other's) **${median(ratios).toFixed(3)}**, ` +
+      `spread ${spread(ratios, 3)} over ${rounds} rounds of ${seconds} s.`,
     `CPU per request: this build ${perRequest(tallies.get(ours)!)}; the other ${perRequest(tallies.get(theirs)!)}.`,
     '',
     markdownTable(['round', 'other /s', 'this /s', 'ratio'], rows),
