@@ -12,7 +12,6 @@
  *   BENCH_SECONDS=6 BENCH_FLOOD_SECONDS=5 npm run bench:overload    # a quicker, rougher run
  *   BENCH_MULTIPLES=0.5,4 BENCH_ONLY=on BENCH_FLOOD_SECONDS=0 npm run bench:overload   # 0.5× and 4× on `on` alone
  */
-import { readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { connectDatabase } from '../../db/connect.js';
 import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload/capacity.js';
@@ -41,7 +40,7 @@ import {
 import { MODES, counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
 import { uptime, writeResults } from './harness/report.js';
 import { defer, log, runBench } from './harness/run.js';
-import { redisVersion } from './harness/service.js';
+import { fileLimit, redisVersion } from './harness/service.js';
 import { readBenchCount, readBenchText, refuse } from './harness/settings.js';
 
 const RESULTS = readBenchText('BENCH_RESULTS', 'ops/bench/results/overload.md');
@@ -72,18 +71,11 @@ const floodSeconds = readBenchCount('BENCH_FLOOD_SECONDS', 10, 0);
 const wantedConnections = readBenchCount('BENCH_FLOOD_CONNECTIONS', 2_000);
 const logLevel = readBenchText('BENCH_LOG_LEVEL', 'info');
 
-/** The soft open-file limit this process (and all it starts) runs under. */
-async function fileLimit(): Promise<number> {
-  const limits = await readFile('/proc/self/limits', 'utf8').catch(() => '');
-  const soft = /^Max open files\s+(\S+)/m.exec(limits)?.[1];
-  return soft === undefined ? NaN : soft === 'unlimited' ? Infinity : Number(soft);
-}
-
 async function main(): Promise<void> {
   const startedAt = Date.now();
   const uptimeBefore = uptime();
   const loadBefore = loadavg();
-  const limit = await fileLimit();
+  const limit = fileLimit();
   // The load process holds every flood connection, and a few hundred more for its keep-alive pool and the rest.
   const connections = Math.min(wantedConnections, Number.isFinite(limit) ? limit - 512 : wantedConnections);
   const perLoad = onlyOn ? 1 : 2;

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { newTally, quantile, record, summarise, type Outcome, type Summary } from './outcomes.js';
+import { latencies } from '../harness/stats.js';
+import { newTally, record, summarise, type Outcome, type Summary } from './outcomes.js';
 import { HttpPool } from './send.js';
 
 export interface FloodRun {
@@ -78,15 +79,15 @@ export async function runFlood(run: FloodRun): Promise<FloodResult> {
   clearInterval(counting);
   for (const pool of pools) pool.destroy();
   await Promise.all(clients);
-  const sorted = Float64Array.from(firsts).sort();
+  const first = latencies(firsts);
   return {
     connections: run.connections,
     clientsAnswered,
     mostOpen,
     firstAnswered: firsts.filter((ms) => ms <= FIRST_ANSWER_MS).length,
-    firstP50Ms: quantile(sorted, 0.5),
-    firstP99Ms: quantile(sorted, 0.99),
-    firstMaxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    firstP50Ms: first.p50,
+    firstP99Ms: first.p99,
+    firstMaxMs: first.max,
     page1: summarise(tally, run.seconds),
   };
 }

@@ -1,13 +1,5 @@
-import {
-  mergeTallies,
-  newTally,
-  quantile,
-  record,
-  summarise,
-  type Outcome,
-  type Summary,
-  type Tally,
-} from './outcomes.js';
+import { quantile } from '../harness/stats.js';
+import { mergeTallies, newTally, record, summarise, type Outcome, type Summary, type Tally } from './outcomes.js';
 import { createConnectionQueue, planArrivals, realClock, runOpenLoop } from '../../../test/helpers/open-loop.js';
 import { random as seededRandom } from '../../../test/helpers/random.js';
 import { HttpPool, type RequestSpec } from './send.js';

@@ -2,8 +2,7 @@
  * What became of the requests of one class in one run, and the figures the report shows of them. Pure: the load
  * processes record outcomes and send the summaries to the benchmark.
  */
-import { quantile } from '../harness/stats.js';
-export { quantile };
+import { latencies } from '../harness/stats.js';
 
 /**
  * An answer (its status, ms from the planned start to its last byte), or none: no answer in time (`timeout`), no
@@ -81,7 +80,7 @@ export interface Summary {
 }
 
 export function summarise(tally: Tally, seconds: number): Summary {
-  const sorted = Float64Array.from(tally.served).sort();
+  const served = latencies(tally.served);
   const other: Record<number, number> = {};
   let answered = 0;
   for (const [status, count] of Object.entries(tally.statuses)) {
@@ -92,10 +91,10 @@ export function summarise(tally: Tally, seconds: number): Summary {
   return {
     planned: tally.planned,
     offeredPerS: tally.planned / seconds,
-    goodputPerS: sorted.length / seconds,
-    p50Ms: quantile(sorted, 0.5),
-    p99Ms: quantile(sorted, 0.99),
-    maxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    goodputPerS: served.count / seconds,
+    p50Ms: served.p50,
+    p99Ms: served.p99,
+    maxMs: served.max,
     shed: tally.statuses[503] ?? 0,
     timeouts: tally.timeouts,
     unsent: tally.unsent,

@@ -1,6 +1,6 @@
 import { cpus } from 'node:os';
 import { loadConfig } from '../../../src/settings/config.js';
-import { describeCommit, uptime } from '../harness/report.js';
+import { stamp, uptime } from '../harness/report.js';
 import { P99_BOUND_MS } from './capacity.js';
 import { CLASSES } from './mix.js';
 import { FIRST_ANSWER_MS } from './flood.js';
@@ -8,7 +8,7 @@ import { PROBE_INTERVAL_MS, PROBE_TIMEOUT_MS } from './outcomes.js';
 import { WARM_PAGE_ASKS } from './scenarios.js';
 
 /** Whether this build reads ADMISSION_CONTROL: a setting it does not know is dropped by loadConfig. */
-export function readsAdmissionControl(): boolean {
+function readsAdmissionControl(): boolean {
   try {
     return Object.hasOwn(loadConfig({ ADMISSION_CONTROL: 'on' }), 'ADMISSION_CONTROL');
   } catch {
@@ -48,8 +48,7 @@ export function machineFacts(run: {
         'CPUs before the run began): the figures are noisy, and lines of one run move against each other.'
       : '';
   return [
-    `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}; ` +
-      `node ${process.version}, ${run.versions}; the run took ${run.minutes.toFixed(1)} min.`,
+    `${stamp()}; ` + `node ${process.version}, ${run.versions}; the run took ${run.minutes.toFixed(1)} min.`,
     '',
     `Machine: ${cpus().length} CPUs (${models}), shared by everything the benchmark starts (the load process, the ` +
       'prober, both service instances, PostgreSQL, Redis) and by whatever else ran on the host meanwhile; ' +
@@ -63,7 +62,7 @@ export function machineFacts(run: {
   ];
 }
 
-export interface RunSettings {
+interface RunSettings {
   /** The `on` instance's CONNECTION_DOOR, and whether it was asked for (BENCH_DOOR) rather than the default. */
   door: string;
   doorAsked: boolean;

@@ -1,36 +1,17 @@
-import { fork, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
-import { defer } from '../harness/run.js';
+import { forkScript } from '../harness/run.js';
 import type { FloodResult, FloodRun } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
 import { PROBE_TIMEOUT_MS, type Probe, type ProbeKind } from './outcomes.js';
-
-/** Forks one of this folder's scripts under this process's loader (tsx). */
-async function forkHere(file: string): Promise<ChildProcess> {
-  const child = fork(fileURLToPath(new URL(file, import.meta.url)), [], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  await once(child, 'spawn');
-  return child;
-}
-
-function stopChild(child: ChildProcess): void {
-  if (child.connected) child.disconnect();
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-}
 
 export interface LoadProcess {
   pid: number;
   mix(run: MixRun): Promise<MixResult>;
   flood(run: FloodRun): Promise<FloodResult>;
-  stop(): void;
 }
 
 /** Forks load-process.ts: the mix and the flood run there, one at a time. */
 export async function startLoadProcess(): Promise<LoadProcess> {
-  const child = await forkHere('./load-process.ts');
-  defer(() => stopChild(child));
+  const child = await forkScript(new URL('./load-process.ts', import.meta.url));
   let nextId = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   child.on('message', (message: { id: number; result?: unknown; error?: string }) => {
@@ -53,25 +34,21 @@ export async function startLoadProcess(): Promise<LoadProcess> {
     pid: child.pid!,
     mix: (run) => ask<MixResult>({ mix: run }),
     flood: (run) => ask<FloodResult>({ flood: run }),
-    stop: () => stopChild(child),
   };
 }
 
 export interface Prober {
-  pid: number;
   /** Points the probes at `base` (null: none are sent). */
   target(base: string | null): void;
   /** The probes of `kind` sent to `base` between `from` and `to` (epoch ms) whose outcome is known. */
   probes(base: string, kind: ProbeKind, from: number, to: number): Probe[];
   /** Stops probing; resolves once every probe sent has its outcome. */
   drain(): Promise<void>;
-  stop(): void;
 }
 
 /** Forks prober.ts: `/healthz` and page 1, each on a new connection, every 250 ms. */
 export async function startProber(): Promise<Prober> {
-  const child = await forkHere('./prober.ts');
-  defer(() => stopChild(child));
+  const child = await forkScript(new URL('./prober.ts', import.meta.url));
   const seen: Probe[] = [];
   let drained: () => void = () => {};
   const done = new Promise<void>((resolve) => (drained = resolve));
@@ -81,7 +58,6 @@ export async function startProber(): Promise<Prober> {
   });
   child.on('exit', () => drained());
   return {
-    pid: child.pid!,
     target: (base) => child.connected && child.send({ target: base }),
     probes: (base, kind, from, to) =>
       seen.filter((p) => p.target === base && p.kind === kind && p.sentAt >= from && p.sentAt < to),
@@ -89,6 +65,5 @@ export async function startProber(): Promise<Prober> {
       if (child.connected) child.send({ stop: true });
       await Promise.race([done, new Promise((resolve) => setTimeout(resolve, PROBE_TIMEOUT_MS + 5_000))]);
     },
-    stop: () => stopChild(child),
   };
 }

@@ -1,20 +1,18 @@
+import { int, markdownTable, ms } from '../harness/report.js';
 import type { RampStep } from './capacity.js';
 import { CLASSES } from './mix.js';
 import type { Summary } from './outcomes.js';
 import { FIRST_ANSWER_MS } from './flood.js';
 import type { FloodScenario, Health, MixScenario, Newcomer } from './scenarios.js';
 
-const int = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '—');
-const ms = (value: number) =>
-  !Number.isFinite(value) ? '—' : value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
 const pct = (value: number) => `${Math.round(value)} %`;
 
-/** A Markdown table: its header, the alignment line (the first `left` columns left, the rest right), the rows. */
-function table(header: readonly string[], left: number, rows: ReadonlyArray<readonly string[]>): string {
-  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
-  const align = header.map((_, i) => (i < left ? '---' : '---:'));
-  return [line(header), line(align), ...rows.map(line)].join('\n');
-}
+/** A Markdown table whose first `left` columns are aligned left, the rest right. */
+const table = (header: string[], left: number, rows: string[][]) =>
+  markdownTable(
+    header.map((name, i) => (i < left ? name : `${name}>`)),
+    rows,
+  );
 
 function others(summary: Summary): string {
   const list = Object.entries(summary.other).map(([status, n]) => `${status} × ${n}`);

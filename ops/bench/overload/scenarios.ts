@@ -1,6 +1,7 @@
 import type { FloodResult } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
-import { PROBE_PATHS, PROBE_TIMEOUT_MS, quantile, type Outcome, type Probe } from './outcomes.js';
+import { latencies } from '../harness/stats.js';
+import { PROBE_PATHS, PROBE_TIMEOUT_MS, type Outcome, type Probe } from './outcomes.js';
 import { sendOnce } from './send.js';
 import { cpuSeconds } from '../harness/service.js';
 import type { LoadProcess, Prober } from './processes.js';
@@ -155,7 +156,7 @@ export function newcomerOf(prober: Prober, scenario: Pick<Measured, 'target' | '
   };
 }
 
-export function healthOf(probes: readonly Probe[]): Health {
+function healthOf(probes: readonly Probe[]): Health {
   const answered: number[] = [];
   let unanswered = 0;
   let not200 = 0;
@@ -166,12 +167,12 @@ export function healthOf(probes: readonly Probe[]): Health {
       if (outcome.status !== 200) not200 += 1;
     }
   }
-  const sorted = Float64Array.from(answered).sort();
+  const { p50, p99, max } = latencies(answered);
   return {
     sent: probes.length,
-    p50Ms: quantile(sorted, 0.5),
-    p99Ms: quantile(sorted, 0.99),
-    maxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    p50Ms: p50,
+    p99Ms: p99,
+    maxMs: max,
     unanswered,
     not200,
   };

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../../db/database.js';
 import { seedDatabase } from '../harness/seed.js';
@@ -113,7 +114,6 @@ export async function readAdmission(instance: Instance): Promise<AdmissionSample
  * as fast as ever 4 s later.
  */
 export async function settle(read: () => Promise<Counters>, restMs = 0): Promise<Counters> {
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
   let last = await read();
   for (let waited = 0; waited < 15_000; waited += 600) {
     await sleep(600);
