@@ -374,7 +374,7 @@ function describe(r: {
   const feedEndRefused = feedEnd.filter((q) => q.status === 429).length;
   return `# verify against a million tasks
 
-\`node --import tsx ops/bench/verify-million.ts ${TASKS}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${run.commit}${
+\`npm run bench:verify-million -- ${TASKS}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${run.commit}${
     run.changed.length > 0 ? ` with uncommitted changes to ${run.changed.map((f) => `\`${f}\``).join(', ')}` : ''
   }; node ${process.version}, ${availableParallelism()} CPUs shared with whatever else ran (load average ${loadAverage(2)} at the end).
 \`uptime\` at the script's start: \`${r.uptimeAtStart}\`; before verify: \`${r.uptimeBefore}\`; after: \`${r.uptimeAfter}\`.
