@@ -98,7 +98,9 @@ async function execute(
   };
   const timeout = setTimeout(() => fail(`timed out after ${timeoutMs} ms`), timeoutMs);
   let grace: NodeJS.Timeout | undefined;
+  let lastOutputAt = Date.now();
   const onData = (chunk: Buffer) => {
+    lastOutputAt = Date.now();
     const text = chunk.toString('utf8');
     run.output += text;
     show(text);
@@ -113,7 +115,13 @@ async function execute(
   [run.code, run.signal] = await new Promise((resolve) => child.once('exit', (...exit) => resolve(exit)));
   clearTimeout(timeout);
   clearTimeout(grace);
-  await Promise.race([new Promise((resolve) => child.once('close', resolve)), sleep(1_000)]);
+  await Promise.race([
+    new Promise((resolve) => child.once('close', resolve)),
+    outputRead(
+      () => cpuLine,
+      () => lastOutputAt,
+    ),
+  ]);
   const [ticks, perSecond] = cpuLine.trim().split(' ').map(Number);
   if (Number.isFinite(ticks) && perSecond! > 0) run.cpu = ticks! / perSecond!;
   if (await sweepGroup(pid)) {
@@ -123,6 +131,18 @@ async function execute(
   }
   running.delete(pid);
   return run;
+}
+
+/**
+ * Resolves once what the file wrote before it exited has been read: bash's CPU line is in and the output has been
+ * quiet a moment (the pipes hold it all at the exit). Their close, which would say so too, can wait on a process
+ * that inherited them and is no longer the file's; at most a second.
+ */
+async function outputRead(cpuLine: () => string, lastOutputAt: () => number): Promise<void> {
+  for (let waited = 0; waited < 1_000; waited += 20) {
+    if (cpuLine().includes('\n') && Date.now() - lastOutputAt() >= 100) return;
+    await sleep(20);
+  }
 }
 
 /**
