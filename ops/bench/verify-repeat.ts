@@ -22,8 +22,9 @@ import { startVerifyHost, VERIFY_USER_ARGS } from '../../test/helpers/verify-hos
 import type * as VerifyPaceline from '../../test/helpers/verify-paceline.js';
 import { runVerify, startFaulty, type VerifyRun } from '../../test/helpers/verify.js';
 import { startStores, type TestStores } from '../../test/runner/stores.js';
-import { describeCommit } from './harness/report.js';
+import { stamp } from './harness/report.js';
 import { defer, runBench, scratchDir } from './harness/run.js';
+import { median } from './harness/stats.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
 const BUDGET_MS = process.argv[3] === undefined ? Infinity : Number(process.argv[3]) * 60_000;
@@ -260,7 +261,6 @@ async function writeResults(
   surprises: Surprise[],
   at: { began: number; done: number; loadBefore: number[]; ended?: boolean },
 ): Promise<string> {
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
   const load = (l: number[]) => l.map((n) => n.toFixed(2)).join(', ');
   const minutes = ((Date.now() - at.began) / 60_000).toFixed(1);
   const runs = (n: number) => `${n} run${n === 1 ? '' : 's'}`;
@@ -279,7 +279,7 @@ async function writeResults(
     : `${at.done} of ${RUNS} runs so far (still running)`;
   const text = `# verify, repeated (\`npm run bench:verify\`)
 
-${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${describeCommit()}, node ${process.version}; ${status}
+${stamp()}, node ${process.version}; ${status}
 in ${minutes} min, starting the targets included. Load average (1, 5, 15 min) before: ${load(at.loadBefore)};
 after: ${load(loadavg())}. One 2-core machine runs the targets, their stores and every verify process.
 
