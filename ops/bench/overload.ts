@@ -17,7 +17,7 @@ import { connectDatabase } from '../../db/connect.js';
 import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload/capacity.js';
 import { knowsDoor, machineFacts, settingsLine, shippedDoor } from './overload/preamble.js';
 import { PROBE_TIMEOUT_MS } from './overload/outcomes.js';
-import { startLoadProcess, startProber } from './overload/processes.js';
+import { startLoadProcess } from './overload/processes.js';
 import {
   admissionTable,
   classTable,
@@ -40,6 +40,7 @@ import {
 import { MODES, counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
 import { uptime, writeResults } from './harness/report.js';
 import { defer, log, runBench } from './harness/run.js';
+import { startPacedClient } from './harness/paced.js';
 import { fileLimit, redisVersion } from './harness/service.js';
 import { readBenchCount, readBenchText, refuse } from './harness/settings.js';
 
@@ -90,7 +91,11 @@ async function main(): Promise<void> {
   ];
   const monitor = connectDatabase(stores.databaseUrl, 1, 'overload-bench-monitor');
   defer(() => monitor.destroy());
-  const bench: Bench = { load: await startLoadProcess(), prober: await startProber(), read: counterReader(monitor) };
+  const bench: Bench = {
+    load: await startLoadProcess(),
+    prober: await startPacedClient(),
+    read: counterReader(monitor),
+  };
   const mixRun = (ratePerS: number, runSeconds: number, seed: number) => ({
     token: seeded.writer.token,
     tasks: TASKS,

@@ -1,6 +1,7 @@
-import { forkScript } from '../harness/run.js';
+import { startPacedClient } from '../harness/paced.js';
 import { quantile } from '../harness/stats.js';
-import type { GoodClientSettings, GoodMode, Sample } from './good-client.js';
+
+export type GoodMode = 'get' | 'login' | 'off';
 
 /** The good client's answers in one window, as a row reports them. */
 export interface Latencies {
@@ -17,19 +18,51 @@ export interface GoodClient {
   latencies(mode: GoodMode, from: number, to: number): Latencies;
 }
 
-/** Forks ops/bench/abuse/good-client.ts with `settings`; it stops when the benchmark ends. */
-export async function startGoodClient(settings: GoodClientSettings): Promise<GoodClient> {
-  const child = await forkScript(new URL('./good-client.ts', import.meta.url), [JSON.stringify(settings)]);
-  const samples: Sample[] = [];
-  child.on('message', (sample: Sample) => samples.push(sample));
+/**
+ * The well-behaved client of `npm run bench:abuse`, a paced client (harness/paced.ts): it reads page 1 with its token
+ * at `rates.get` a second, or logs in at `rates.login` a second, each request on a new connection, at a fixed rate
+ * whatever the answers take. A login comes from an address of its own each time, as many users behind many
+ * addresses would: the per-address login budget is the abuser's to meet, not this client's.
+ */
+export async function startGoodClient(settings: {
+  base: string;
+  token: string;
+  username: string;
+  password: string;
+  rates: { get: number; login: number };
+}): Promise<GoodClient> {
+  const client = await startPacedClient();
+  const { base, token, username, password, rates } = settings;
+  const requests = {
+    get: {
+      method: 'GET',
+      path: '/api/tasks/',
+      headers: { Authorization: `Bearer ${token}`, 'X-Forwarded-For': '10.251.0.1' },
+    },
+    login: {
+      method: 'POST',
+      path: '/api/auth/token/',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username, password }),
+      newAddress: true,
+    },
+  } as const;
   return {
-    setMode: (mode) => child.connected && child.send({ mode }),
+    setMode: (mode) =>
+      client.pace(
+        mode === 'off' ? null : { label: mode, base, perS: rates[mode], requests: [{ kind: mode, ...requests[mode] }] },
+      ),
     latencies(mode, from, to) {
-      const picked = samples.filter((s) => s.mode === mode && s.sentAt >= from && s.sentAt < to);
-      const sorted = picked.map((s) => s.ms).sort((a, b) => a - b);
+      const samples = client.samples(mode, mode, from, to);
+      const answers = samples.map(({ outcome, ms }) => ({
+        status: typeof outcome === 'object' ? outcome.status : 0,
+        ms,
+      }));
+      const sorted = answers.map((a) => a.ms).sort((a, b) => a - b);
       const failures: Record<number, number> = {};
-      for (const s of picked) if (s.status < 200 || s.status > 299) failures[s.status] = (failures[s.status] ?? 0) + 1;
-      return { n: picked.length, p50Ms: quantile(sorted, 0.5), p99Ms: quantile(sorted, 0.99), failures };
+      for (const { status } of answers)
+        if (status < 200 || status > 299) failures[status] = (failures[status] ?? 0) + 1;
+      return { n: answers.length, p50Ms: quantile(sorted, 0.5), p99Ms: quantile(sorted, 0.99), failures };
     },
   };
 }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { delta, lessBackground, watchFds, type Delta, type Snapshot } from './costs.js';
 import type { GoodClient, Latencies } from './good-client-process.js';
-import type { GoodMode } from './good-client.js';
+import type { GoodMode } from './good-client-process.js';
 
 /** Everything a row needs: the targets, the good client, the counters. */
 export interface Bench {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { latencies } from '../harness/stats.js';
 import { newTally, record, summarise, type Outcome, type Summary } from './outcomes.js';
-import { HttpPool } from './send.js';
+import { HttpPool } from '../harness/http-pool.js';
 
 export interface FloodRun {
   base: string;

@@ -2,7 +2,7 @@ import { quantile } from '../harness/stats.js';
 import { mergeTallies, newTally, record, summarise, type Outcome, type Summary, type Tally } from './outcomes.js';
 import { createConnectionQueue, planArrivals, realClock, runOpenLoop } from '../../../test/helpers/open-loop.js';
 import { random as seededRandom } from '../../../test/helpers/random.js';
-import { HttpPool, type RequestSpec } from './send.js';
+import { HttpPool, type RequestSpec } from '../harness/http-pool.js';
 
 /** The request classes of the mix and their shares of its arrivals. */
 export const CLASSES = [

@@ -4,30 +4,19 @@
  */
 import { latencies } from '../harness/stats.js';
 
-/**
- * An answer (its status, ms from the planned start to its last byte), or none: no answer in time (`timeout`), no
- * connection free in time so never sent (`unsent`, also a timeout), or a failure (`error`).
- */
-export type Outcome = { status: number; ms: number } | 'timeout' | 'unsent' | 'error';
+import type { Outcome } from '../harness/http-pool.js';
+import { PACED_TIMEOUT_MS } from '../harness/paced.js';
+export type { Outcome };
 
 /** The prober's pace (each kind), and how long a probe may wait for its answer before it counts as unanswered. */
 export const PROBE_INTERVAL_MS = 250;
-export const PROBE_TIMEOUT_MS = 10_000;
+export const PROBE_TIMEOUT_MS = PACED_TIMEOUT_MS;
 
 /**
  * What a newcomer asks, each on a new connection: `/healthz` (an orchestrator's probe), and page 1 of the list
  * (anonymous `GET /api/tasks/`, which each worker answers from its read cache once it has served it).
  */
 export const PROBE_PATHS = { healthz: '/healthz', page: '/api/tasks/' } as const;
-export type ProbeKind = keyof typeof PROBE_PATHS;
-
-/** One probe: the service it went to, what it asked, when it was sent (epoch ms), what became of it. */
-export interface Probe {
-  target: string;
-  kind: ProbeKind;
-  sentAt: number;
-  outcome: Outcome;
-}
 
 export interface Tally {
   /** Requests planned (issued, sooner or later). */

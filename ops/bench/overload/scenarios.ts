@@ -1,10 +1,11 @@
 import type { FloodResult } from './flood.js';
 import type { MixResult, MixRun } from './mix.js';
 import { latencies } from '../harness/stats.js';
-import { PROBE_PATHS, PROBE_TIMEOUT_MS, type Outcome, type Probe } from './outcomes.js';
-import { sendOnce } from './send.js';
+import type { PacedClient, PacedSample } from '../harness/paced.js';
+import { PROBE_INTERVAL_MS, PROBE_PATHS, PROBE_TIMEOUT_MS, type Outcome } from './outcomes.js';
+import { sendOnce } from '../harness/http-pool.js';
 import { cpuSeconds } from '../harness/service.js';
-import type { LoadProcess, Prober } from './processes.js';
+import type { LoadProcess } from './processes.js';
 import {
   readAdmission,
   serviceCpuSeconds,
@@ -73,13 +74,15 @@ export interface Health {
 
 export interface Bench {
   load: LoadProcess;
-  prober: Prober;
+  /** A newcomer: `/healthz` and, half a beat later, page 1, each on a new connection, every PROBE_INTERVAL_MS. */
+  prober: PacedClient;
   read: (instance: Instance) => Promise<Counters>;
 }
 
 async function measure<T>(bench: Bench, instance: Instance, seconds: number, run: () => Promise<T>) {
   const target = instance.cluster.base;
-  bench.prober.target(target);
+  const probes = Object.entries(PROBE_PATHS).map(([kind, path]) => ({ kind, method: 'GET' as const, path }));
+  bench.prober.pace({ label: target, base: target, perS: 1000 / PROBE_INTERVAL_MS, requests: probes });
   const before = await settle(() => bench.read(instance), REST_MS);
   await warmPage(target);
   const cpuBefore = { load: cpuSeconds(bench.load.pid), service: serviceCpuSeconds(instance) };
@@ -148,15 +151,15 @@ export interface Newcomer {
   page: Health;
 }
 
-export function newcomerOf(prober: Prober, scenario: Pick<Measured, 'target' | 'from' | 'to'>): Newcomer {
+export function newcomerOf(prober: PacedClient, scenario: Pick<Measured, 'target' | 'from' | 'to'>): Newcomer {
   const { target, from, to } = scenario;
   return {
-    healthz: healthOf(prober.probes(target, 'healthz', from, to)),
-    page: healthOf(prober.probes(target, 'page', from, to)),
+    healthz: healthOf(prober.samples(target, 'healthz', from, to)),
+    page: healthOf(prober.samples(target, 'page', from, to)),
   };
 }
 
-function healthOf(probes: readonly Probe[]): Health {
+function healthOf(probes: readonly PacedSample[]): Health {
   const answered: number[] = [];
   let unanswered = 0;
   let not200 = 0;

@@ -1,5 +1,10 @@
 import { connect, type Socket } from 'node:net';
-import type { Outcome } from './outcomes.js';
+
+/**
+ * An answer (its status, ms from the planned start to its last byte), or none: no answer in time (`timeout`), no
+ * connection free in time so never sent (`unsent`, also a timeout), or a failure (`error`).
+ */
+export type Outcome = { status: number; ms: number } | 'timeout' | 'unsent' | 'error';
 
 /** One request of the load: what to send. */
 export interface RequestSpec {
