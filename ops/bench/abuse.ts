@@ -23,7 +23,7 @@ import { runDocsRow } from './abuse/docs-row.js';
 import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';
 import { createCostReader } from './abuse/costs.js';
 import { runFloodRows } from './abuse/flood-rows.js';
-import { startGoodClient } from './abuse/good-client-process.js';
+import { startGoodClient } from './abuse/good-client.js';
 import { runMetricsRow } from './abuse/metrics-row.js';
 import { factList, resultsTable } from './abuse/report.js';
 import { stamp, uptime, writeResults, wrkVersion } from './harness/report.js';

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { lessBackground } from './costs.js';
 import { burst, type BurstResult } from '../../../test/helpers/burst.js';
-import type { Latencies } from './good-client-process.js';
-import type { GoodMode } from './good-client-process.js';
+import type { GoodMode, Latencies } from './good-client.js';
 import { statusList, type RowResult } from './report.js';
 import { measure, perRequest, quiet, type Bench, type Window } from './window.js';
 

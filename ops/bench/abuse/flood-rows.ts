@@ -1,7 +1,7 @@
 import { interleave, runWrk, type Load, type Slice as WrkResult } from '../harness/send.js';
 import { log } from '../harness/run.js';
 import { median, sumOf } from '../harness/stats.js';
-import type { Latencies } from './good-client-process.js';
+import type { Latencies } from './good-client.js';
 import type { RowResult } from './report.js';
 import { measure, perRequest, quiet, type Bench, type Window } from './window.js';
 

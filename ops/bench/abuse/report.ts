@@ -1,5 +1,4 @@
-import type { Latencies } from './good-client-process.js';
-import type { GoodMode } from './good-client-process.js';
+import type { GoodMode, Latencies } from './good-client.js';
 import { int, markdownTable, ms } from '../harness/report.js';
 
 /** One row of the results table and the facts printed under it. */

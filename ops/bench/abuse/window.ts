@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { delta, lessBackground, watchFds, type Delta, type Snapshot } from './costs.js';
-import type { GoodClient, Latencies } from './good-client-process.js';
-import type { GoodMode } from './good-client-process.js';
+import type { GoodClient, GoodMode, Latencies } from './good-client.js';
 
 /** Everything a row needs: the targets, the good client, the counters. */
 export interface Bench {
