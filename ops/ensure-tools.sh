@@ -1,4 +1,4 @@
-# Sourced from the repository root by ops/start.sh, ops/cli.sh, ops/bench/read-path.sh and the
+# Sourced from the repository root by ops/start.sh, ops/cli.sh, ops/bench/bench.sh and the
 # test runner (test/runner/tools.ts): installs and builds what a fresh machine with only Node lacks.
 # Functions only; the caller decides which tools it needs.
 
