@@ -246,8 +246,11 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
+          paths: benchmarkOnly,
           patterns: [
             outsideRuntime,
+            embeddedLazily,
+            { group: ['**/listener/**'], message: 'The listener wraps the app; the app never imports it.' },
             {
               group: ['../*/*.routes.js', '../*/*.operations.js', '../resources.js', '../app.js'],
               message: 'Route files import openapi/, not the other way round (docs/architecture.md "API document").',

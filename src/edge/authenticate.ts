@@ -64,7 +64,7 @@ export async function identifyClient(ctx: Context, deps: AuthDeps, guard: Lookup
 
 /**
  * The user this worker remembers for a request's token, with no I/O (undefined: no token, or not remembered): the
- * edge's guess, before Koa, that knowing the client costs no PostgreSQL (docs/throttling.md "Past capacity: admission and shedding").
+ * listener's guess, before Koa (src/listener/classify.ts), that knowing the client costs no PostgreSQL (docs/throttling.md "Past capacity: admission and shedding").
  */
 export function rememberedClient(
   authorization: string | undefined,

@@ -10,7 +10,7 @@ import type { BurstLogger } from './throttle-store-down.js';
 
 /**
  * What a throttle decision does, in one place (docs/throttling.md "One decision, whichever limit takes it"):
- * whichever limit takes it — a rate in Redis (throttle.ts), the login budget (login-limit.ts), a concurrency
+ * whichever limit takes it — a rate in Redis (throttle.ts), the login budget (src/api/auth/login-limit.ts), a concurrency
  * slot (concurrency.ts) or the memory of an earlier refusal (known-refusal.ts) — the decision is counted in its
  * scope's series, its shadow refusal logged, the who view told, and a refusal recorded with its 429. The limits
  * are the inputs: how they decide, what they do without their store, and the bytes of their 429.

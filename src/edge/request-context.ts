@@ -23,7 +23,7 @@ function createRequestIds(): () => string {
   return () => prefix + (counter++).toString(36);
 }
 
-/** What the request context records of each answer, shared with the answers given before Koa (src/edge/). */
+/** What the request context records of each answer, shared with the answers given before Koa (src/listener/). */
 export type RequestRecorder = AnswerRecorder;
 
 /**

@@ -99,7 +99,7 @@ function throttle(
     // Straight to Node: nothing has been sent yet, and Koa's setter adds only checks for that.
     for (const name in headers) ctx.res.setHeader(name, headers[name] as string);
     // A route that checks another scope of its own (the login's) lists both in the fields; a
-    // decision this worker took alone says nothing of the budget in Redis (own-budget.ts).
+    // decision this worker took alone says nothing of the budget in Redis (src/api/rate-limits/own-budget.ts).
     if (!decisions[0]?.degraded) ctx.state.rateLimit = decisions;
     return true;
   };

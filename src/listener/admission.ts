@@ -104,7 +104,7 @@ export class Admission {
 
   /**
    * A started request ended after `durationMs`; `inFlightAtStart` as it began. Its slot goes to the queue. Its
-   * latency teaches the limit only when it `worked` (Netflix's ignored outcome otherwise): see `didWork` in admission-listener.ts.
+   * latency teaches the limit only when it `worked` (Netflix's ignored outcome otherwise): see `didWork` in listener.ts.
    */
   finish(durationMs: number, inFlightAtStart: number, worked = true): void {
     this.#inFlight -= 1;

@@ -53,7 +53,7 @@ export class ReadCache {
 
   /**
    * Whether an answer kept for `key` is current as of the last head this process read: a guess with no I/O, for
-   * admission's class of a request (src/api/app.ts); the read itself checks the published head.
+   * admission's class of a request (src/listener/classify.ts); the read itself checks the published head.
    */
   holds(key: string): boolean {
     const published = this.channel.lastRead();

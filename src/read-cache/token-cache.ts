@@ -53,7 +53,7 @@ export class TokenCache {
   }
 
   /**
-   * The user of a token `recall` would find, with no I/O: the edge's guess that a request needs no PostgreSQL to
+   * The user of a token `recall` would find, with no I/O: the listener's guess that a request needs no PostgreSQL to
    * know its client (its epoch is still confirmed when the request runs).
    */
   knows(tokenHash: string, now: Date): User | undefined {

@@ -43,7 +43,7 @@ export function createApiServer(
 }
 
 /**
- * Serves `handle` (the API's listener, src/api/app.ts) on PORT (the primary shares the listening socket among its web children).
+ * Serves `handle` (the API's listener, src/listener/listener.ts) on PORT (the primary shares the listening socket among its web children).
  * `close()` stops accepting, lets in-flight requests finish and idle keep-alive connections run
  * out (answering what still arrives on them with `Connection: close`), within the child's drain
  * budget.

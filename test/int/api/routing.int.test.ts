@@ -5,12 +5,12 @@ import { createApi } from '../../../src/api/app.js';
 import { startTestApp, type TestApp } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';
 
-// docs/architecture.md "The request's journey": the door (src/edge/) finds a request's route before Koa
+// docs/architecture.md "The request's journey": the listener (src/listener/) finds a request's route before Koa
 // with its own lookup (src/api/router.ts), compiled by path-to-regexp as @koa/router compiles its routes,
 // and choosing as the router's `exclusive: 'specificity'` chooses. Both are pinned in package.json to the
 // versions this test ran with; an upgrade that changes how either matches or chooses fails it here.
 
-const test = suite('the door finds the route the router runs');
+const test = suite('the listener finds the route the router runs');
 
 let app: TestApp;
 const lines: Array<{ method?: string; route?: string; requestId?: string }> = [];
