@@ -51,5 +51,10 @@ case "$needs" in *,files*)
   fi
   ;;
 esac
-case "$needs" in *,node20,*) set -- "$(ensure_bench_runtime 20)" "$@" ;; esac
+# Assigned first: a failed substitution inside `set --` would not stop the script.
+case "$needs" in *,node20,*)
+  node20="$(ensure_bench_runtime 20)"
+  set -- "$node20" "$@"
+  ;;
+esac
 exec node --import tsx "ops/bench/$bench.ts" "$@"

@@ -268,7 +268,7 @@ async function writeResults(
     row.target.expect === 'holds' ? 'every check holds' : `${row.target.expect} violated`;
   const table = rows.map(
     (row) =>
-      `| ${row.target.name} | ${expectation(row)} | ${row.runs} | ${row.expected} | ${findings(row)} | ${median(row.requests)} | ${median(row.seconds).toFixed(1)} |`,
+      `| ${row.target.name} | ${expectation(row)} | ${row.runs} | ${row.expected} | ${findings(row)} | ${row.runs === 0 ? 0 : Math.round(median(row.requests))} | ${row.runs === 0 ? '0.0' : median(row.seconds).toFixed(1)} |`,
   );
   const missed = rows.filter((r) => r.target.expect !== 'holds').reduce((n, r) => n + r.runs - r.expected, 0);
   const alarms = rows.filter((r) => r.target.expect === 'holds').reduce((n, r) => n + r.runs - r.expected, 0);

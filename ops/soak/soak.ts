@@ -78,7 +78,8 @@ function childRss(cluster: RunningCluster): Map<number, number> {
 
 async function main(): Promise<number> {
   const flag = process.argv.indexOf('--seconds');
-  if (flag >= 0) process.env.SOAK_SECONDS = process.argv[flag + 1];
+  const given = flag >= 0 ? process.argv[flag + 1] : undefined;
+  if (given !== undefined) process.env.SOAK_SECONDS = given;
   const seconds = readBenchCount('SOAK_SECONDS', 600, 10);
   const began = Date.now();
   const stores = await startStores({ persistent: false, database: 'soak' });
