@@ -26,6 +26,17 @@ const benchmarkOnly = ['autocannon', 'koa-ratelimit', 'rate-limiter-flexible'].m
   message: `${name} is a benchmark-only dependency (ops/bench/).`,
 }));
 
+/** The import rule every runtime file has, with a room's own `patterns` added (a later block replaces, not merges). */
+const runtimeImportsBut = (...patterns) => [
+  'error',
+  { paths: benchmarkOnly, patterns: [outsideRuntime, embeddedLazily, ...patterns] },
+];
+const runsBeforeKoa = { group: ['koa', '@koa/*'], message: 'The listener runs before Koa: it imports no Koa.' };
+const wrappedByTheListener = {
+  group: ['**/listener/**'],
+  message: 'The listener wraps the app; the app never imports it.',
+};
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.data/'] },
   js.configs.recommended,
@@ -190,74 +201,29 @@ export default tseslint.config(
     // The request's rooms in the order of its journey (docs/architecture.md "Which way imports go"): the listener
     // before Koa wraps the app, the app mounts the middleware, and neither is imported by what it wraps.
     files: ['src/listener/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: benchmarkOnly,
-          patterns: [
-            outsideRuntime,
-            embeddedLazily,
-            { group: ['koa', '@koa/*'], message: 'The listener runs before Koa: it imports no Koa.' },
-          ],
-        },
-      ],
-    },
+    rules: { 'no-restricted-imports': runtimeImportsBut(runsBeforeKoa) },
   },
   {
     files: ['src/api/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: benchmarkOnly,
-          patterns: [
-            outsideRuntime,
-            embeddedLazily,
-            { group: ['**/listener/**'], message: 'The listener wraps the app; the app never imports it.' },
-          ],
-        },
-      ],
-    },
+    rules: { 'no-restricted-imports': runtimeImportsBut(wrappedByTheListener) },
   },
   {
     files: ['src/edge/**/*.ts'],
     rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: benchmarkOnly,
-          patterns: [
-            outsideRuntime,
-            embeddedLazily,
-            {
-              group: ['**/api/**', '**/listener/**'],
-              message: 'The middleware sits below the app that mounts it and the listener that wraps the app.',
-            },
-          ],
-        },
-      ],
+      'no-restricted-imports': runtimeImportsBut({
+        group: ['**/api/**', '**/listener/**'],
+        message: 'The middleware sits below the app that mounts it and the listener that wraps the app.',
+      }),
     },
   },
   {
     // The document builder collects what the route files declare; it never imports them back.
     files: ['src/api/openapi/**/*.ts'],
     rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: benchmarkOnly,
-          patterns: [
-            outsideRuntime,
-            embeddedLazily,
-            { group: ['**/listener/**'], message: 'The listener wraps the app; the app never imports it.' },
-            {
-              group: ['../*/*.routes.js', '../*/*.operations.js', '../resources.js', '../app.js'],
-              message: 'Route files import openapi/, not the other way round (docs/architecture.md "API document").',
-            },
-          ],
-        },
-      ],
+      'no-restricted-imports': runtimeImportsBut(wrappedByTheListener, {
+        group: ['../*/*.routes.js', '../*/*.operations.js', '../resources.js', '../app.js'],
+        message: 'Route files import openapi/, not the other way round (docs/architecture.md "API document").',
+      }),
     },
   },
   {
