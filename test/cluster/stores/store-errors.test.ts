@@ -130,9 +130,19 @@ async function startWithout(
     await sleep(3_000);
     assert.is(await stop(started), 0);
     const lines = messages(started.output()).filter((line) => line.includes(setting));
-    assert.is(lines.length, 1, `one line names ${setting}:\n${started.output()}`);
-    assert.match(lines[0]!, cause, started.output());
-    assert.not.match(lines[0]!, /s3cret|other-password/, 'no password in the line');
+    // On a loaded host a check of the store can go unanswered in time: the service says so, and names the cause
+    // again once the store answers. Those lines are the host's timeouts, counted apart; any other is a repeat.
+    const timedOut = (line: string | undefined) => line !== undefined && line.includes(': no answer in time:');
+    const timeouts = lines.filter((line) => timedOut(line)).length;
+    const again = (line: string, i: number) => timedOut(lines[i - 1]) && lines.indexOf(line) < i;
+    const said = lines.filter((line, i) => !timedOut(line) && !again(line, i));
+    assert.is(
+      said.length,
+      1,
+      `one line names ${setting} (besides ${timeouts} check(s) timed out and the cause named again after each):\n${started.output()}`,
+    );
+    assert.match(said[0]!, cause, started.output());
+    for (const line of lines) assert.not.match(line, /s3cret|other-password/, 'no password in the line');
     // Said before the children start (each waits seconds for Redis), not with the banner after them.
     assertNamedFirst(started.output(), setting, /job processors started|Paceline is up/);
     assertNoStack(started.output());
