@@ -104,12 +104,13 @@ test('fast reads that do their work raise it; a flood of slow database reads the
   const before = await learntLimit();
   const auth = { Authorization: `Bearer ${token}` };
   // Enough tasks that a page of 1,000 is many times the work of one task.
+  // A create the client's connection lost (a kept connection the server closed as it was reused) is sent again.
+  const create = (title: string) => {
+    const send = () => request(cluster.base, 'POST', '/api/tasks/', { token, body: { title } });
+    return send().catch(send);
+  };
   for (let batch = 0; batch < 20; batch += 1)
-    await Promise.all(
-      Array.from({ length: 50 }, (_, i) =>
-        request(cluster.base, 'POST', '/api/tasks/', { token, body: { title: `task ${batch}-${i}` } }),
-      ),
-    );
+    await Promise.all(Array.from({ length: 50 }, (_, i) => create(`task ${batch}-${i}`)));
   const fast = await flood(() => '/api/tasks/1/', 80, 4_000, auth);
   assert.ok((fast['200'] ?? 0) > 500, `fast reads answered: ${JSON.stringify(fast)}`);
   const raised = await learntLimit();
@@ -118,10 +119,16 @@ test('fast reads that do their work raise it; a flood of slow database reads the
   // are rendered rather than answered from what the worker keeps (a kept page takes the fast lane and no slot, and
   // would teach nothing). Three offsets in turn were kept between two writes on a loaded host, where the writes
   // came slower: 9,274 answers in 6 s, nearly all from memory, and the limit did not move.
+  // A write that got no answer (its connection lost under the flood) is counted and named, not a failure: the writes
+  // only keep the head moving.
   let writing = true;
+  const writes = { answered: 0, lost: 0 };
   const writer = (async () => {
     for (let i = 0; writing; i += 1) {
-      await request(cluster.base, 'POST', '/api/tasks/', { token, body: { title: `moves the head ${i}` } });
+      await request(cluster.base, 'POST', '/api/tasks/', { token, body: { title: `moves the head ${i}` } }).then(
+        () => (writes.answered += 1),
+        () => (writes.lost += 1),
+      );
       await sleep(50);
     }
   })();
@@ -131,7 +138,10 @@ test('fast reads that do their work raise it; a flood of slow database reads the
   await writer;
   assert.ok((slow['200'] ?? 0) > 20, `slow reads answered: ${JSON.stringify(slow)}`);
   const lowered = await learntLimit();
-  assert.ok(lowered < raised, `slow work lowered the limit: ${raised} → ${lowered} (${JSON.stringify(slow)})`);
+  assert.ok(
+    lowered < raised,
+    `slow work lowered the limit: ${raised} → ${lowered} (${JSON.stringify(slow)}; head-moving writes ${JSON.stringify(writes)})`,
+  );
 });
 
 test.run();
