@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** The fields every answer carries, as a flat name, value list (docs/architecture.md "HTTP API"). */
 export const BASE_FIELDS: readonly string[] = [
@@ -27,6 +27,11 @@ export interface AnswerRecorder {
   idFor(given: string): string;
   /** Counts an answer in the request metrics and writes its access line. */
   record(answer: AnswerRecord): void;
+}
+
+/** The id of a request answered before Koa, from its `X-Request-Id` as the request context reads it. */
+export function requestIdOf(recorder: AnswerRecorder, req: IncomingMessage): string {
+  return recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
 }
 
 /** An answer written before Koa: its status, the request's id, its own fields and its body. */

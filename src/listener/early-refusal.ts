@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { requestIdOf } from '../edge/answer.js';
 import { hasOneHost } from '../edge/base-headers.js';
 import type { RefuseKnown } from '../edge/known-refusal.js';
 import { writeRefusal } from '../edge/refusal.js';
@@ -36,7 +37,7 @@ export function answerEarlyRefusals(parts: EarlyRefusalParts): (req: IncomingMes
     const route = lookup(path, req.method);
     const known = route?.refuseKnown?.(req);
     if (!route || !known) return false;
-    const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
+    const requestId = requestIdOf(recorder, req);
     const seconds = (performance.now() - started) / 1000;
     const { method } = req;
     recorder.record({ requestId, method, route: route.template, status: 429, seconds, refusal: known.refusal });

@@ -4,7 +4,7 @@ import type { Metrics } from '../base/metrics.js';
 import { PROBLEM_JSON, prefersProblem, problemOf } from '../server/problem-details.js';
 import type { Deps } from '../deps.js';
 import { createApi, type ExtraRoutes } from '../api/app.js';
-import { JSON_TYPE, LIVENESS, writeEdgeAnswer, type AnswerRecorder } from '../edge/answer.js';
+import { JSON_TYPE, LIVENESS, requestIdOf, writeEdgeAnswer, type AnswerRecorder } from '../edge/answer.js';
 import { AdaptiveLimit } from './adaptive-limit.js';
 import { Admission, LEVEL_NAMES, SHED_REASONS, type Level, type ShedReason } from './admission.js';
 import { classifyRequests, type Classified } from './classify.js';
@@ -122,7 +122,7 @@ function didWork(res: ServerResponse): boolean {
 }
 
 function answerLive(req: IncomingMessage, res: ServerResponse, route: Classified, recorder: AnswerRecorder): void {
-  const requestId = recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
+  const requestId = requestIdOf(recorder, req);
   writeEdgeAnswer(res, { status: 200, requestId, fields: JSON_TYPE, body: LIVE_BODY, allow: route.allow });
   recorder.record({ requestId, method: 'GET', route: route.route, status: 200, seconds: 0 });
 }
@@ -139,7 +139,7 @@ function shedRequest(
   parts: ListenerParts,
 ): void {
   if (res.headersSent || req.socket.destroyed) return;
-  const requestId = parts.recorder.idFor((req.headers['x-request-id'] as string | undefined) ?? '');
+  const requestId = requestIdOf(parts.recorder, req);
   const retryAfterS = 1 + Math.floor(Math.random() * 3);
   const name = LEVEL_NAMES[route.level];
   parts.metrics.admissionShed.labels({ class: name, reason }).inc();
