@@ -14,7 +14,10 @@ import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cac
 import { ReplicaSet } from './stores/read-replicas.js';
 import { createRedisClient, type RedisClient } from './stores/redis-client.js';
 import { logStoreFailure } from './stores/store-errors.js';
+import { createConcurrencyLimiter, type ConcurrencyLimiter } from './throttle/concurrency.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
+import { LocalShare } from './throttle/local-share.js';
+import { LocalSlots } from './throttle/local-slots.js';
 import { ThrottleWatch } from './throttle/throttle-watch.js';
 import { WorkerCensus } from './throttle/worker-census.js';
 import type { LimitPolicy } from './limits/policy.js';
@@ -31,11 +34,14 @@ export interface Deps {
   metrics: Metrics;
   commands: CommandBus;
   throttler: Throttler;
+  /** Requests in progress per client and scope, held in Redis (docs/throttling.md "Concurrency limits"). */
+  slots: ConcurrencyLimiter;
   /**
-   * The web workers alive across the deployment, counted through Redis: present with
+   * What this worker decides alone while Redis is unreachable: its share of each rate and of each limit of requests
+   * in progress, by the web workers alive across the deployment that `census` counts through Redis. Present with
    * THROTTLE_FAILURE_MODE=local in a process that serves the API (docs/throttling.md "When Redis is unreachable").
    */
-  census?: WorkerCensus;
+  alone?: { census: WorkerCensus; rates: LocalShare; slots: LocalSlots };
   /** Who the throttle refused: the heaviest clients and distinct counts (docs/throttling.md "Who is throttled"). */
   watch?: ThrottleWatch;
   /**
@@ -107,13 +113,19 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
         ? new ReplicaSet(config.DATABASE_REPLICA_URLS, config, metrics, logger)
         : undefined,
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX, timeoutMs: config.THROTTLE_TIMEOUT_MS }),
+    slots: createConcurrencyLimiter({
+      redis,
+      keyPrefix: config.REDIS_PREFIX,
+      expiryMs: config.THROTTLE_CONCURRENCY_EXPIRY_MS,
+      timeoutMs: config.THROTTLE_TIMEOUT_MS,
+    }),
     // Every process must sign cursors alike; the primary generates one when none is configured.
     cursorSecret: requireSetting(config.CURSOR_SECRET, 'CURSOR_SECRET'),
     reportQueue: new ReportQueue(config, logger),
   };
   if (config.THROTTLE_WATCH === 'on') deps.watch = createWatch(deps);
   // Every role but the jobs child serves the API, and so counts towards the shares of the limits.
-  if (config.THROTTLE_FAILURE_MODE === 'local' && role !== 'jobs') deps.census = startCensus(deps);
+  if (config.THROTTLE_FAILURE_MODE === 'local' && role !== 'jobs') deps.alone = decideAlone(deps);
   let policies: PolicySource | undefined;
   if (role !== 'jobs') deps.limits = (policies = await startPolicySource(deps)).policy;
   let closing: Promise<void> | undefined;
@@ -123,7 +135,7 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
       policies?.close();
       deps.watch?.close();
       // Before the connection closes: the other workers' shares grow as this one leaves.
-      await deps.census?.close();
+      await deps.alone?.census.close();
       // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
       await Promise.allSettled([
         db.destroy(),
@@ -156,12 +168,12 @@ function createWatch({ config, redis, metrics, logger, cursorSecret }: Deps): Th
   });
 }
 
-function startCensus({ config, redis, metrics }: Deps): WorkerCensus {
+function decideAlone({ config, redis, metrics, logger }: Deps): NonNullable<Deps['alone']> {
   const census = new WorkerCensus(redis, `${config.REDIS_PREFIX}throttle:workers`, config.WEB_CONCURRENCY, (workers) =>
     metrics.throttleWorkers.set(workers),
   );
   census.start();
-  return census;
+  return { census, rates: new LocalShare({ census, logger, metrics }), slots: new LocalSlots(census) };
 }
 
 function requireSetting(value: string | undefined, name: string): string {

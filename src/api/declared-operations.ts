@@ -6,6 +6,7 @@ import { systemClock } from '../base/clock.js';
 import { createMetrics } from '../base/metrics.js';
 import type { Deps } from '../deps.js';
 import { loadConfig } from '../settings/config.js';
+import { createConcurrencyLimiter } from '../throttle/concurrency.js';
 import { createThrottler } from '../throttle/index.js';
 import { createApi } from './app.js';
 import type { Operation } from './openapi/operation.js';
@@ -45,6 +46,7 @@ function unconnectedDeps(): Deps {
       close: async () => {},
     },
     throttler: createThrottler({ redis, keyPrefix: config.REDIS_PREFIX }),
+    slots: createConcurrencyLimiter({ redis, keyPrefix: config.REDIS_PREFIX, expiryMs: 1, timeoutMs: 1 }),
     cursorSecret: '',
   };
 }

@@ -1,7 +1,7 @@
 /**
  * The metrics every child records (createMetrics), with the series primed at zero for the
  * retention sweep and the `method` label's values; the throttle's own series helpers are in
- * throttle-series.ts. The primary's own are in cluster/primary-metrics.ts.
+ * src/edge/throttle-series.ts. The primary's own are in cluster/primary-metrics.ts.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { policyMetrics } from './policy-metrics.js';

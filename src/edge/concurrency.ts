@@ -1,10 +1,9 @@
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import { Errors } from '../base/errors.js';
-import { concurrentScope, createConcurrencyLimiter, type Slot } from '../throttle/concurrency.js';
+import { concurrentScope, type Slot } from '../throttle/concurrency.js';
 import { CONCURRENCY_RETRY_S, concurrencyFields, concurrencyRefusal } from '../throttle/headers.js';
 import type { RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
-import { LocalSlots } from '../throttle/local-slots.js';
 import { checkOf } from './client-identity.js';
 import { createDecide, type Decide, type Limit, type Taken } from './decision.js';
 import { answerRefusal } from './refusal.js';
@@ -79,13 +78,7 @@ export type SlotCheck = (ctx: Context) => Promise<Held | 'refused'>;
  */
 function slotLimit(deps: Deps, limits: ReadonlyMap<string, number>): Limit {
   const { config } = deps;
-  const limiter = createConcurrencyLimiter({
-    redis: deps.redis,
-    keyPrefix: config.REDIS_PREFIX,
-    expiryMs: config.THROTTLE_CONCURRENCY_EXPIRY_MS,
-    timeoutMs: config.THROTTLE_TIMEOUT_MS,
-  });
-  const local = deps.census && new LocalSlots(deps.census);
+  const local = deps.alone?.slots;
   const answers = new Map<string, RefusalAnswer>();
   const request = ({ rule, ident }: { rule: ScopeRule; ident: string }) => ({
     scope: rule.scope,
@@ -101,7 +94,7 @@ function slotLimit(deps: Deps, limits: ReadonlyMap<string, number>): Limit {
   return {
     store: { errors: createBurstLogger(deps, 'concurrency store unavailable; applying THROTTLE_FAILURE_MODE') },
     series: concurrentScope,
-    take: async (check) => taken(await limiter.acquire(request(check)), check.rule.scope),
+    take: async (check) => taken(await deps.slots.acquire(request(check)), check.rule.scope),
     withoutStore(check) {
       if (local) return taken(local.acquire(request(check)), check.rule.scope);
       if (config.THROTTLE_FAILURE_MODE !== 'closed') return undefined;

@@ -1,7 +1,6 @@
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
-import { LocalShare } from '../throttle/local-share.js';
 import { createRefusalAnswers, longestWait, rateLimitHeaders } from '../throttle/index.js';
 import { checkOf } from './client-identity.js';
 import { answerFor, createDecide, takenFrom, type Decide, type Limit } from './decision.js';
@@ -47,7 +46,7 @@ export type RateCheck = (ctx: Context) => Promise<boolean>;
  * THROTTLE_FAILURE_MODE (this worker's share of the limit, admitted uncounted, or a 503).
  */
 function rateLimit(deps: Deps): Limit {
-  const localShare = deps.census && new LocalShare({ census: deps.census, logger: deps.logger, metrics: deps.metrics });
+  const localShare = deps.alone?.rates;
   const answers = createRefusalAnswers();
   return {
     store: {

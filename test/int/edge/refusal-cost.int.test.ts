@@ -101,7 +101,7 @@ test('a refused flood costs no Redis, no token lookup, and a bounded log', async
     for (let i = 0; i < 2; i++) assert.is((await get(app, ip, randomToken())).status, 429, `strike ${i + 1}`);
     // The census of web workers is no request's cost: a script call every 2 s (docs/throttling.md "When Redis is
     // unreachable").
-    await app.deps.census?.close();
+    await app.deps.alone?.census.close();
     // Nor is the reading of plans and overrides: an epoch read every 250 ms (docs/throttling.md "Plans and overrides").
     app.deps.limits?.close();
     const commands = await commandsRun();

@@ -168,7 +168,7 @@ async function hammer(
   // The app's count of distinct refused clients (an EVAL a second after the earlier tests' refusals) is no part of
   // it, nor is its census of web workers (a script call every 2 s, docs/throttling.md "When Redis is unreachable").
   app.deps.watch?.close();
-  await app.deps.census?.close();
+  await app.deps.alone?.census.close();
   const callsBefore = await scriptCalls();
   const decisions: Decision[] = [];
   const stamps: number[] = [];

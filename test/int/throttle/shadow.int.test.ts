@@ -93,7 +93,7 @@ test.before(async () => {
   );
   // The census of web workers is no request's cost: a script call every 2 s (docs/throttling.md "When Redis is
   // unreachable").
-  await app.deps.census?.close();
+  await app.deps.alone?.census.close();
   // Nor is the reading of plans and overrides, none of which this file gives: an epoch read every 250 ms
   // (docs/throttling.md "Plans and overrides").
   app.deps.limits?.close();

@@ -4,7 +4,7 @@
  * configured limit and window. What every throttle decision does calls these as each limit learns its
  * scopes (src/edge/decision.ts `declare`).
  */
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../base/metrics.js';
 
 /** The outcomes `paceline_throttle_decisions_total` counts. */
 const THROTTLE_DECISIONS = ['allowed', 'throttled', 'store_error', 'shadow_refused'] as const;
