@@ -11,7 +11,8 @@ export interface Backends {
   cursorSecret: string;
   /** Embedded stores are no longer restarted: shutdown has begun. */
   hold(): void;
-  stop(): Promise<void>;
+  /** Stops the embedded stores; one still shutting down at `deadline` (ms since the epoch) is ended at once. */
+  stop(deadline?: number): Promise<void>;
 }
 
 /**

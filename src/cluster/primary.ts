@@ -38,7 +38,7 @@ export async function runPrimary(config: Config, fileSettings: Record<string, st
   if (config.CONNECTION_DOOR === 'shared') cluster.schedulingPolicy = cluster.SCHED_NONE;
   const backends = await life.step(() => provideBackends(config, logger));
   life.holdStores = backends.hold;
-  life.stops.push(() => backends.stop());
+  life.stops.push((deadline) => backends.stop(deadline));
   await migrate(backends.databaseUrl, logger, life);
   const metrics = await life.step(() => startMetricsHub(config, logger));
   life.stops.push(() => metrics.close());

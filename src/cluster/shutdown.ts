@@ -8,7 +8,8 @@ import type { Config } from '../settings/config.js';
 export interface Lifecycle {
   /** Runs one start step; once shutting down it starts nothing and never resolves (the process exits). */
   step<T>(start: () => Promise<T>): Promise<T>;
-  readonly stops: Array<() => Promise<void>>;
+  /** Run in reverse order with the stop's deadline: DRAIN_DELAY_MS + SHUTDOWN_TIMEOUT_MS after the signal. */
+  readonly stops: Array<(deadline: number) => Promise<void>>;
   stopping(): boolean;
   /** Called first on a signal: a store that exits now (Ctrl-C reaches it too) is not restarted. */
   holdStores: () => void;
@@ -32,23 +33,24 @@ export function handleShutdown(logger: Logger, config: Config): Lifecycle {
       return work;
     },
   };
-  const shutdown = onceShutdown(logger, config, async () => {
+  const shutdown = onceShutdown(logger, config, async (deadline) => {
     stopping = true;
     life.holdStores();
     for (let seen = null as unknown; seen !== current;) await (seen = current);
     await life.announceLeaving();
-    for (const stop of life.stops.reverse()) await stop();
+    for (const stop of life.stops.reverse()) await stop(deadline);
   });
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   return life;
 }
 
-function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<void>) {
+function onceShutdown(logger: Logger, config: Config, stopAll: (deadline: number) => Promise<void>) {
   let started = false;
   return (signal: string) => {
     if (started) return;
     started = true;
+    const deadline = Date.now() + config.DRAIN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS;
     logger.info({ signal }, 'shutting down: draining children');
     // Backstop: the children have most of SHUTDOWN_TIMEOUT_MS and the stores the rest; this is for a store that hangs.
     setTimeout(
@@ -58,7 +60,7 @@ function onceShutdown(logger: Logger, config: Config, stopAll: () => Promise<voi
       },
       config.DRAIN_DELAY_MS + config.SHUTDOWN_TIMEOUT_MS + 20_000,
     ).unref();
-    stopAll().then(
+    stopAll(deadline).then(
       () => {
         logger.info('stopped');
         process.exit(0);

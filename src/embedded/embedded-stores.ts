@@ -17,7 +17,7 @@ export interface EmbeddedStores {
   redisUrl?: string;
   /** Embedded stores are no longer restarted: shutdown has begun. */
   hold(): void;
-  stop(): Promise<void>;
+  stop(deadline?: number): Promise<void>;
 }
 
 /**
@@ -36,8 +36,9 @@ export async function startEmbeddedStores(config: Config, logger: Logger): Promi
   const hold = () => {
     for (const service of started) service.hold();
   };
-  const stop = async () => {
-    for (const service of started.reverse()) await service.stop().catch(() => {});
+  // Side by side: neither needs the other to stop, and each has all the time left before the deadline.
+  const stop = async (deadline?: number) => {
+    await Promise.all(started.map((service) => service.stop(deadline).catch(() => {})));
   };
   try {
     let databaseUrl = config.DATABASE_URL;

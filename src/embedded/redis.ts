@@ -6,7 +6,7 @@ import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { embeddedRedisUrl, SERVICE_USER } from '../stores/redis-service-user.js';
 import { findServerAccount, giveTree, prepareParents, REDIS_ACCOUNT } from './server-account.js';
-import type { RunningService } from './service.js';
+import { graceBefore, type RunningService } from './service.js';
 
 interface RedisServerOptions {
   /** Working directory for the append-only file; created when missing. */
@@ -137,10 +137,10 @@ export async function startRedis(
     else log(`redis-server on port ${opts.port} exited unexpectedly (${signal ?? `code ${code}`})`);
   });
   let stopped: Promise<void> | undefined;
-  const stop = () =>
+  const stop = (deadline?: number) =>
     (stopped ??= (async () => {
       stopping = true;
-      await terminate(child, exited);
+      await terminate(child, exited, deadline);
     })());
   const operatorUrl =
     opts.operatorPassword === undefined
@@ -230,10 +230,12 @@ function ping(port: number, password: string | undefined): Promise<string | unde
   });
 }
 
-async function terminate(child: ChildProcess, exited: Promise<Exit>): Promise<void> {
+/** SIGTERM, then SIGKILL past the grace or the stop's deadline (losing at most the last second of unsynced writes). */
+async function terminate(child: ChildProcess, exited: Promise<Exit>, deadline?: number): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
-  const done = await Promise.race([exited.then(() => true), sleep(STOP_GRACE_MS).then(() => false)]);
+  const grace = graceBefore(deadline, STOP_GRACE_MS);
+  const done = await Promise.race([exited.then(() => true), sleep(grace).then(() => false)]);
   if (!done) {
     child.kill('SIGKILL');
     await exited;

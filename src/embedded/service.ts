@@ -2,6 +2,18 @@
 export interface RunningService {
   /** Connection URL, always on 127.0.0.1. */
   url: string;
-  /** Stops the server and waits for it to exit. Safe to call more than once. */
-  stop(): Promise<void>;
+  /**
+   * Stops the server and waits for it to exit. Safe to call more than once. Given a `deadline` (ms since the epoch),
+   * a server still shutting down then is ended at once (docs/configuration.md `SHUTDOWN_TIMEOUT_MS`).
+   */
+  stop(deadline?: number): Promise<void>;
+}
+
+/** How long before a stop's deadline a server still shutting down is ended at once: its exit takes this long at most. */
+const EXIT_MARGIN_MS = 250;
+
+/** How long a server may take to shut down its own way: `graceMs`, cut short by the stop's deadline. */
+export function graceBefore(deadline: number | undefined, graceMs: number): number {
+  if (deadline === undefined) return graceMs;
+  return Math.max(0, Math.min(graceMs, deadline - Date.now() - EXIT_MARGIN_MS));
 }

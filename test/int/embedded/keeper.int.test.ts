@@ -133,4 +133,17 @@ Keeper('hold(): an exit once shutdown has begun is neither restarted nor logged 
   }),
 );
 
+Keeper("a stop's deadline ends a server that cannot shut down by then, instead of its own 3 s grace", () =>
+  withKeptRedis(async ({ redis, port }) => {
+    const pid = (await serverPid(port))!;
+    process.kill(pid, 'SIGSTOP'); // stopped: it cannot act on SIGTERM, as a server stuck writing its file
+    const started = Date.now();
+    await redis.stop(started + 800);
+    const took = Date.now() - started;
+    assert.throws(() => process.kill(pid, 0), /ESRCH/, 'the server is gone');
+    // The deadline less the margin kept for the exit (about 550 ms), not the 3,000 ms a stop without one grants.
+    assert.ok(took < 2_500, `stopped in ${took} ms`);
+  }),
+);
+
 Keeper.run();
