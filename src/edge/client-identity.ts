@@ -1,9 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
-import { forwardedHops } from '../server/client-address.js';
+import { clientAddressOf } from '../server/client-address.js';
 import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
-import { clientIp, ipKey, ipv6PrefixFor } from '../throttle/index.js';
+import { ipKey, ipv6PrefixFor } from '../throttle/index.js';
 
 // Who a request is counted as, by the throttle (throttle.ts), the concurrency limits (concurrency.ts) and the
 // token lookups of clients without a user (authenticate.ts): the rule that counts it and the client's identity.
@@ -62,10 +62,6 @@ export function identify(ctx: Context, rule: ScopeRule, deps: Deps): string {
 
 /** The identity `rule` counts a request's address by: `ip:<address or IPv6 prefix>`. */
 function addressIdent(req: IncomingMessage, rule: ScopeRule, { config }: Pick<Deps, 'config'>): string {
-  const peer = req.socket.remoteAddress;
   // X-Forwarded-For counts only from a trusted proxy (TRUSTED_PROXIES): anyone else is their socket address.
-  // Node joins a repeated X-Forwarded-For into one value, as Koa's ctx.get returns it.
-  const forwarded = req.headers['x-forwarded-for'] as string | undefined;
-  const ip = clientIp(peer, forwarded || undefined, forwardedHops(config, peer));
-  return `ip:${ipKey(ip, ipv6PrefixFor(rule.scope, config))}`;
+  return `ip:${ipKey(clientAddressOf(req, config), ipv6PrefixFor(rule.scope, config))}`;
 }

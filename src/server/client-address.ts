@@ -1,7 +1,9 @@
 // The client's address behind trusted proxies (TRUSTED_PROXIES, TRUST_PROXY_HOPS): whose forwarded headers count
 // (docs/architecture.md "Throttling").
+import type { IncomingMessage } from 'node:http';
 import { isIP, isIPv4 } from 'node:net';
 import type { ProxyList } from '../settings/proxy-list.js';
+import { clientIp } from '../throttle/identity.js';
 import { maskIpv6, parseIpv6, unmapIpv4 } from '../throttle/ipv6.js';
 
 /** What decides whether a request's forwarded headers count (a `Config` is one). */
@@ -48,4 +50,15 @@ export function forwardedHops(settings: ProxySettings, peer: string | undefined)
   const hops = settings.TRUST_PROXY_HOPS;
   if (hops === 0 || settings.TRUSTED_PROXIES === undefined) return hops;
   return isTrustedProxy(settings.TRUSTED_PROXIES, peer) ? hops : 0;
+}
+
+/**
+ * The client's address: the one a trusted proxy forwarded (`X-Forwarded-For`, `TRUST_PROXY_HOPS` from the right), else
+ * the socket's; what the throttle and the login's CPU budget count a client by.
+ */
+export function clientAddressOf(req: IncomingMessage, settings: ProxySettings): string {
+  const peer = req.socket.remoteAddress;
+  // Node joins a repeated X-Forwarded-For into one value, as Koa's ctx.get returns it.
+  const forwarded = req.headers['x-forwarded-for'] as string | undefined;
+  return clientIp(peer, forwarded || undefined, forwardedHops(settings, peer));
 }

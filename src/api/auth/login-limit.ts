@@ -5,17 +5,10 @@ import type { PasswordCheck } from '../../auth/tokens.js';
 import type { Deps } from '../../deps.js';
 import { Errors } from '../../base/errors.js';
 import type { ScopeRule } from '../../throttle/index.js';
-import {
-  clientIp,
-  createRefusalAnswers,
-  ipKey,
-  loginIdent,
-  longestWait,
-  rateLimitHeaders,
-} from '../../throttle/index.js';
+import { createRefusalAnswers, ipKey, loginIdent, longestWait, rateLimitHeaders } from '../../throttle/index.js';
 import { createDecide, takenFrom, type Decide, type Limit } from '../../edge/decision.js';
 import { answerRefusal } from '../../edge/refusal.js';
-import { forwardedHops } from '../../server/client-address.js';
+import { clientAddressOf } from '../../server/client-address.js';
 import { createBurstLogger, STORE_DOWN_RETRY_S } from '../../edge/throttle-store-down.js';
 
 /**
@@ -105,9 +98,7 @@ export function createLoginHashing({ config, metrics }: Pick<Deps, 'config' | 'm
   metrics.loginHashesPeak.set(0);
   return {
     verifierFor(ctx) {
-      const peer = ctx.req.socket.remoteAddress;
-      const ip = clientIp(peer, ctx.get('X-Forwarded-For') || undefined, forwardedHops(config, peer));
-      const client = ipKey(ip, config.LOGIN_IPV6_PREFIX);
+      const client = ipKey(clientAddressOf(ctx.req, config), config.LOGIN_IPV6_PREFIX);
       return {
         async verify(password, stored) {
           const turn = await budget.run(client, () => verifyPassword(password, stored));
