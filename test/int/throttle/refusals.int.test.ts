@@ -147,13 +147,14 @@ test('a client hammering past its limit over HTTP: 2,000 refusals cost Redis at 
 /**
  * Two processes' throttlers (own connections, own refusals) hammer one client in turn for
  * `seconds`, a request every millisecond or so: their decisions, the Redis stamp of each
- * admission (read from the log after it: the newest entry), and the script calls they cost.
+ * admission (read from the log after it: the newest entry), the script calls they cost, and the
+ * slowest answer or pause between two requests (ms): a millisecond or two, unless the host stalled.
  */
 async function hammer(
   r: ScopeRule,
   ident: string,
   seconds: number,
-): Promise<{ decisions: Decision[]; stamps: number[]; calls: number }> {
+): Promise<{ decisions: Decision[]; stamps: number[]; calls: number; slowest: number }> {
   const throttlers: Throttler[] = [0, 1].map(() => {
     const connection = new Redis(redis.url);
     connections.push(connection);
@@ -172,27 +173,38 @@ async function hammer(
   const callsBefore = await scriptCalls();
   const decisions: Decision[] = [];
   const stamps: number[] = [];
+  let slowest = 0;
   const end = performance.now() + seconds * 1000;
+  let previousAnswered = performance.now();
   for (let i = 0; performance.now() < end; i++) {
+    const sent = performance.now();
     const decision = (await (throttlers[i % 2] as Throttler).consume([{ rule: r, ident }]))[0] as Decision;
+    const answered = performance.now();
+    slowest = Math.max(slowest, Math.round(answered - sent), Math.round(sent - previousAnswered) - 1);
     decisions.push(decision);
     if (decision.allowed) stamps.push((await readStamps(throttleKey(PREFIX, { rule: r, ident }))).at(-1) as number);
+    previousAnswered = performance.now();
     await sleep(1);
   }
-  return { decisions, stamps, calls: (await scriptCalls()) - callsBefore };
+  return { decisions, stamps, calls: (await scriptCalls()) - callsBefore, slowest };
 }
 
 test('once the window frees the client is admitted again at exactly its budget: none early, none refused late', async () => {
   const r = rule('3/1s');
-  const { decisions, stamps, calls } = await hammer(r, 'ip:198.51.100.20', 3.5);
+  const { decisions, stamps, calls, slowest } = await hammer(r, 'ip:198.51.100.20', 3.5);
   const admitted = stamps.length;
   assert.ok(admitted >= 12 && admitted <= 13, `${admitted} admitted in 3.5 s of 3/1s`);
   for (let i = 3; i < stamps.length; i++) {
     // The i-th admission waits for the (i-3)-th to leave the window: never sooner (exact), and
-    // not much later (refused here after the window freed only by the clock allowance).
+    // not much later (refused here after the window freed only by the clock allowance). A host too
+    // busy to send, or to read Redis's answer, for a while (a refusal remembered from an answer read late is
+    // remembered as much too long) delays it by as long, which is no refusal: the slowest such wait is allowed, and named.
     const late = ((stamps[i] as number) - (stamps[i - 3] as number) - 1_000_000) / 1000;
     assert.ok(late >= 0, `admission ${i + 1} came ${-late} ms early`);
-    assert.ok(late <= 50, `admission ${i + 1} came ${late} ms after its window freed`);
+    assert.ok(
+      late <= 50 + slowest,
+      `admission ${i + 1} came ${late} ms after its window freed (the host's slowest answer or pause: ${slowest} ms)`,
+    );
   }
   const local = decisions.filter((d) => d.local).length;
   assert.ok(
