@@ -17,18 +17,15 @@
 import { createThrottler } from '../../src/throttle/index.js';
 import { runLine } from './harness/report.js';
 import { runBench } from './harness/run.js';
-import { interleave, runAutocannon } from './harness/send.js';
-import { startStores, withCosts } from './harness/service.js';
+import { startStores } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
 import { median, per, sumOf } from './harness/stats.js';
-import { forkWorkers, runCluster, serveApp, type BenchSetup } from './harness/workers.js';
+import { measureVariants, startVariants, WARMUP_S, WORKERS } from './harness/variants.js';
+import { runCluster, serveApp, type BenchSetup } from './harness/workers.js';
 
 const VARIANTS = ['local', 'redis-only'] as const;
-type Variant = (typeof VARIANTS)[number];
-const WORKERS = 2;
-const WARMUP_S = 2;
 
-const serve = (setup: BenchSetup & { variant: Variant }) =>
+const serve = (setup: BenchSetup & { variant: (typeof VARIANTS)[number] }) =>
   serveApp(
     setup,
     { REDIS_PREFIX: `bench:${setup.variant}:`, TRUST_PROXY_HOPS: '1', THROTTLE_ANON: '100/min' },
@@ -46,21 +43,17 @@ const serve = (setup: BenchSetup & { variant: Variant }) =>
 async function primary(): Promise<void> {
   const [seconds, rounds, connections] = readArgs([10, 2, 50]) as [number, number, number];
   const { databaseUrl, redisUrl, admin } = await startStores({ persistent: false, database: 'bench_flood' });
-  const targets = [];
-  for (const variant of VARIANTS) {
-    const { workers, base } = await forkWorkers(WORKERS, { variant, databaseUrl, redisUrl });
-    const load = { url: `${base}/api/tasks/`, connections, headers: { 'x-forwarded-for': '198.18.0.1' } };
-    targets.push({ variant, workers, load });
-  }
   // The warm-up spends the client's 100 and gets it refused, besides warming the code.
-  for (const target of targets) await runAutocannon(target.load, WARMUP_S);
-  const slices = await interleave(
-    targets,
-    rounds,
-    // The requests still in flight when autocannon stopped belong to the slice.
-    (target) => withCosts(admin, target.workers, () => runAutocannon(target.load, seconds / rounds), 1000),
-    'alternate',
-  );
+  const targets = await startVariants(VARIANTS, { databaseUrl, redisUrl }, (_, base) => ({
+    url: `${base}/api/tasks/`,
+    connections,
+    headers: { 'x-forwarded-for': '198.18.0.1' },
+  }));
+  const slices = await measureVariants(targets, rounds, seconds / rounds, {
+    admin,
+    settleMs: 1000,
+    order: 'alternate',
+  });
   const what = `W=${WORKERS} workers per variant, ${connections} connections, one client (anon 100/min), ${seconds} s per variant in ${rounds} interleaved rounds after ${WARMUP_S} s warm-up, GET /api/tasks/`;
   console.log(await runLine(admin, what));
   console.table(

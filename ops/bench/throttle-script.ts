@@ -13,9 +13,9 @@
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
-import { startBenchRedis } from '../../test/helpers/bench-stores.js';
-import { defer, runBench, scratchDir } from './harness/run.js';
-import { redisVersion, withCosts } from './harness/service.js';
+import { runBench, scratchDir } from './harness/run.js';
+import { redisVersion, startRedisStore, withCosts } from './harness/service.js';
+import { readArgs } from './harness/settings.js';
 
 const BATCH = 13;
 const SHADOW = process.argv[3];
@@ -56,12 +56,9 @@ async function measure(admin: Redis, url: string, shape: 'growing' | 'full', tur
 }
 
 async function main(): Promise<void> {
-  const turns = Number(process.argv[2] ?? 20_000);
-  const redis = await startBenchRedis(await scratchDir('script-bench'));
-  defer(() => redis.stop());
-  const admin = new Redis(redis.url);
-  defer(() => admin.disconnect());
-  const rows = [await measure(admin, redis.url, 'growing', turns), await measure(admin, redis.url, 'full', turns)];
+  const [turns] = readArgs([20_000]) as [number];
+  const { redisUrl, admin } = await startRedisStore(await scratchDir('script-bench'));
+  const rows = [await measure(admin, redisUrl, 'growing', turns), await measure(admin, redisUrl, 'full', turns)];
   console.log(
     `redis ${await redisVersion(admin)}, ${BATCH} checks per script call, one call at a time` +
       (SHADOW ? `, shadow rate ${SHADOW}` : ''),

@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -54,18 +54,23 @@ export async function startStores(options: StoreOptions = {}): Promise<Stores> {
   }
   const postgres = await startEmbeddedPostgres(pgOptions);
   defer(() => postgres.stop());
-  const redis = await startBenchRedis(root);
-  defer(() => redis.stop());
-  const admin = new Redis(redis.url);
-  defer(() => admin.disconnect());
+  const { redisUrl, admin } = await startRedisStore(root);
   // A benchmark that forks node:cluster workers leaves none behind, whatever ends it.
   defer(() => Object.values(cluster.workers ?? {}).forEach((worker) => worker?.process.kill('SIGKILL')));
   const { url: databaseUrl, db } = await createBenchDatabase(postgres.url, database);
   if (statements) await sql`create extension pg_stat_statements`.execute(db);
   const { rows } = await sql<{ server_version: string }>`show server_version`.execute(db);
   await db.destroy();
-  const adminUrl = postgres.url;
-  return { databaseUrl, adminUrl, redisUrl: redis.url, admin, postgresVersion: rows[0]!.server_version };
+  return { databaseUrl, adminUrl: postgres.url, redisUrl, admin, postgresVersion: rows[0]!.server_version };
+}
+
+/** A throwaway Redis under `root` and a connection to it for its counters, stopped when the benchmark ends. */
+export async function startRedisStore(root: string): Promise<{ redisUrl: string; admin: Redis }> {
+  const redis = await startBenchRedis(root);
+  defer(() => redis.stop());
+  const admin = new Redis(redis.url);
+  defer(() => admin.disconnect());
+  return { redisUrl: redis.url, admin };
 }
 
 /** A copy of the stores' database (seeded or not) named `name`, made from it as a template. */
@@ -78,9 +83,8 @@ export async function copyDatabase(stores: Stores, name: string): Promise<string
 }
 
 /**
- * The compiled service (`node dist/src/main.js`, built beforehand) with two web workers, no job worker and the
- * default logging (a line per request, read and dropped as a log shipper would take it), on `env`'s stores;
- * resolves once both web workers are up, and is stopped when the benchmark ends.
+ * The compiled service (`node dist/src/main.js`, built beforehand), two web workers, no job worker, the default
+ * logging (a line per request, read and dropped as a log shipper would) on `env`'s stores, up; stopped at the end.
  */
 export async function startService(env: Record<string, string>, launch: Launch = 'dist'): Promise<RunningCluster> {
   const service = await startCluster(
@@ -140,10 +144,7 @@ export async function startTree(
   return tree;
 }
 
-/**
- * The read-path bench's bare node:http (or bare Koa) cluster of 2 workers answering `bodyFile`'s bytes, on
- * `binary` (this process's node by default).
- */
+/** The read-path bench's bare node:http (or Koa) cluster of 2 workers answering `bodyFile`'s bytes, on `binary`. */
 export async function startBare(
   bodyFile: string,
   contentType: string,
@@ -155,47 +156,43 @@ export async function startBare(
   return startTree(binary, args, port, {}, async (tree) => tree.stdout().includes('listening'));
 }
 
-/** Resident memory of a process in MiB, from /proc (NaN once it has exited). */
-export function rssMiB(pid: number): number {
+/** `read()` of a process's /proc entries, or `fallback` once it has exited. */
+function fromProc<T>(fallback: T, read: () => T): T {
   try {
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+    return read();
   } catch {
-    return NaN;
+    return fallback;
   }
 }
 
+/** Resident memory of a process in MiB, from /proc (NaN once it has exited). */
+export const rssMiB = (pid: number): number =>
+  fromProc(NaN, () => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024);
+
 /** CPU time (user + system, every thread) a process has used, in seconds (0 once it has exited). */
-export function cpuSeconds(pid: number): number {
-  try {
+export const cpuSeconds = (pid: number): number =>
+  fromProc(0, () => {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) / 100; // Linux' USER_HZ
-  } catch {
-    return 0;
-  }
-}
+  });
 
 /** The same over a primary and its children. */
 export const treeCpuSeconds = (primary: number): number =>
   [primary, ...childPids(primary)].reduce((sum, pid) => sum + cpuSeconds(pid), 0);
 
 /** The soft open-file limit of a process (`self`: this one), from /proc (Infinity: unlimited; NaN once it has exited). */
-export function fileLimit(pid: number | 'self' = 'self'): number {
-  try {
+export const fileLimit = (pid: number | 'self' = 'self'): number =>
+  fromProc(NaN, () => {
     const soft = /^Max open files\s+(\S+)/m.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1];
     return soft === 'unlimited' ? Infinity : Number(soft);
-  } catch {
-    return NaN;
-  }
-}
+  });
 
 /** The binary a running process executes, from /proc (undefined once it has exited). */
-export function executableOf(pid: number): string | undefined {
-  try {
-    return realpathSync(readlinkSync(`/proc/${pid}/exe`));
-  } catch {
-    return undefined;
-  }
-}
+export const executableOf = (pid: number): string | undefined =>
+  fromProc(undefined, () => realpathSync(readlinkSync(`/proc/${pid}/exe`)));
+
+/** How many file descriptors a process holds, from /proc (NaN once it has exited). */
+export const openFds = (pid: number): number => fromProc(NaN, () => readdirSync(`/proc/${pid}/fd`).length);
 
 /** Redis's counters: commands processed (INFO commandstats, its INFO calls left out), of them script calls, by name. */
 export async function redisCommands(
@@ -223,14 +220,9 @@ export async function redisCpuUs(redis: Redis): Promise<number> {
 export const redisVersion = async (redis: Redis): Promise<string> =>
   /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
 
+const COSTS = ['commands', 'scripts', 'redisCpuUs', 'workersCpuUs', 'loaderCpuUs'] as const;
 /** What a stretch of load cost: Redis commands and script calls, and CPU µs of Redis, the workers and this process. */
-export interface Costs {
-  commands: number;
-  scripts: number;
-  redisCpuUs: number;
-  workersCpuUs: number;
-  loaderCpuUs: number;
-}
+export type Costs = Record<(typeof COSTS)[number], number>;
 
 /**
  * Runs `work`, waits `settleMs` (what was still in flight belongs to it), and resolves with its result and what it
@@ -242,7 +234,7 @@ export async function withCosts<T extends object>(
   work: () => Promise<T>,
   settleMs = 0,
 ): Promise<T & Costs> {
-  const read = async () => ({
+  const read = async (): Promise<Costs> => ({
     ...(admin ? await redisCommands(admin) : { commands: 0, scripts: 0 }),
     redisCpuUs: admin ? await redisCpuUs(admin) : 0,
     workersCpuUs: workers.length > 0 ? await workersCpuUs(workers) : 0,
@@ -252,12 +244,5 @@ export async function withCosts<T extends object>(
   const result = await work();
   await sleep(settleMs);
   const after = await read();
-  return {
-    ...result,
-    commands: after.commands - before.commands,
-    scripts: after.scripts - before.scripts,
-    redisCpuUs: after.redisCpuUs - before.redisCpuUs,
-    workersCpuUs: after.workersCpuUs - before.workersCpuUs,
-    loaderCpuUs: after.loaderCpuUs - before.loaderCpuUs,
-  };
+  return { ...result, ...(Object.fromEntries(COSTS.map((key) => [key, after[key] - before[key]])) as Costs) };
 }
