@@ -1,11 +1,8 @@
 /**
- * `npm run bench:overload`: what the compiled service does with more load than it can serve. Starts a throwaway
- * PostgreSQL and Redis, seeds a few thousand tasks, starts `node dist/src/main.js` (2 web workers, limits never
- * reached) twice, once with ADMISSION_CONTROL=off and once with =on, finds the mix's capacity with an open-loop
- * ramp, runs the mix open-loop at 0.5×, 1×, 2× and 4× that rate on each instance, then a flood of 2,000
- * keep-alive connections on each, while a prober, a newcomer, asks `/healthz` and the cached page 1, each on a new
- * connection, every 250 ms. Prints a Markdown report, also written to ops/bench/results/overload.md;
- * docs/benchmarks.md "Overload (`npm run bench:overload`)" explains it.
+ * `npm run bench:overload`: what the compiled service does with more load than it can serve, with admission control
+ * off and on (docs/benchmarks.md "Overload (`npm run bench:overload`)"). BENCH_DOOR (the build's CONNECTION_DOOR),
+ * BENCH_MULTIPLES (0.5,1,2,4), BENCH_ONLY (on), BENCH_SECONDS (10), BENCH_FLOOD_SECONDS (10; 0: no flood),
+ * BENCH_FLOOD_CONNECTIONS (2,000), BENCH_LOG_LEVEL (info), BENCH_RESULTS (ops/bench/results/overload.md).
  *
  *   npm run bench:overload                                          # `on` as shipped; 4-5 min quiet, 11 loaded
  *   BENCH_DOOR=cluster npm run bench:overload                       # `on` with another CONNECTION_DOOR
@@ -15,7 +12,7 @@
 import { loadavg } from 'node:os';
 import { connectDatabase } from '../../db/connect.js';
 import { FIRST_RATE, isBounded, measureCapacity, P99_BOUND_MS } from './overload/capacity.js';
-import { knowsDoor, machineFacts, settingsLine, shippedDoor } from './overload/preamble.js';
+import { DEFAULT_MULTIPLES, machineFacts, readSettings, settingsLine } from './overload/preamble.js';
 import { PROBE_TIMEOUT_MS } from './overload/outcomes.js';
 import { startLoadProcess } from './overload/processes.js';
 import {
@@ -42,11 +39,10 @@ import { uptime, writeResults } from './harness/report.js';
 import { defer, log, runBench } from './harness/run.js';
 import { startPacedClient } from './harness/paced.js';
 import { fileLimit, redisVersion } from './harness/service.js';
-import { readBenchCount, readBenchText, refuse } from './harness/settings.js';
+import { readBenchText } from './harness/settings.js';
 
 const RESULTS = readBenchText('BENCH_RESULTS', 'ops/bench/results/overload.md');
 const TASKS = 5_000;
-const DEFAULT_MULTIPLES = [0.5, 1, 2, 4];
 /** The quiet run and the overloaded one whose served latencies and goodput the report sets side by side. */
 const QUIET = 0.5;
 const LOADED = 4;
@@ -56,21 +52,8 @@ const SOCKETS = 1_000;
 const RAMP_SECONDS = 3;
 const WARM_UP_SECONDS = 5;
 
-/** The `on` instance's CONNECTION_DOOR: the build's default unless BENCH_DOOR names another it accepts. */
-const door = readBenchText('BENCH_DOOR', shippedDoor());
-if (!knowsDoor(door)) refuse('BENCH_DOOR', door, 'a CONNECTION_DOOR this build accepts (docs/configuration.md)');
-const multiplesText = readBenchText('BENCH_MULTIPLES');
-const multiples = multiplesText === '' ? DEFAULT_MULTIPLES : multiplesText.split(',').map(Number);
-if (multiples.some((m) => !(m > 0 && m <= 16)))
-  refuse('BENCH_MULTIPLES', multiplesText, 'multiples of capacity above 0 and at most 16, by commas (0.5,4)');
-const onlyText = readBenchText('BENCH_ONLY');
-if (onlyText !== '' && onlyText !== 'on') refuse('BENCH_ONLY', onlyText, 'on or unset');
-const onlyOn = onlyText === 'on';
-const seconds = readBenchCount('BENCH_SECONDS', 10);
-/** 0: no flood. */
-const floodSeconds = readBenchCount('BENCH_FLOOD_SECONDS', 10, 0);
-const wantedConnections = readBenchCount('BENCH_FLOOD_CONNECTIONS', 2_000);
-const logLevel = readBenchText('BENCH_LOG_LEVEL', 'info');
+const settings = readSettings();
+const { door, multiples, onlyOn, seconds, floodSeconds, wantedConnections, logLevel } = settings;
 
 async function main(): Promise<void> {
   const startedAt = Date.now();
@@ -187,21 +170,7 @@ async function main(): Promise<void> {
     '',
     ...facts,
     '',
-    settingsLine({
-      door,
-      doorAsked: readBenchText('BENCH_DOOR') !== '',
-      multiples,
-      multiplesAsked: multiplesText !== '',
-      onlyOn,
-      seconds,
-      floodSeconds,
-      connections,
-      wantedConnections,
-      logLevel,
-      tasks: TASKS,
-      timeoutMs: TIMEOUT_MS,
-      sockets: SOCKETS,
-    }),
+    settingsLine({ ...settings, connections, tasks: TASKS, timeoutMs: TIMEOUT_MS, sockets: SOCKETS }),
     '',
     `## Capacity: ${Math.round(ramp.capacity).toLocaleString('en-US')} requests/s of the mix`,
     '',

@@ -24,10 +24,8 @@ const MAX_HEAD_BYTES = 64 * 1024;
 
 /**
  * The load's HTTP/1.1 client: keep-alive connections, one request at a time on each, an answer read for its
- * status and the end of its body and nothing more. node:http's client parses and builds objects for every header
- * and costs the load process several times the CPU; on a host whose cores the service shares, that CPU is taken
- * from the service, and a load process that falls behind its schedule shows as the service's latency
- * (docs/benchmarks.md "Overload (`npm run bench:overload`)"). Each request's latency counts from its planned start, as before.
+ * status and the end of its body and nothing more. Cheaper than node:http's client, whose CPU would be taken from
+ * the service on a shared host (docs/benchmarks.md "Overload (`npm run bench:overload`)").
  */
 export class HttpPool {
   readonly #host: string;

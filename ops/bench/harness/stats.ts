@@ -21,8 +21,8 @@ export const spread = (values: readonly number[], digits = 2): string =>
   `${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)}`;
 
 /** Count, median, p99 and most of `samples` (ms). */
-export function latencies(samples: readonly number[]): { count: number; p50: number; p99: number; max: number } {
-  const sorted = [...samples].sort((a, b) => a - b);
+export function latencies(samples: ArrayLike<number>): { count: number; p50: number; p99: number; max: number } {
+  const sorted = Array.from(samples).sort((a, b) => a - b);
   return { count: sorted.length, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), max: sorted.at(-1) ?? NaN };
 }
 

@@ -1,7 +1,7 @@
 /**
  * The load process of `npm run bench:overload`: a process of its own, so that its CPU (it shares the host's cores
  * with the service) shows apart from the service's and its clock is not the benchmark's. Forked by
- * load-client.ts; each message `{ id, mix }` or `{ id, flood }` is one run, answered `{ id, result }` when it ends.
+ * processes.ts; each message `{ id, mix }` or `{ id, flood }` is one run, answered `{ id, result }` when it ends.
  */
 import { runFlood, type FloodRun } from './flood.js';
 import { runMix, type MixRun } from './mix.js';

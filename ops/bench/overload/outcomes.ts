@@ -1,11 +1,7 @@
-/**
- * What became of the requests of one class in one run, and the figures the report shows of them. Pure: the load
- * processes record outcomes and send the summaries to the benchmark.
- */
-import { latencies } from '../harness/stats.js';
-
+/** What became of the requests of one class in one run, and the figures the report shows of them. */
 import type { Outcome } from '../harness/http-pool.js';
 import { PACED_TIMEOUT_MS } from '../harness/paced.js';
+import { latencies } from '../harness/stats.js';
 export type { Outcome };
 
 /** The prober's pace (each kind), and how long a probe may wait for its answer before it counts as unanswered. */
@@ -49,14 +45,12 @@ export function record(tally: Tally, outcome: Outcome): void {
 
 /** One class's figures over a run of `seconds`. */
 export interface Summary {
-  planned: number;
   offeredPerS: number;
   /** 2xx answers per second. */
   goodputPerS: number;
   /** Of the 2xx answers, ms from the planned start (NaN: none). */
   p50Ms: number;
   p99Ms: number;
-  maxMs: number;
   /** 503 answers: the service shedding load. */
   shed: number;
   timeouts: number;
@@ -78,12 +72,10 @@ export function summarise(tally: Tally, seconds: number): Summary {
     if ((code < 200 || code > 299) && code !== 503) other[code] = count;
   }
   return {
-    planned: tally.planned,
     offeredPerS: tally.planned / seconds,
     goodputPerS: served.count / seconds,
     p50Ms: served.p50,
     p99Ms: served.p99,
-    maxMs: served.max,
     shed: tally.statuses[503] ?? 0,
     timeouts: tally.timeouts,
     unsent: tally.unsent,
@@ -91,19 +83,4 @@ export function summarise(tally: Tally, seconds: number): Summary {
     other,
     answered,
   };
-}
-
-/** Several tallies as one (the whole mix). */
-export function mergeTallies(tallies: readonly Tally[]): Tally {
-  const merged = newTally();
-  for (const tally of tallies) {
-    merged.planned += tally.planned;
-    merged.timeouts += tally.timeouts;
-    merged.unsent += tally.unsent;
-    merged.errors += tally.errors;
-    for (const ms of tally.served) merged.served.push(ms);
-    for (const [status, count] of Object.entries(tally.statuses))
-      merged.statuses[Number(status)] = (merged.statuses[Number(status)] ?? 0) + count;
-  }
-  return merged;
 }

@@ -1,6 +1,7 @@
 import { cpus } from 'node:os';
 import { loadConfig } from '../../../src/settings/config.js';
 import { stamp, uptime } from '../harness/report.js';
+import { readBenchCount, readBenchText, refuse } from '../harness/settings.js';
 import { P99_BOUND_MS } from './capacity.js';
 import { CLASSES } from './mix.js';
 import { FIRST_ANSWER_MS } from './flood.js';
@@ -62,24 +63,41 @@ export function machineFacts(run: {
   ];
 }
 
-interface RunSettings {
-  /** The `on` instance's CONNECTION_DOOR, and whether it was asked for (BENCH_DOOR) rather than the default. */
-  door: string;
-  doorAsked: boolean;
-  /** The multiples of capacity run, and whether they were asked for (BENCH_MULTIPLES). */
-  multiples: readonly number[];
-  multiplesAsked: boolean;
-  /** Runs on the `on` instance alone (BENCH_ONLY=on): `off` only finds the capacity. */
-  onlyOn: boolean;
-  seconds: number;
-  floodSeconds: number;
+export const DEFAULT_MULTIPLES = [0.5, 1, 2, 4];
+
+/** The run's settings from the environment; one the benchmark cannot use stops it (exit 2). */
+export function readSettings() {
+  /** The `on` instance's CONNECTION_DOOR: the build's default unless BENCH_DOOR names another it accepts. */
+  const door = readBenchText('BENCH_DOOR', shippedDoor());
+  if (!knowsDoor(door)) refuse('BENCH_DOOR', door, 'a CONNECTION_DOOR this build accepts (docs/configuration.md)');
+  const multiplesText = readBenchText('BENCH_MULTIPLES');
+  const multiples = multiplesText === '' ? DEFAULT_MULTIPLES : multiplesText.split(',').map(Number);
+  if (multiples.some((m) => !(m > 0 && m <= 16)))
+    refuse('BENCH_MULTIPLES', multiplesText, 'multiples of capacity above 0 and at most 16, by commas (0.5,4)');
+  const onlyText = readBenchText('BENCH_ONLY');
+  if (onlyText !== '' && onlyText !== 'on') refuse('BENCH_ONLY', onlyText, 'on or unset');
+  return {
+    door,
+    doorAsked: readBenchText('BENCH_DOOR') !== '',
+    multiples,
+    multiplesAsked: multiplesText !== '',
+    /** Runs on the `on` instance alone (BENCH_ONLY=on): `off` only finds the capacity. */
+    onlyOn: onlyText === 'on',
+    seconds: readBenchCount('BENCH_SECONDS', 10),
+    /** 0: no flood. */
+    floodSeconds: readBenchCount('BENCH_FLOOD_SECONDS', 10, 0),
+    wantedConnections: readBenchCount('BENCH_FLOOD_CONNECTIONS', 2_000),
+    logLevel: readBenchText('BENCH_LOG_LEVEL', 'info'),
+  };
+}
+
+type RunSettings = ReturnType<typeof readSettings> & {
+  /** Flood connections opened: BENCH_FLOOD_CONNECTIONS, or fewer when the open-file limit is lower. */
   connections: number;
-  wantedConnections: number;
-  logLevel: string;
   tasks: number;
   timeoutMs: number;
   sockets: number;
-}
+};
 
 /** The command that reproduces the run, how to read the tables, and how they were measured. */
 export function settingsLine(s: RunSettings): string {

@@ -52,7 +52,6 @@ export interface MixScenario extends Measured {
   label: string;
   /** The rate as a multiple of the capacity found. */
   multiple: number;
-  ratePerS: number;
   mix: MixResult;
 }
 
@@ -129,7 +128,7 @@ export async function runMixScenario(
   const { result, measured } = await measure(bench, instance, run.seconds, () =>
     bench.load.mix({ ...run, base: instance.cluster.base }),
   );
-  return { ...measured, label, multiple, ratePerS: run.ratePerS, mix: result };
+  return { ...measured, label, multiple, mix: result };
 }
 
 /** The connection flood on `instance`, the probes at the same instance. */
@@ -160,23 +159,15 @@ export function newcomerOf(prober: PacedClient, scenario: Pick<Measured, 'target
 }
 
 function healthOf(probes: readonly PacedSample[]): Health {
-  const answered: number[] = [];
-  let unanswered = 0;
-  let not200 = 0;
-  for (const { outcome } of probes) {
-    if (typeof outcome !== 'object') unanswered += 1;
-    else {
-      answered.push(outcome.ms);
-      if (outcome.status !== 200) not200 += 1;
-    }
-  }
-  const { p50, p99, max } = latencies(answered);
+  const answered = probes.flatMap(({ outcome }) => (typeof outcome === 'object' ? [outcome] : []));
+  const { p50, p99, max } = latencies(answered.map((answer) => answer.ms));
+  const not200 = answered.filter((answer) => answer.status !== 200).length;
   return {
     sent: probes.length,
     p50Ms: p50,
     p99Ms: p99,
     maxMs: max,
-    unanswered,
+    unanswered: probes.length - answered.length,
     not200,
   };
 }

@@ -16,11 +16,9 @@ import type { Seeded } from '../harness/seed.js';
 export const MODES = ['off', 'on'] as const;
 export type Mode = (typeof MODES)[number];
 
-/** One instance of the compiled service: its admission setting, its door, its own database. */
+/** One instance of the compiled service: its admission setting, its own database. */
 export interface Instance {
   mode: Mode;
-  /** CONNECTION_DOOR: how its web workers take their connections. */
-  door: string;
   database: string;
   cluster: RunningCluster;
 }
@@ -55,7 +53,6 @@ const databaseOf = (mode: Mode) => `bench_overload_${mode}`;
  */
 export async function startInstance(stores: Stores, mode: Mode, logLevel: string, onDoor: string): Promise<Instance> {
   const database = databaseOf(mode);
-  const door = mode === 'on' ? onDoor : 'cluster';
   const cluster = await startService({
     DATABASE_URL: stores.databaseUrl.replace(/\/[^/]*$/, `/${database}`),
     REDIS_URL: stores.redisUrl,
@@ -65,9 +62,9 @@ export async function startInstance(stores: Stores, mode: Mode, logLevel: string
     THROTTLE_ANON: '100000/s',
     THROTTLE_USER: '100000/s',
     ADMISSION_CONTROL: mode,
-    CONNECTION_DOOR: door,
+    CONNECTION_DOOR: mode === 'on' ? onDoor : 'cluster',
   });
-  return { mode, door, database, cluster };
+  return { mode, database, cluster };
 }
 
 /** A reader of an instance's counters through `monitor` (a connection to any database of the stores). */
