@@ -1,26 +1,14 @@
 /**
- * What one request costs the shared stores, for sizing Redis and PostgreSQL for many hosts
- * (docs/scaling.md "Running at scale", "Sizing"):
+ * What one request costs the shared stores, for sizing Redis and PostgreSQL for many hosts (docs/scaling.md
+ * "Sizing" says which counters it reads and how):
  *
  *   npm run bench:sizing -- [requests per phase = 2000]
  *
- * Starts its own throwaway PostgreSQL and redis-server and the real entry point (2 web workers,
- * no job worker: BullMQ and the read-model follower have their own, load-independent traffic),
- * then runs each phase alone and reads what it cost from the stores' own counters, before and
- * after:
- *
- *   Redis       INFO commandstats (every command, those run inside scripts included; the
- *               bench's own INFO calls left out), INFO stats total_net_input_bytes and
- *               total_net_output_bytes (the bytes of the bench's own INFO replies taken off),
- *               INFO memory used_memory and MEMORY USAGE of the throttle keys the phase left
- *   PostgreSQL  pg_stat_database xact_commit + xact_rollback of the service's database, read from
- *               another database once every backend has flushed its counters (PostgreSQL does so
- *               within 10 s of going idle), with autovacuum off so only the service's count
- *   the hosts   paceline_append_batch_size (_count = group-commit transactions, _sum = commands)
- *
- * Phases: anonymous page-1 reads by many clients (X-Forwarded-For from a trusted proxy), reads by
- * one authenticated user, creates one at a time, creates 32 at once, and one anonymous client far
- * over its limit. Prints a Markdown table.
+ * Starts its own throwaway PostgreSQL and redis-server and the real entry point (2 web workers, no job worker:
+ * BullMQ and the read-model follower have their own, load-independent traffic), runs each phase alone and reads
+ * what it cost from the stores' own counters before and after. Phases: anonymous page-1 reads by many clients
+ * (X-Forwarded-For from a trusted proxy), reads by one authenticated user, creates one at a time, creates 32 at
+ * once, and one anonymous client far over its limit. Prints a Markdown table.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -31,11 +19,12 @@ import { burst, type BurstRequest } from '../../test/helpers/burst.js';
 import type { RunningCluster } from '../../test/helpers/cluster.js';
 import { keysMatching } from '../../test/helpers/redis-keys.js';
 import { markdownTable } from './harness/report.js';
-import { runBench } from './harness/run.js';
+import { runBench, secondsSince } from './harness/run.js';
 import { createBenchUsers } from './harness/seed.js';
 import { startService, startStores } from './harness/service.js';
+import { readArgs } from './harness/settings.js';
 
-const REQUESTS = Number(process.argv[2] ?? 2_000);
+const [REQUESTS] = readArgs([2_000]) as [number];
 const PREFIX = 'sizing:';
 const ANON_LIMIT = 100;
 
@@ -48,25 +37,12 @@ interface Phase {
   expect: number[];
 }
 
-interface Snapshot {
-  commands: number;
-  byCommand: Record<string, number>;
-  scriptCalls: number;
-  netIn: number;
-  netOut: number;
-  usedMemory: number;
-  /** Length of the INFO reply this snapshot came in (it counts in the next delta's output). */
-  replyBytes: number;
-  transactions: number;
-  batches: number;
-  batchedCommands: number;
-}
+type Snapshot = Awaited<ReturnType<typeof snapshot>>;
 
 async function redisSnapshot(admin: Redis) {
   const text = (await admin.call('INFO', 'stats', 'commandstats', 'memory')) as string;
   const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(text)?.[1] ?? NaN);
-  let commands = 0;
-  let scriptCalls = 0;
+  let [commands, scriptCalls] = [0, 0];
   const byCommand: Record<string, number> = {};
   for (const [, name, calls] of text.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm)) {
     if (name === 'info' || name === undefined) continue;
@@ -81,6 +57,7 @@ async function redisSnapshot(admin: Redis) {
     netIn: field('total_net_input_bytes'),
     netOut: field('total_net_output_bytes'),
     usedMemory: field('used_memory'),
+    /** The length of this INFO reply (it counts in the next delta's output). */
     replyBytes: Buffer.byteLength(text) + String(Buffer.byteLength(text)).length + 5,
   };
 }
@@ -106,23 +83,17 @@ async function transactions(monitor: Kysely<Database>, database: string): Promis
   return read();
 }
 
-async function hostBatches(host: RunningCluster): Promise<{ batches: number; batchedCommands: number }> {
+/** The stores' counters and the hosts' group-commit batches (paceline_append_batch_size's _count and _sum). */
+async function snapshot(admin: Redis, monitor: Kysely<Database>, database: string, host: RunningCluster) {
+  const xacts = await transactions(monitor, database);
   const text = await (await fetch(`${host.metricsBase}/metrics`)).text();
   const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
   return {
     batches: value('paceline_append_batch_size_count'),
     batchedCommands: value('paceline_append_batch_size_sum'),
+    transactions: xacts,
+    ...(await redisSnapshot(admin)),
   };
-}
-
-async function snapshot(
-  admin: Redis,
-  monitor: Kysely<Database>,
-  database: string,
-  host: RunningCluster,
-): Promise<Snapshot> {
-  const xacts = await transactions(monitor, database);
-  return { ...(await hostBatches(host)), transactions: xacts, ...(await redisSnapshot(admin)) };
 }
 
 /** Sends the phase's requests; fails on a status it does not expect (0: no answer). */
@@ -158,65 +129,55 @@ async function main(): Promise<void> {
     'tsx',
   );
   const auth = { Authorization: `Bearer ${token}` };
-  const json = { ...auth, 'Content-Type': 'application/json' };
   const clients = Math.max(1, Math.floor(REQUESTS / 2));
   const clientIp = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+  const read =
+    (headers: (n: number) => Record<string, string>) =>
+    (n: number): BurstRequest => ({ method: 'GET', path: '/api/tasks/', headers: headers(n) });
+  const json = { ...auth, 'Content-Type': 'application/json' };
+  const create =
+    (title: string) =>
+    (n: number): BurstRequest => ({
+      method: 'POST',
+      path: '/api/tasks/',
+      headers: json,
+      body: JSON.stringify({ title: `${title} ${n}` }),
+    });
   const phases: Phase[] = [
     {
       name: `page 1, anonymous, ${clients} clients × 2`,
       requests: clients * 2,
       concurrency: 16,
-      make: (n) => ({ method: 'GET', path: '/api/tasks/', headers: { 'X-Forwarded-For': clientIp(n % clients) } }),
+      make: read((n) => ({ 'X-Forwarded-For': clientIp(n % clients) })),
       expect: [200],
     },
-    {
-      name: 'page 1, one user',
-      requests: REQUESTS,
-      concurrency: 16,
-      make: () => ({ method: 'GET', path: '/api/tasks/', headers: auth }),
-      expect: [200],
-    },
+    { name: 'page 1, one user', requests: REQUESTS, concurrency: 16, make: read(() => auth), expect: [200] },
     {
       name: 'create, one at a time',
       requests: Math.ceil(REQUESTS / 4),
       concurrency: 1,
-      make: (n) => ({
-        method: 'POST',
-        path: '/api/tasks/',
-        headers: json,
-        body: JSON.stringify({ title: `sizing ${n}` }),
-      }),
+      make: create('sizing'),
       expect: [201],
     },
-    {
-      name: 'create, 32 at once',
-      requests: REQUESTS,
-      concurrency: 32,
-      make: (n) => ({
-        method: 'POST',
-        path: '/api/tasks/',
-        headers: json,
-        body: JSON.stringify({ title: `sizing many ${n}` }),
-      }),
-      expect: [201],
-    },
+    { name: 'create, 32 at once', requests: REQUESTS, concurrency: 32, make: create('sizing many'), expect: [201] },
     {
       name: `one anonymous client over its ${ANON_LIMIT}/min`,
       requests: REQUESTS,
       concurrency: 16,
-      make: () => ({ method: 'GET', path: '/api/tasks/', headers: { 'X-Forwarded-For': '192.0.2.1' } }),
+      make: read(() => ({ 'X-Forwarded-For': '192.0.2.1' })),
       expect: [200, 429],
     },
   ];
   const rows: string[][] = [];
   const memory: string[] = [];
   const commandMix: string[] = [];
+  const measure = () => snapshot(stores.admin, monitor, database, host);
   // A first round trip of each kind warms caches (token, read cache, script load) and is left out.
   await run(host.base, { ...phases[1]!, requests: 4 });
   await run(host.base, { ...phases[2]!, requests: 2 });
-  let before = await snapshot(stores.admin, monitor, database, host);
+  let before: Snapshot = await measure();
   {
-    const idle = await snapshot(stores.admin, monitor, database, host);
+    const idle = await measure();
     const [commands, transactions] = [idle.commands - before.commands, idle.transactions - before.transactions];
     rows.push(['idle (one measuring window)', '—', `${commands} in all`, '—', `${transactions} in all`, '—']);
     before = idle;
@@ -224,8 +185,8 @@ async function main(): Promise<void> {
   for (const phase of phases) {
     const began = Date.now();
     const statuses = await run(host.base, phase);
-    const seconds = (Date.now() - began) / 1000;
-    const after = await snapshot(stores.admin, monitor, database, host);
+    const seconds = secondsSince(began);
+    const after = await measure();
     const per = (value: number) => (value / phase.requests).toFixed(2);
     const netOut = after.netOut - before.netOut - before.replyBytes;
     const batches = after.batches - before.batches;

@@ -11,6 +11,9 @@ let stopping: Promise<void> | undefined;
 /** One line on stderr, where a benchmark's progress goes (stdout carries its table). */
 export const log = (line: string): void => void process.stderr.write(`${line}\n`);
 
+/** Seconds since `began` (a Date.now() time). */
+export const secondsSince = (began: number): number => (Date.now() - began) / 1000;
+
 /** Registers a step that stops or removes something the benchmark started; the steps run newest first. */
 export function defer(step: () => unknown): void {
   steps.push(step);
