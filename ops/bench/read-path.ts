@@ -1,10 +1,7 @@
 /**
  * `npm run bench`: the read path of the compiled service under wrk, against a bare node:http server and a bare Koa
- * app answering the same bytes (docs/benchmarks.md "The read path"). Seeds BENCH_TASKS tasks (default 1,000,000)
- * as events with every projection derived by the rebuild, starts `node dist/src/main.js` (two web workers,
- * throttling on with limits that never trigger) once per variant the rows compare, and the bare servers; then runs
- * every row with `wrk -t2 -c32 -d<BENCH_SECONDS>s --latency` (default 10 s) in BENCH_ROUNDS interleaved rounds
- * (default 3) and writes the medians to ops/bench/results/read-path.md.
+ * app answering the same bytes (docs/benchmarks.md "The read path"). BENCH_TASKS (1,000,000), BENCH_SECONDS (10),
+ * BENCH_ROUNDS (3); writes ops/bench/results/read-path.md.
  *
  *   BENCH_TASKS=20000 BENCH_SECONDS=2 BENCH_ROUNDS=1 npm run bench   # a quick smoke run
  */

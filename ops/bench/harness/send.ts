@@ -42,7 +42,7 @@ export async function runWrk(load: Load, seconds: number): Promise<Slice> {
 
 const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1_000, m: 60_000 };
 
-export function parseWrk(report: string): Slice {
+function parseWrk(report: string): Slice {
   const number = (pattern: RegExp): number => {
     const match = pattern.exec(report);
     if (!match) throw new Error(`wrk report without ${pattern}:\n${report}`);
@@ -56,7 +56,7 @@ export function parseWrk(report: string): Slice {
   const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(report);
   const during = /requests in ([\d.]+)(us|ms|s|m),/.exec(report);
   const requests = number(/(\d+) requests in /);
-  const non2xx = /Non-2xx or 3xx responses: (\d+)/.test(report) ? number(/Non-2xx or 3xx responses: (\d+)/) : 0;
+  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(report)?.[1] ?? 0);
   return {
     requests,
     ok: requests - non2xx,
