@@ -1,22 +1,15 @@
 /**
- * Do ordered appends cost throughput? POST /api/tasks/ through the real Koa stack (token auth,
- * validation, command bus, PostgreSQL), served by W=2 node:cluster workers and loaded by
- * autocannon on 127.0.0.1, with two command buses measured in the same run:
- *
- *   ordered    the product's: group commit, one transaction per batch holding the global append
- *              lock to commit; ids and positions from counters (commit order = id order)
- *   unordered  one transaction per command, id and position from plain sequences, no lock, no
- *              shared counter row (test/helpers/unordered-append.ts; exists only for tests and benches)
+ * Do ordered appends cost throughput? (docs/benchmarks.md "Ordered appends vs plain unordered inserts")
  *
  *   npm run bench:ordered-appends -- [seconds per variant, default 10] [connections, default 64]
  *
- * Starts its own throwaway PostgreSQL (fsync on: `persistent` mode, in a temporary directory it
- * deletes) and redis-server, one fresh database per variant, throttling off. Measures the pair
- * twice: with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on), then
- * with the test suite's settings (all three off). Both variants stay up and are loaded in
- * alternating 2 s slices, so background load on the machine falls on both alike. Prints req/s,
- * p50/p99 latency, the ratio ordered/unordered, the ordered batch sizes, and whether event
- * positions kept task id order in each database.
+ * POST /api/tasks/ through the real Koa stack, 2 node:cluster workers per variant, loaded by autocannon: `ordered`
+ * is the product's command bus (group commit, one transaction per batch holding the global append lock),
+ * `unordered` one transaction per command on plain sequences, no lock (test/helpers/unordered-append.ts). Each
+ * variant has a fresh database on one throwaway PostgreSQL (fsync on) and redis-server, throttling off. The pair is
+ * measured with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on), then with all three
+ * off; both stay up and are loaded in alternating 2 s slices, so background load falls on both alike. Prints req/s,
+ * p50/p99, the ratio ordered/unordered, the ordered batch sizes, and whether positions kept task id order.
  */
 import type { Worker } from 'node:cluster';
 import type autocannon from 'autocannon';
@@ -34,11 +27,7 @@ import { median, sumOf } from './harness/stats.js';
 import { answer, ask, forkWorkers, runCluster, serveApp, stopWorkers, type BenchSetup } from './harness/workers.js';
 
 type Variant = 'ordered' | 'unordered';
-interface BatchSizes {
-  buckets: Array<[string, number]>;
-  count: number;
-  sum: number;
-}
+type BatchSizes = { buckets: [string, number][]; count: number; sum: number };
 
 const WORKERS = 2;
 const WARMUP_S = 2;
@@ -65,35 +54,21 @@ async function serve(setup: BenchSetup & { variant: Variant }): Promise<void> {
 
 async function collectBatchSizes(workers: Worker[]): Promise<BatchSizes> {
   const replies = await ask<BatchSizes>(workers, 'batch-sizes');
-  const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [
-    le,
-    replies.reduce((n, r) => n + r.buckets[i]![1], 0),
-  ]);
+  const buckets = replies[0]!.buckets.map(([le], i): [string, number] => [le, sumOf(replies, (r) => r.buckets[i]![1])]);
   return { buckets, count: sumOf(replies, (r) => r.count), sum: sumOf(replies, (r) => r.sum) };
 }
 
-interface Target {
-  variant: Variant;
-  workers: Worker[];
-  databaseUrl: string;
-  load: autocannon.Options;
-}
+type Stores = { adminUrl: string; redisUrl: string };
 
-async function startTarget(
-  variant: Variant,
-  mode: string,
-  adminUrl: string,
-  redisUrl: string,
-  connections: number,
-): Promise<Target> {
+async function startTarget(variant: Variant, mode: string, { adminUrl, redisUrl }: Stores, connections: number) {
   const { url: databaseUrl, db } = await createBenchDatabase(adminUrl, `bench_${variant}_${mode.replace(/\W/g, '_')}`);
   if (variant === 'unordered') await createUnorderedSequences(db);
   await db.destroy();
   const [user] = await createBenchUsers(databaseUrl, 'bench');
   const { workers, base } = await forkWorkers(WORKERS, { variant, databaseUrl, redisUrl });
-  const load = {
+  const load: autocannon.Options = {
     url: `${base}/api/tasks/`,
-    method: 'POST' as const,
+    method: 'POST',
     connections,
     headers: { authorization: `Bearer ${user.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ title: 'bench task' }),
@@ -102,14 +77,13 @@ async function startTarget(
 }
 
 /**
- * Both variants up at once, loaded in alternating slices (O U U O O U ...), so that whatever
- * else the machine does falls on both alike. Throughput = 2xx over the loaded seconds; p50/p99
- * are the medians of the slices' percentiles.
+ * Both variants up at once, loaded in alternating slices (O U U O O U ...). Throughput = 2xx over the loaded
+ * seconds; p50/p99 are the medians of the slices' percentiles.
  */
-async function measureMode(mode: string, adminUrl: string, redisUrl: string, seconds: number, connections: number) {
+async function measureMode(mode: string, stores: Stores, seconds: number, connections: number) {
   const targets = [
-    await startTarget('ordered', mode, adminUrl, redisUrl, connections),
-    await startTarget('unordered', mode, adminUrl, redisUrl, connections),
+    await startTarget('ordered', mode, stores, connections),
+    await startTarget('unordered', mode, stores, connections),
   ];
   for (const target of targets) await runAutocannon(target.load, WARMUP_S);
   for (const target of targets) for (const worker of target.workers) worker.send('reset');
@@ -153,15 +127,15 @@ function formatBatches(batches: BatchSizes): string {
 
 async function primary(): Promise<void> {
   const [seconds, connections] = readArgs([10, 64]) as [number, number];
-  const { adminUrl, redisUrl } = await startStores({ database: 'bench_ordered_appends' });
+  const stores = await startStores({ database: 'bench_ordered_appends' });
   const rows: Array<Awaited<ReturnType<typeof measureMode>>[number]> = [];
   for (const mode of MODES) {
-    const admin = connectDatabase(adminUrl, 1);
+    const admin = connectDatabase(stores.adminUrl, 1);
     for (const [key, value] of Object.entries(mode.settings))
       await sql`alter system set ${sql.raw(key)} = ${sql.lit(value)}`.execute(admin);
     await sql`select pg_reload_conf()`.execute(admin);
     await admin.destroy();
-    rows.push(...(await measureMode(mode.name, adminUrl, redisUrl, seconds, connections)));
+    rows.push(...(await measureMode(mode.name, stores, seconds, connections)));
   }
   console.log(
     `node ${process.version}, W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in alternating ${SLICE_S} s slices after ${WARMUP_S} s warm-up, POST /api/tasks/`,
