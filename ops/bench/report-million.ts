@@ -1,14 +1,12 @@
 /**
- * A report over a million events, on the real entry point (one web worker, one jobs child): how
- * long the aggregation takes in the jobs child, and whether the web worker stays responsive
- * meanwhile (latency of /healthz and of GET /api/tasks/ before and during the report).
+ * A report over a million events on the real entry point (one web worker, one jobs child): how long the aggregation
+ * takes in the jobs child, and whether the web worker stays responsive meanwhile (docs/benchmarks.md "Reports").
  *
  *   npm run bench:report-million -- [events, default 1000000]
  *
- * Starts its own throwaway PostgreSQL (the test suite's settings) and redis-server in a temporary
- * directory it deletes, seeds the history with generate_series (test/helpers/seed-events.ts: 2/3 creations,
- * 1/3 completions over 30 days), runs `POST /api/reports/` for the whole range, checks every
- * number of the result against the seed, and prints the timings.
+ * Seeds the history into its own throwaway stores by generate_series (test/helpers/seed-events.ts: 2/3 creations,
+ * 1/3 completions over 30 days), runs `POST /api/reports/` for the whole range, checks every number of the result
+ * against the seed, and prints the timings and the latency of /healthz and GET /api/tasks/ before and during it.
  */
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
@@ -16,23 +14,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { connectDatabase } from '../../db/connect.js';
 import { expectedDays, seedCompletedHistory, type SeedOptions } from '../../test/helpers/seed-events.js';
-import { runBench } from './harness/run.js';
+import { runBench, secondsSince } from './harness/run.js';
 import { createBenchUsers } from './harness/seed.js';
 import { startService, startStores } from './harness/service.js';
+import { readArgs } from './harness/settings.js';
 import { latencies } from './harness/stats.js';
 
-const EVENTS = Number(process.argv[2] ?? 1_000_000);
+const [EVENTS] = readArgs([1_000_000]) as [number];
 const RANGE = { from: '2026-10-01', to: '2026-10-30' };
 
-type Latencies = ReturnType<typeof latencies>;
-
 /** Times sequential GETs of `paths` in turn until `done()` says stop. */
-async function probe(
-  base: string,
-  paths: string[],
-  token: string,
-  done: () => boolean,
-): Promise<Record<string, Latencies>> {
+async function probe(base: string, paths: string[], token: string, done: () => boolean) {
   const samples = new Map(paths.map((p) => [p, [] as number[]]));
   for (let i = 0; !done(); i += 1) {
     const path = paths[i % paths.length]!;
@@ -45,12 +37,11 @@ async function probe(
   return Object.fromEntries([...samples].map(([path, list]) => [path, latencies(list)]));
 }
 
-const show = (label: string, stats: Record<string, Latencies>) => {
-  for (const [path, s] of Object.entries(stats)) {
+const show = (label: string, stats: Awaited<ReturnType<typeof probe>>) => {
+  for (const [path, s] of Object.entries(stats))
     console.log(
       `  ${label.padEnd(7)} ${path.padEnd(12)} n=${String(s.count).padStart(5)}  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  max ${s.max.toFixed(2)} ms`,
     );
-  }
 };
 
 interface Report {
@@ -62,7 +53,7 @@ interface Report {
 }
 
 /** Seeds the history into a fresh, migrated database; returns the seed, the event count and the owner's token. */
-async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: number; token: string }> {
+async function seedHistory(url: string): Promise<{ seed: SeedOptions; total: number; token: string }> {
   const [owner] = await createBenchUsers(url, 'alice');
   const db = connectDatabase(url, 2, 'report-bench');
   try {
@@ -75,7 +66,7 @@ async function seedDatabase(url: string): Promise<{ seed: SeedOptions; total: nu
     const began = Date.now();
     const total = await seedCompletedHistory(db, seed);
     await sql`analyze`.execute(db);
-    console.log(`seeded ${total} events (${seed.tasks} tasks) in ${((Date.now() - began) / 1000).toFixed(1)} s`);
+    console.log(`seeded ${total} events (${seed.tasks} tasks) in ${secondsSince(began).toFixed(1)} s`);
     return { seed, total, token: owner.token };
   } finally {
     await db.destroy();
@@ -106,7 +97,7 @@ async function runReport(base: string, token: string, paths: string[]) {
 
 async function main(): Promise<number> {
   const stores = await startStores({ persistent: false, database: 'bench_report' });
-  const { seed, total, token } = await seedDatabase(stores.databaseUrl);
+  const { seed, total, token } = await seedHistory(stores.databaseUrl);
   const cluster = await startService(
     {
       DATABASE_URL: stores.databaseUrl,
