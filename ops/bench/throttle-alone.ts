@@ -30,7 +30,7 @@ import { startRedisStore, type Costs } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
 import { per, sumOf } from './harness/stats.js';
 import { throttleKeyBytes } from './harness/throttle-keys.js';
-import { measureVariants, perSecond, ratios, startVariants, WORKERS } from './harness/variants.js';
+import { measureVariants, rates, startVariants, WORKERS } from './harness/variants.js';
 import { runCluster } from './harness/workers.js';
 
 const VARIANTS = ['none', 'fields', 'roundtrip', 'ring', 'zset', 'fixed', 'flexible', 'koa-ratelimit'] as const;
@@ -215,12 +215,10 @@ type Run = Slice & Costs;
 
 /** Totals per request over all slices; the ratio per round compares slices run back to back. */
 function summarise(variant: Variant, slices: Run[], baseline: Run[]) {
-  const rate = perSecond((s) => s.requests);
   const requests = sumOf(slices, (s) => s.requests);
   return {
     variant,
-    reqPerS: Math.round(rate(slices)),
-    ...ratios(slices, baseline, rate),
+    ...rates(slices, baseline, (s) => s.requests),
     p99Ms: Math.max(...slices.map((s) => s.p99Ms)),
     non2xx: sumOf(slices, (s) => s.non2xx),
     errors: sumOf(slices, (s) => s.socketErrors),

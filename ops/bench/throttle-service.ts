@@ -24,7 +24,7 @@ import { startStores } from './harness/service.js';
 import { readArgs } from './harness/settings.js';
 import { median, per, sumOf } from './harness/stats.js';
 import { throttleKeyBytes } from './harness/throttle-keys.js';
-import { measureVariants, perSecond, ratios, startVariants, WARMUP_S, WORKERS } from './harness/variants.js';
+import { measureVariants, rates, startVariants, WARMUP_S, WORKERS } from './harness/variants.js';
 import { runCluster, serveApp, type BenchSetup } from './harness/workers.js';
 
 const VARIANTS = {
@@ -71,7 +71,6 @@ async function primary(): Promise<void> {
   const slices = await measureVariants(targets, rounds, seconds / rounds, { admin, settleMs: 1000, workersCpu: false });
   const what = `W=${WORKERS} workers per variant, ${connections} connections, ${seconds} s per variant in ${rounds} interleaved rounds after ${WARMUP_S} s warm-up, GET /api/tasks/`;
   console.log(await runLine(admin, what));
-  const rate = perSecond((s) => s.ok);
   const baseline = slices.get(targets[0]!)!;
   console.table(
     targets.map((target) => {
@@ -79,8 +78,7 @@ async function primary(): Promise<void> {
       const requests = sumOf(list, (s) => s.requests);
       return {
         variant: target.variant,
-        reqPerS: Math.round(rate(list)),
-        ...ratios(list, baseline, rate),
+        ...rates(list, baseline, (s) => s.ok),
         p50Ms: median(list.map((s) => s.p50Ms)),
         p99Ms: median(list.map((s) => s.p99Ms)),
         non2xx: sumOf(list, (s) => s.non2xx),

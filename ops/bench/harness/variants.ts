@@ -11,11 +11,7 @@ export const WORKERS = 2;
 export const WARMUP_S = 2;
 
 /** A server under measure: its workers and the autocannon load it takes. */
-export interface Target<V = string> {
-  variant: V;
-  workers: Worker[];
-  load: autocannon.Options;
-}
+export type Target<V = string> = { variant: V; workers: Worker[]; load: autocannon.Options };
 
 /**
  * Forks WORKERS workers for each variant (told `{ variant, ...setup }`) and warms each with its `load` for WARMUP_S:
@@ -54,14 +50,12 @@ export function measureVariants<T extends Target<unknown>>(
   return interleave(targets, rounds, measure, order);
 }
 
-/** `pick` summed over `slices` per second of them. */
-export const perSecond =
-  (pick: (slice: Slice) => number) =>
-  (slices: Slice[]): number =>
-    sumOf(slices, pick) / sumOf(slices, (slice) => slice.seconds);
-
-/** `slices`' rate over `baseline`'s: overall, and the range over rounds (each slice against the baseline's of its round). */
-export const ratios = (slices: Slice[], baseline: Slice[], rate: (slices: Slice[]) => number) => ({
-  ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
-  roundRatios: spread(slices.map((slice, round) => rate([slice]) / rate([baseline[round]!]))),
-});
+/** `slices`' rate (`pick` per second) and its ratio to `baseline`'s: overall, and the range of the rounds' ratios. */
+export function rates(slices: Slice[], baseline: Slice[], pick: (slice: Slice) => number) {
+  const rate = (list: Slice[]) => sumOf(list, pick) / sumOf(list, (slice) => slice.seconds);
+  return {
+    reqPerS: Math.round(rate(slices)),
+    ratio: Number((rate(slices) / rate(baseline)).toFixed(3)),
+    roundRatios: spread(slices.map((slice, round) => rate([slice]) / rate([baseline[round]!]))),
+  };
+}
