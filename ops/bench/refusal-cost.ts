@@ -1,7 +1,7 @@
 /**
- * What a refusal costs beside an answer, and what a shed answer costs beside a refusal: node:cluster workers
- * running the service's server and listener (anon 20/min, user 100000/s, access log at info to /dev/null),
- * measured by autocannon on 127.0.0.1 in interleaved rounds of these loads:
+ * What a refusal costs beside an answer, and a shed answer beside a refusal (docs/benchmarks.md "What a refusal
+ * costs"): node:cluster workers running the service's server and listener (anon 20/min, user 100000/s, access log at
+ * info to /dev/null), measured by autocannon on 127.0.0.1 in interleaved rounds of these loads:
  *
  *   flood    GET /api/tasks/ from one anonymous address (X-Forwarded-For) refused for the minute (429)
  *   page-1   GET /api/tasks/ with a user's token (answered 200 from the read cache)
@@ -10,29 +10,16 @@
  *
  *   npm run bench:refusal-cost -- [seconds per load and round = 3] [rounds = 2] [connections = 20]
  *
- * The shed answers come from a second worker, forked from the same code with the same settings and logging but
- * ADMISSION_LIMIT_MIN=ADMISSION_LIMIT_MAX=1 and ADMISSION_QUEUE_SIZE=0: one raw connection holds its only slot
- * for the whole run with an authenticated POST /api/tasks/ whose body arrives a byte a second
- * (HTTP_REQUEST_TIMEOUT_MS, an hour in both workers, lets it wait), so every anonymous GET is shed at once
- * (src/listener/listener.ts `shedRequest`). The other loads stay on the first worker, whose admission is
- * the default: a limit of 1 would shed page-1's authenticated reads too, and an anonymous request the worker
- * keeps no answer for passes admission before its early refusal (src/api/app.ts), so a held slot would shed
- * the flood. There the flood is started from memory, without a slot (the worker keeps page 1 for anonymous
- * clients; the run prints how many were), then refused before Koa. Both workers run the same listener and
- * server; each load's CPU time is its own worker's. The run checks what it measures: a sample shed answer must
- * be a 503 with Retry-After, the shed worker must report its slot held before and after the rounds, and its
- * count of shed requests must grow by the shed load's answers (up to one more per connection and round, in
- * flight as autocannon stops), all of them 503.
+ * The shed answers come from a second worker whose only admission slot one raw connection holds (holdSlot). The
+ * other loads stay on the first worker, whose admission is the default: a limit of 1 would shed page-1's
+ * authenticated reads too, and an anonymous request the worker keeps no answer for passes admission before its early
+ * refusal (src/api/app.ts), so a held slot would shed the flood. Each load's CPU time is its own worker's.
  *
- * Prints per load req/s, the answers' statuses and the measured worker's CPU time per request (process.cpuUsage:
- * on a busy 2-core host the load generator sways req/s more than the CPU figure), then flood / page-1 and
- * flood / healthz (req/s) and shed / flood (CPU per request). With PROFILE_DIR set each worker runs under
- * `--cpu-prof` and writes its profiles there (answers/ for the first worker, shed/ for the shed worker, one per
- * thread: the worker's own has thread id 0 in its name, the other is tsx's module loader). With LOADS=flood (a
- * comma list) only those loads run; the shed worker is forked only when shed or shed-healthz is named. LOADS may
- * also name anon-page-1 (its own address), task (one task, with the token) and shed-healthz (/healthz on the
- * shed worker, against healthz on the first: whether the two workers cost alike). Starts its own throwaway
- * PostgreSQL and redis-server.
+ * PROFILE_DIR=dir runs each worker under `--cpu-prof`, its profiles in dir/answers and dir/shed (one per thread: the
+ * worker's own has thread id 0 in its name, the other is tsx's module loader). LOADS=flood (a comma list) runs only
+ * those loads; the shed worker is forked only when shed or shed-healthz is named. LOADS may also name anon-page-1 (its
+ * own address), task (one task, with the token) and shed-healthz (/healthz on the shed worker, against healthz on the
+ * first: whether the two workers cost alike). Starts its own throwaway PostgreSQL and redis-server.
  */
 import type { Worker } from 'node:cluster';
 import { once } from 'node:events';
@@ -46,21 +33,18 @@ import { createApiServer } from '../../src/server/server.js';
 import { runLine } from './harness/report.js';
 import { defer, runBench } from './harness/run.js';
 import { createBenchUsers } from './harness/seed.js';
-import { interleave, runAutocannon } from './harness/send.js';
-import { startStores, withCosts } from './harness/service.js';
+import { runAutocannon } from './harness/send.js';
+import { startStores } from './harness/service.js';
 import { readArgs, readBenchText } from './harness/settings.js';
 import { sumOf } from './harness/stats.js';
+import { measureVariants } from './harness/variants.js';
 import { answer, ask, benchSettings, forkWorkers, runCluster, type BenchSetup } from './harness/workers.js';
 
 /** A worker's stores and port, and whether it is the one whose single admission slot is held (the shed load's). */
 type Setup = BenchSetup & { shed: boolean };
 
 /** What a worker reports of its admission control: requests shed, started from memory, and in progress now. */
-interface AdmissionCounts {
-  shed: number;
-  memory: number;
-  inProgress: number;
-}
+type AdmissionCounts = Record<'shed' | 'memory' | 'inProgress', number>;
 
 /** The holder's announced body: at a byte a second, longer than any run. */
 const HELD_BODY_BYTES = 60_000;
@@ -95,10 +79,7 @@ async function serve(setup: Setup): Promise<void> {
   process.once('disconnect', () => process.exit(0));
 }
 
-/**
- * Forks a worker serving `setup`, under `--cpu-prof` into `profileDir`/`name` when given: one profile per thread
- * (tsx's module hooks run in their own), the worker's main thread's with thread id 0 in its name.
- */
+/** Forks a worker serving `setup`, under `--cpu-prof` into `profileDir`/`name` when given. */
 async function forkWorker(setup: Omit<Setup, 'httpPort'>, name: string, profileDir: string | undefined) {
   const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}/${name}`] : [];
   const { workers, base } = await forkWorkers(1, setup, profile);
@@ -161,7 +142,7 @@ async function primary(): Promise<void> {
     'page-1': { url: `${base}/api/tasks/`, headers: { authorization: `Bearer ${token}` } },
     healthz: { url: `${base}/healthz` },
   };
-  // Only when named: an anonymous page 1 and one task, for a profile of the read path.
+  // Only when named, for a profile of the read path.
   const extra: Record<string, autocannon.Options> = {
     'anon-page-1': { url: `${base}/api/tasks/`, headers: { 'x-forwarded-for': '198.18.0.2' } },
     task: { url: `${base}/api/tasks/${taskId}/`, headers: { authorization: `Bearer ${token}` } },
@@ -184,43 +165,29 @@ async function primary(): Promise<void> {
       throw new Error(`a shed sample was answered ${sample.status}, Retry-After ${sample.headers.get('retry-after')}`);
     loads.shed = load;
     servedBy.set('shed', shedWorker);
-    // Only when named: /healthz on the shed worker, against healthz on the first (do the two workers cost alike?).
     extra['shed-healthz'] = { url: `${shed.base}/healthz` };
     servedBy.set('shed-healthz', shedWorker);
   }
-  // LOADS=flood (a comma list) measures only those: a profile of one load alone.
   for (const name of Object.keys(loads)) if (named && !named.includes(name)) delete loads[name];
   for (const name of named ?? []) if (extra[name]) loads[name] = extra[name];
-  for (const load of Object.values(loads)) await runAutocannon({ ...load, connections }, 1);
+  const targets = Object.entries(loads).map(([name, load]) => ({
+    variant: name,
+    workers: [servedBy.get(name) ?? worker],
+    load: { ...load, connections },
+  }));
+  for (const target of targets) await runAutocannon(target.load, 1);
   const shedBefore = shedWorker && (await admission(shedWorker));
   const answersBefore = await admission(worker);
-  const runs = await interleave(
-    Object.keys(loads),
-    rounds,
-    (name) =>
-      withCosts(undefined, [servedBy.get(name) ?? worker], () =>
-        runAutocannon({ ...loads[name]!, connections }, seconds),
-      ),
-    'alternate',
-  );
+  const runs = await measureVariants(targets, rounds, seconds, { order: 'alternate' });
   const totals = new Map(
-    [...runs].map(([name, list]) => {
+    [...runs].map(([{ variant }, list]) => {
       const statuses = new Map<string, number>();
       for (const { result } of list)
         for (const [status, { count = 0 }] of Object.entries(result.statusCodeStats ?? {}))
           statuses.set(status, (statuses.get(status) ?? 0) + count);
       const total = (pick: (s: (typeof list)[number]) => number) => sumOf(list, pick);
-      const requests = total((s) => s.result.requests.total);
-      return [
-        name,
-        {
-          requests,
-          seconds: total((s) => s.seconds),
-          non2xx: total((s) => s.non2xx),
-          cpuUs: total((s) => s.workersCpuUs),
-          statuses,
-        },
-      ];
+      const [requests, cpuUs] = [total((s) => s.result.requests.total), total((s) => s.workersCpuUs)];
+      return [variant, { requests, seconds: total((s) => s.seconds), non2xx: total((s) => s.non2xx), cpuUs, statuses }];
     }),
   );
   if (shedWorker && shedBefore) {
