@@ -2,11 +2,8 @@
  * What a login flood costs a good client: one web worker (the real Koa app) per variant, a good client logging in
  * with its right password from one address, first alone (quiet), then while 100 addresses each try 5 made-up
  * names (every address sends its 5 one after another, all addresses at once, over and over until the good client
- * is done). Addresses are varied with X-Forwarded-For from the trusted 127.0.0.1.
- *
- *   budget-1   LOGIN_HASH_CONCURRENCY=1, LOGIN_HASH_WAIT_MS=1000
- *   budget     LOGIN_HASH_CONCURRENCY=2, LOGIN_HASH_WAIT_MS=1000 (the defaults)
- *   unbounded  LOGIN_HASH_CONCURRENCY=64, LOGIN_HASH_WAIT_MS=60000 (as before the budget)
+ * is done). Addresses are varied with X-Forwarded-For from the trusted 127.0.0.1. The variants (VARIANTS): a hash
+ * budget of 1, the default budget, and `unbounded` (as before the budget).
  *
  *   npm run bench:login-flood -- [good logins per phase = 40]
  *
@@ -36,10 +33,8 @@ const VARIANTS = {
   unbounded: { LOGIN_HASH_CONCURRENCY: '64', LOGIN_HASH_WAIT_MS: '60000' },
 } as const;
 type Variant = keyof typeof VARIANTS;
-interface Probe {
-  cpuUs: number;
-  hashSeconds: number;
-}
+/** A worker's CPU time so far (µs) and the seconds it has spent hashing passwords. */
+type Probe = Record<'cpuUs' | 'hashSeconds', number>;
 
 const ADDRESSES = 100;
 const NAMES_PER_ADDRESS = 5;
