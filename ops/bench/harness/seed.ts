@@ -1,10 +1,15 @@
-import { sql, type Kysely } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
 import { connectDatabase } from '../../../db/connect.js';
 import type { Database } from '../../../db/database.js';
+import { migrateToLatest } from '../../../db/migrate.js';
 import { issueToken } from '../../../src/auth/tokens.js';
 import { createUser } from '../../../src/auth/users.repository.js';
+import { openEmbeddedDatabase } from '../../../src/embedded/embedded-database.js';
 import { rebuildProjections } from '../../../src/events/projections/rebuild.js';
+import { loadConfig } from '../../../src/settings/config.js';
 import { progressBar } from './progress.js';
+import { secondsSince } from './run.js';
 
 interface BenchUser {
   id: number;
@@ -28,14 +33,12 @@ const CHUNK = 100_000;
 const REBUILD_BATCH = 20_000;
 
 /**
- * Seeds `tasks` tasks on an empty, migrated database the way the service would have: the events
- * as the append path writes them (a TaskCreated per task, positions and ids 1..tasks, version 1,
- * the decided data and the actor's metadata; every third task created completed), inserted by
- * generate_series, then every projection (tasks, counters, read models, whatever exists) derived
- * from them by the rebuild of `npm run rebuild`, and VACUUM ANALYZE, as autovacuum would leave a
- * table that old. Two users with tokens: the reader, who owns the tasks, and the writer.
+ * Seeds `tasks` tasks on an empty, migrated database as the append path would have written them (a TaskCreated per
+ * task, positions and ids 1..tasks, every third created completed) by generate_series, then every projection by
+ * the rebuild of `npm run rebuild`, and VACUUM ANALYZE, as autovacuum would leave a table that old. Two users with
+ * tokens: the reader, who owns the tasks, and the writer.
  */
-export async function seedTasks(db: Kysely<Database>, tasks: number): Promise<Seeded> {
+async function seedTasks(db: Kysely<Database>, tasks: number): Promise<Seeded> {
   const reader = await benchUser(db, 'bench-reader');
   const writer = await benchUser(db, 'bench-writer');
 
@@ -66,13 +69,55 @@ export async function seedTasks(db: Kysely<Database>, tasks: number): Promise<Se
 
   const vacuumStarted = Date.now();
   await sql`vacuum analyze`.execute(db);
-  return { reader, writer, eventsSeconds, rebuildSeconds, vacuumSeconds: (Date.now() - vacuumStarted) / 1000 };
+  return { reader, writer, eventsSeconds, rebuildSeconds, vacuumSeconds: secondsSince(vacuumStarted) };
 }
 
 /** {@link seedTasks} on the database at `url`, through a connection of its own. */
 export async function seedDatabase(url: string, tasks: number): Promise<Seeded> {
   const db = connectDatabase(url, 2);
   return seedTasks(db, tasks).finally(() => db.destroy());
+}
+
+export interface EmbeddedSeeding extends Seeded {
+  startSeconds: number;
+  migrateSeconds: number;
+  totalSeconds: number;
+  /** What PostgreSQL said while seeding (VACUUM's warnings about tables the service's role may not vacuum). */
+  notices: string[];
+  userTables: number;
+  vacuumed: number;
+  analyzed: number;
+}
+
+/**
+ * {@link seedTasks} on the embedded database of a fresh DATA_DIR (`settings`), reached as a command of the CLI
+ * reaches it (PostgreSQL initialised and started, the service's role made), migrated first; stopped after. Run
+ * before the service's first start, so that its projection follower cannot race the rebuild.
+ */
+export async function seedEmbedded(settings: Record<string, string>, tasks: number): Promise<EmbeddedSeeding> {
+  const began = Date.now();
+  const database = await openEmbeddedDatabase(loadConfig(settings));
+  const startSeconds = secondsSince(began);
+  const notices: string[] = [];
+  const pool = new pg.Pool({ connectionString: database.url, max: 2, application_name: 'verify-million-seed' });
+  pool.on('error', () => {});
+  pool.on('connect', (client) =>
+    client.on('notice', (notice) => notices.push(`${notice.severity}: ${notice.message}`)),
+  );
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  try {
+    const migrating = Date.now();
+    await migrateToLatest(db);
+    const migrateSeconds = secondsSince(migrating);
+    const seeded = await seedTasks(db, tasks);
+    const { rows } = await sql<{ userTables: number; vacuumed: number; analyzed: number }>`
+      select count(*)::int as "userTables", count(last_vacuum)::int as vacuumed, count(last_analyze)::int as analyzed
+      from pg_stat_user_tables`.execute(db);
+    return { ...seeded, startSeconds, migrateSeconds, totalSeconds: secondsSince(began), notices, ...rows[0]! };
+  } finally {
+    await db.destroy();
+    await database.stop();
+  }
 }
 
 /** The seconds each phase of the seeding took, as a report says them. */
