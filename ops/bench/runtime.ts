@@ -1,31 +1,23 @@
 /**
- * `npm run bench:runtime`: the same compiled dist/ on Node.js 20, the line before the project's (its npm script
- * keeps the newest 20.x from the npm registry in .data/bench-runtimes/ and passes its binary as the first argument),
- * and on the project's 24 (this process's node), in one run (docs/benchmarks.md "Runtime (`npm run bench:runtime`)").
- * One seeded database (BENCH_TASKS, default 20,000); on each runtime the service with the settings of read-path's
- * page-1 row, a bare node:http and a bare Koa cluster; each row warmed on each runtime, then run under
- * `wrk -t2 -c32 -d<BENCH_SECONDS>s --latency` (default 5) on both runtimes back to back, in BENCH_ROUNDS interleaved
- * rounds (default 3). Writes ops/bench/results/runtime.md.
+ * `npm run bench:runtime`: the same compiled dist/ on Node.js 20 (the binary named by the first argument, which the
+ * npm script installs) and on this process's node, in one run (docs/benchmarks.md "Runtime (`npm run
+ * bench:runtime`)"). BENCH_TASKS (20,000), BENCH_SECONDS (5), BENCH_ROUNDS (3); writes ops/bench/results/runtime.md.
  *
  *   BENCH_SECONDS=2 BENCH_ROUNDS=1 npm run bench:runtime     # a quick smoke run
  */
-import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
-import { POST_SCRIPT } from './read-path/rows.js';
 import { int, loadAverage, markdownTable, ms, stamp, writeResults, wrkVersion } from './harness/report.js';
 import { log, runBench, scratchDir } from './harness/run.js';
 import { seedDatabase } from './harness/seed.js';
 import { CONNECTIONS, THREADS } from './harness/send.js';
-import { childPids, redisVersion, startBare, startStores, type Stores, type Tree } from './harness/service.js';
+import { childPids, redisVersion, startStores, type Tree } from './harness/service.js';
 import { readBenchCount } from './harness/settings.js';
 import { median, spread, sumOf } from './harness/stats.js';
 import { measure, WARMUP_CPU_S, WARMUP_MAX_RUNS, type Pair, type Run } from './runtime/measure.js';
-import { checkBinary, describeRuntime, reportedVersion, startServiceOn, type Runtime } from './runtime/processes.js';
-import { checkRuntimeRow, ROWS, type Row, type Targets } from './runtime/rows.js';
+import { describeRuntime, reportedVersion, ROWS, startTargets, type Row } from './runtime/processes.js';
+import type { Runtime, Targets } from './runtime/processes.js';
 
 const RESULTS = 'ops/bench/results/runtime.md';
-const SECRET = 'runtime-bench-cursor-secret-0123456789';
 
 const tasks = readBenchCount('BENCH_TASKS', 20_000, 1_000);
 const seconds = readBenchCount('BENCH_SECONDS', 5, 1);
@@ -42,55 +34,11 @@ function readRuntimes(): [Runtime, Runtime] {
   return [old, ours];
 }
 
-/**
- * Both services, then both runtimes' bare servers answering the bytes of page 1 as our runtime's service sends it.
- * The services take node:cluster's round robin on both runtimes: the default door (CONNECTION_DOOR=reuseport) asks
- * listen() for `reusePort`, which Node.js 20 does not have (22.12 and 23.1 brought it), so there a second web
- * worker's listen fails with EADDRINUSE and the worker is restarted over and over.
- */
-async function startTargets(runtimes: Runtime[], stores: Stores, root: string, writerToken: string) {
-  const services = new Map<Runtime, Awaited<ReturnType<typeof startServiceOn>>>();
-  for (const runtime of runtimes)
-    services.set(
-      runtime,
-      await startServiceOn(runtime, {
-        DATABASE_URL: stores.databaseUrl,
-        REDIS_URL: stores.redisUrl,
-        CURSOR_SECRET: SECRET,
-        REDIS_PREFIX: `bench:runtime:${runtime.line}:`,
-        THROTTLE_ANON: '100000/s',
-        THROTTLE_USER: '100000/s',
-        CONNECTION_DOOR: 'cluster',
-      }),
-    );
-  const response = await fetch(`${services.get(runtimes.at(-1)!)!.base}/api/tasks/`);
-  const [file, type] = [join(root, 'page-1.json'), response.headers.get('content-type') ?? 'application/json'];
-  await writeFile(file, Buffer.from(await response.arrayBuffer()));
-  const postScript = join(root, 'post.lua');
-  await writeFile(postScript, POST_SCRIPT);
-  const targets = new Map<Runtime, Targets>();
-  for (const runtime of runtimes) {
-    const bare = await startBare(file, type, 'node', runtime.binary);
-    const bareKoa = await startBare(file, type, 'koa', runtime.binary);
-    for (const tree of [bare, bareKoa]) checkBinary(tree, runtime);
-    targets.set(runtime, { trees: { service: services.get(runtime)!, bare, bareKoa }, writerToken, postScript });
-  }
-  for (const runtime of runtimes) for (const row of ROWS) await checkRuntimeRow(row, targets.get(runtime)!);
-  return { targets, services };
-}
-
 /** What each runtime's processes wrote to stderr, where Node.js prints its warnings (the logs go to stdout). */
 function describeStderr(runtimes: Runtime[], targets: Map<Runtime, Targets>): string {
   const parts = runtimes.map((runtime) => {
     const text = Object.values(targets.get(runtime)!.trees).map((tree) => tree.output());
-    const lines = [
-      ...new Set(
-        text
-          .join('\n')
-          .split('\n')
-          .filter((line) => line.trim() !== ''),
-      ),
-    ];
+    const lines = [...new Set(text.join('\n').split('\n'))].filter((line) => line.trim() !== '');
     if (lines.length > 0) log(`node ${runtime.line}'s processes wrote to stderr:\n${lines.join('\n')}`);
     const shown = lines.map((line) => `\`${line.slice(0, 160)}\``).join(', ');
     return `node ${runtime.line}: ${lines.length === 0 ? 'nothing' : shown}`;
@@ -100,11 +48,10 @@ function describeStderr(runtimes: Runtime[], targets: Map<Runtime, Targets>): st
 
 /** One row of the table: each runtime's req/s, new ÷ old with the rounds' spread, then p99 and CPU per request. */
 function rowCells(name: string, request: string, pairs: Pair[]): (string | number)[] {
-  const side = (runs: Run[], pick: (run: Run) => number) => median(runs.map(pick));
   const [old, ours] = [pairs.map((p) => p.old), pairs.map((p) => p.new)];
   const ratios = pairs.map((pair) => pair.new.wrk.reqPerS / pair.old.wrk.reqPerS);
   const each = (pick: (run: Run) => number, format: (v: number) => string) =>
-    [old, ours].map((r) => format(side(r, pick)));
+    [old, ours].map((runs) => format(median(runs.map(pick))));
   return [
     name,
     `\`${request}\``,

@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { interleave, runWrk, type Slice } from '../harness/send.js';
 import { treeCpuSeconds } from '../harness/service.js';
-import type { Runtime } from './processes.js';
-import { loadOfRow, ROWS, type Row, type Targets } from './rows.js';
+import { loadOfRow, ROWS, type Row, type Runtime, type Targets } from './processes.js';
 
 /** One wrk run, with the CPU the processes that answered it used per request. */
 export interface Run {

@@ -1,9 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { findFreePort } from '../../../src/embedded/ports.js';
 import { NODE_MAJOR } from '../../../src/settings/node-runtime.js';
 import { ENTRY } from '../../../test/helpers/cluster.js';
-import { childPids, executableOf, startTree, type Tree } from '../harness/service.js';
+import { checkRow, loadOf, PAGE_1_ROW, POST_SCRIPT, rowSpecs, type RowSpec } from '../read-path/rows.js';
+import type { Load } from '../harness/send.js';
+import { childPids, executableOf, startBare, startTree, type Stores, type Tree } from '../harness/service.js';
 
 /** A Node.js binary the bench runs things on: its path and the version it reports itself. */
 export interface Runtime {
@@ -64,4 +68,64 @@ export async function reportedVersion(tree: Service): Promise<string> {
     () => '',
   );
   return /^nodejs_version_info\{[^}]*version="(v[\d.]+)"/m.exec(text)?.[1] ?? 'not reported';
+}
+
+/** One runtime's processes, and what the write row sends. */
+export interface Targets {
+  trees: Record<'bare' | 'bareKoa' | 'service', Tree>;
+  writerToken: string;
+  /** The read-path bench's wrk Lua script that makes each request a POST with a JSON body. */
+  postScript: string;
+}
+
+export type Row = RowSpec & { server: keyof Targets['trees'] };
+
+/** The read-path bench's rows that run on both runtimes, as it loads them. */
+const NAMES = [rowSpecs(0)[0]!.name, rowSpecs(0)[1]!.name, PAGE_1_ROW, 'health', 'writes, authenticated'];
+export const ROWS = rowSpecs(0).filter((spec) => NAMES.includes(spec.name)) as Row[];
+
+/** What wrk sends for `row` to the runtime of `targets`. */
+export const loadOfRow = (row: Row, { trees, writerToken, postScript }: Targets): Load =>
+  loadOf(row, {
+    bases: { bare: trees.bare.base, bareKoa: trees.bareKoa.base, service: trees.service.base },
+    writerToken,
+    postScript,
+    tasks: 0,
+  });
+
+/**
+ * Both services, then both runtimes' bare servers answering the bytes of page 1 as our runtime's service sends it;
+ * every row's request sent once on each. The services take node:cluster's round robin on both runtimes: the default
+ * door (CONNECTION_DOOR=reuseport) asks listen() for `reusePort`, which Node.js 20 does not have (22.12 and 23.1
+ * brought it), so there a second web worker's listen fails with EADDRINUSE and the worker is restarted over and over.
+ */
+export async function startTargets(runtimes: Runtime[], stores: Stores, root: string, writerToken: string) {
+  const services = new Map<Runtime, Service>();
+  for (const runtime of runtimes)
+    services.set(
+      runtime,
+      await startServiceOn(runtime, {
+        DATABASE_URL: stores.databaseUrl,
+        REDIS_URL: stores.redisUrl,
+        CURSOR_SECRET: 'runtime-bench-cursor-secret-0123456789',
+        REDIS_PREFIX: `bench:runtime:${runtime.line}:`,
+        THROTTLE_ANON: '100000/s',
+        THROTTLE_USER: '100000/s',
+        CONNECTION_DOOR: 'cluster',
+      }),
+    );
+  const response = await fetch(`${services.get(runtimes.at(-1)!)!.base}/api/tasks/`);
+  const [file, type] = [join(root, 'page-1.json'), response.headers.get('content-type') ?? 'application/json'];
+  await writeFile(file, Buffer.from(await response.arrayBuffer()));
+  const postScript = join(root, 'post.lua');
+  await writeFile(postScript, POST_SCRIPT);
+  const targets = new Map<Runtime, Targets>();
+  for (const runtime of runtimes) {
+    const bare = await startBare(file, type, 'node', runtime.binary);
+    const bareKoa = await startBare(file, type, 'koa', runtime.binary);
+    for (const tree of [bare, bareKoa]) checkBinary(tree, runtime);
+    targets.set(runtime, { trees: { service: services.get(runtime)!, bare, bareKoa }, writerToken, postScript });
+  }
+  for (const runtime of runtimes) for (const row of ROWS) await checkRow(row, loadOfRow(row, targets.get(runtime)!));
+  return { targets, services };
 }
