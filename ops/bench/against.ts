@@ -1,10 +1,7 @@
 /**
- * `npm run bench:against -- <dir>`: this build against another, one path under wrk, in interleaved rounds on the same
- * stores (docs/benchmarks.md "One build against another"). `<dir>` is a clone of the other commit with its `dist/`
- * built; both services run `node dist/src/main.js` with two web workers and limits never reached, on one PostgreSQL
- * (20,000 tasks) and one Redis. Each round runs `wrk -t2 -c32 -d<BENCH_SECONDS>s` on both, which one first
- * alternating; the report gives each round's ratio (this build's requests/s over the other's), their median and
- * spread, and each build's CPU per request (its primary and workers) and Redis's.
+ * `npm run bench:against -- <dir>`: this build against the one in `<dir>` (a clone of another commit, its `dist/`
+ * built), one path under wrk, in interleaved rounds on the same stores (docs/benchmarks.md "One build against
+ * another"). BENCH_PATH (/api/tasks/), BENCH_ROUNDS (10), BENCH_SECONDS (5); writes ops/bench/results/against.md.
  *
  *   git clone -q . /tmp/base && (cd /tmp/base && git checkout -q <commit> && npm ci && npm run build)
  *   BENCH_PATH=/healthz BENCH_ROUNDS=10 npm run bench:against -- /tmp/base
@@ -62,10 +59,9 @@ await runBench('bench:against', async () => {
   const theirs = await startService(settings('against:other:'));
   process.chdir(home);
   const ours = await startService(settings('against:this:'));
-  const tallies = new Map<RunningCluster, Tally>([
-    [ours, { serviceCpu: 0, redisCpu: 0, requests: 0 }],
-    [theirs, { serviceCpu: 0, redisCpu: 0, requests: 0 }],
-  ]);
+  const tallies = new Map<RunningCluster, Tally>(
+    [ours, theirs].map((s) => [s, { serviceCpu: 0, redisCpu: 0, requests: 0 }]),
+  );
   const measure = async (service: RunningCluster, duration: number, tally?: Tally): Promise<number> => {
     const [service0, redis0] = [treeCpuSeconds(service.child.pid!), await redisCpuUs(stores.admin)];
     const wrk = await runWrk({ url: `${service.base}${path}` }, duration);
