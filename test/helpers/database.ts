@@ -26,28 +26,65 @@ function servicePassword(): string {
  */
 export async function createTestDatabase(label = 'test'): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `paceline_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
-  const password = servicePassword();
-  await withAdmin(adminUrl(), async (client) => {
-    await ensureServiceRole(client, password);
-    await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)} OWNER ${SERVICE_ROLE}`);
-  });
-  const admin = new URL(adminUrl());
-  admin.pathname = `/${name}`;
-  // PostgreSQL 15+ gives `public` to the database owner; an older server's needs handing over.
-  await withAdmin(admin.href, (client) => client.query(`ALTER SCHEMA public OWNER TO ${SERVICE_ROLE}`));
-  const url = new URL(admin.href);
-  url.username = SERVICE_ROLE;
-  url.password = encodeURIComponent(password);
-  const db = connectDatabase(url.href, 1);
-  await migrateToLatest(db);
-  await db.destroy();
+  const template = migratedTemplateOn(adminUrl());
+  const url = template
+    ? await copyDatabase(adminUrl(), template, name, servicePassword())
+    : await createMigratedDatabase(adminUrl(), name, servicePassword());
   return {
-    url: url.href,
+    url,
     drop: () =>
       withAdmin(adminUrl(), (client) =>
         client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`),
       ).then(() => {}),
   };
+}
+
+/**
+ * A database owned by the service role on the server of `admin` (a superuser's URL), migrated as that role: the role's
+ * URL of it.
+ */
+export async function createMigratedDatabase(admin: string, name: string, password: string): Promise<string> {
+  await withAdmin(admin, async (client) => {
+    await ensureServiceRole(client, password);
+    await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)} OWNER ${SERVICE_ROLE}`);
+  });
+  const database = new URL(admin);
+  database.pathname = `/${name}`;
+  // PostgreSQL 15+ gives `public` to the database owner; an older server's needs handing over.
+  await withAdmin(database.href, (client) => client.query(`ALTER SCHEMA public OWNER TO ${SERVICE_ROLE}`));
+  const url = new URL(database.href);
+  url.username = SERVICE_ROLE;
+  url.password = encodeURIComponent(password);
+  const db = connectDatabase(url.href, 1);
+  await migrateToLatest(db);
+  await db.destroy();
+  return url.href;
+}
+
+/**
+ * The runner's migrated template (TEST_TEMPLATE_DATABASE, made once per run by test/runner/stores.ts as
+ * `createMigratedDatabase` makes any), when `admin` is the runner's server: a copy of it is the same database for a
+ * fifth of the time. A test's own server has none.
+ */
+function migratedTemplateOn(admin: string): string | undefined {
+  const template = process.env.TEST_TEMPLATE_DATABASE;
+  const runner = process.env.TEST_SERVICE_DATABASE_URL;
+  if (!template || !runner) return undefined;
+  return new URL(runner).host === new URL(admin).host ? template : undefined;
+}
+
+/** A copy of `template` named `name`, owned by the service role (as its objects are): the role's URL of it. */
+async function copyDatabase(admin: string, template: string, name: string, password: string): Promise<string> {
+  await withAdmin(admin, (client) =>
+    client.query(
+      `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(template)} OWNER ${SERVICE_ROLE}`,
+    ),
+  );
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  url.username = SERVICE_ROLE;
+  url.password = encodeURIComponent(password);
+  return url.href;
 }
 
 /**

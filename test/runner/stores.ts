@@ -7,6 +7,7 @@ import { provideServiceRole } from '../../src/embedded/postgres-role.js';
 import { isAlive } from '../../src/cluster/processes.js';
 import { newRedisPassword, startRedis } from '../../src/embedded/redis.js';
 import type { RunningService } from '../../src/embedded/service.js';
+import { createMigratedDatabase } from '../helpers/database.js';
 
 export interface TestStores {
   /** The environment every file that uses the stores gets (see test/run.ts). */
@@ -49,6 +50,14 @@ export async function startStores(root: string, scratch: string): Promise<TestSt
     await Promise.allSettled([postgres.value.stop(), redis.value.stop()]);
     throw error;
   });
+  // Every file's database is a copy of this one (test/helpers/database.ts), which is migrated once.
+  const template = `paceline_template_${process.pid}`;
+  await createMigratedDatabase(postgres.value.url, template, decodeURIComponent(new URL(serviceUrl).password)).catch(
+    async (error) => {
+      await Promise.allSettled([postgres.value.stop(), redis.value.stop()]);
+      throw error;
+    },
+  );
   console.log(`# throwaway PostgreSQL and Redis ready in ${((Date.now() - began) / 1000).toFixed(1)} s`);
 
   let currentRedis: RunningService & { pid: number } = redis.value;
@@ -61,6 +70,7 @@ export async function startStores(root: string, scratch: string): Promise<TestSt
       ...(env as Record<string, string>),
       TEST_DATABASE_URL: postgres.value.url,
       TEST_SERVICE_DATABASE_URL: serviceUrl,
+      TEST_TEMPLATE_DATABASE: template,
       TEST_REDIS_URL: redis.value.url,
       TEST_REDIS_PORT: String(redisOpts.port),
       TEST_REDIS_DIR: redisOpts.dataDir,
