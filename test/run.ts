@@ -29,6 +29,7 @@
  *   TEST_DATABASE_URL  superuser URL of the `postgres` database: createTestDatabase (test/helpers/database.ts)
  *                      makes a file's own database from it, owned by the service role, and returns that role's URL
  *   TEST_SERVICE_DATABASE_URL  the service role's URL (the role `npm start` connects as)
+ *   TEST_TEMPLATE_DATABASE  the migrated database a file's own is copied from
  *   TEST_REDIS_URL     the shared Redis, with its password (as `npm start`'s): use your own key prefix
  *   TEST_REDIS_PORT, TEST_REDIS_DIR  its port and data directory
  *   TEST_TMP_DIR       scratch space, deleted after the run
