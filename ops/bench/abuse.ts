@@ -1,13 +1,9 @@
 /**
- * `npm run bench:abuse`: what an abusive client costs the compiled service and a well-behaved
- * client beside it. Starts a throwaway PostgreSQL and Redis, seeds a few tasks, starts
- * `node dist/src/main.js` twice with two web workers each: the guarded instance (the default
- * limits, behind a trusted proxy so that each abuser can be many addresses) that every abuse
- * hits, and an open one (limits never reached) that serves the yardsticks, page 1 and /healthz,
- * beside a bare node:http server. A good client (its own process) reads page 1 on the guarded
- * instance at a fixed rate, or logs in, throughout. Each row runs after a quiet window (the good
- * client alone: its baseline latencies and the service's background rates, subtracted from the
- * row's counters). Prints a Markdown table, also written to ops/bench/results/abuse.md.
+ * `npm run bench:abuse` (docs/benchmarks.md "The cost of abuse (`npm run bench:abuse`)"): what an abusive client
+ * costs the compiled service and a well-behaved client beside it. Two instances of `node dist/src/main.js` on
+ * throwaway stores: the guarded one (the default limits, behind a trusted proxy) that every abuse hits, and an open one
+ * (limits never reached) serving the yardsticks beside a bare node:http server. Prints a Markdown table, also written
+ * to ops/bench/results/abuse.md (BENCH_RESULTS).
  *
  *   npm run bench:abuse                                  # about 4 minutes of load
  *   BENCH_ROUNDS=1 BENCH_SECONDS=2 npm run bench:abuse   # a quicker, rougher run
@@ -20,11 +16,10 @@ import { join } from 'node:path';
 import { connectDatabase } from '../../db/connect.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { runDocsRow } from './abuse/docs-row.js';
-import { runLoginRow, runReadyzRow, runTokenRow } from './abuse/burst-rows.js';
 import { createCostReader } from './abuse/costs.js';
 import { runFloodRows } from './abuse/flood-rows.js';
 import { startGoodClient } from './abuse/good-client.js';
-import { runMetricsRow } from './abuse/metrics-row.js';
+import { runLoginRow, runMetricsRow, runReadyzRow, runTokenRow } from './abuse/rows.js';
 import { factList, resultsTable } from './abuse/report.js';
 import { stamp, uptime, writeResults, wrkVersion } from './harness/report.js';
 import { defer, log, runBench, scratchDir } from './harness/run.js';
@@ -98,13 +93,7 @@ async function main(): Promise<void> {
   defer(() => monitor.destroy());
   const primary = guarded.child.pid!;
   const trees = { guarded: primary, open: open.child.pid!, bare: bare.primary };
-  const good = await startGoodClient({
-    base: guarded.base,
-    token: seeded.reader.token,
-    username: seeded.reader.username,
-    password: `${seeded.reader.username}-password`,
-    rates: GOOD_RATES,
-  });
+  const good = await startGoodClient(guarded.base, seeded.reader, GOOD_RATES);
   const bench = {
     guarded: { base: guarded.base, metricsPort: guarded.metricsPort, primary },
     open: { base: open.base, primary: open.child.pid! },

@@ -1,8 +1,7 @@
-import { readdirSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import type { Redis } from 'ioredis';
 import type { Database } from '../../../db/database.js';
-import { childPids, cpuSeconds, redisCommands, treeCpuSeconds } from '../harness/service.js';
+import { childPids, cpuSeconds, openFds, redisCommands, treeCpuSeconds } from '../harness/service.js';
 
 /** Every counter the rows compare: what the stores and the processes had done, by a moment or between two. */
 export interface Counters {
@@ -86,15 +85,6 @@ export const lessBackground = (row: Delta, quiet: Delta): Delta => ({
   seconds: row.seconds,
   ...combine(row, quiet, (x, y) => x - (y ?? 0) * (row.seconds / quiet.seconds)),
 });
-
-/** How many file descriptors a process holds (NaN once it has exited). */
-export function openFds(pid: number): number {
-  try {
-    return readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    return NaN;
-  }
-}
 
 /** Polls `pid`'s open file descriptors every 200 ms until stopped; resolves with the most seen. */
 export function watchFds(pid: number): { stop(): number } {

@@ -1,6 +1,6 @@
 import { burst } from '../../../test/helpers/burst.js';
-import { statusList, type RowResult } from './report.js';
-import { measure, perRequest, quiet, type Bench } from './window.js';
+import type { RowResult } from './report.js';
+import { abuse, rowOf, type Bench } from './window.js';
 
 /** The docs page and its files, and the document it loads. */
 const ASSETS = [
@@ -65,41 +65,30 @@ const maxAge = (cacheControl: string) => Number(/max-age=(\d+)/.exec(cacheContro
 export async function runDocsRow(bench: Bench): Promise<RowResult> {
   const paths = await linkedPaths(bench.guarded.base);
   const bundle = paths.find((path) => path.startsWith(BUNDLE)) ?? BUNDLE;
-  const background = await quiet(bench, 'get');
-  const window = await measure(bench, () =>
+  const measured = await abuse(bench, 'get', () =>
     burst(bench.guarded.base, 300, 16, () => ({ path: bundle, headers: { 'X-Forwarded-For': '10.6.0.1' } })),
   );
-  const good = bench.good.latencies('get', window.from, window.to);
   const checks = [];
   for (const [i, path] of paths.entries()) checks.push(await revalidate(bench.guarded.base, path, `10.6.1.${i}`));
   const files = checks.filter(
     (c) => !c.path.startsWith('/api/docs/?') && c.path !== '/api/docs/' && c.path !== '/api/schema/',
   );
-  const met = files.every((c) => c.ifNoneMatch === 304 && maxAge(c.cacheControl) >= LONG_LIVED_S);
-  const mb = window.value.bodyBytes / 1e6;
-  return {
-    name: '6. docs assets × 300',
-    request: `GET ${bundle} × 300 (the URL the page links)`,
-    requests: window.value.requests,
-    reqPerS: window.value.reqPerS,
-    statuses: statusList(window.value.statuses),
-    good: { mode: 'get', quiet: background.value, during: good },
-    ...perRequest(window, background, 'guarded', window.value.requests),
-    fds: { before: window.fdsBefore, max: window.fdsMax },
-    goal: `the page's files: 304 to If-None-Match, max-age ≥ ${LONG_LIVED_S.toLocaleString('en-US')} s`,
-    met,
-    facts: [
-      `${mb.toFixed(0)} MB of body sent in ${window.value.seconds.toFixed(2)} s (${(mb / window.value.seconds).toFixed(0)} MB/s).`,
-      'Revalidation, file by file (status to If-None-Match with its ETag / to If-Modified-Since with its Last-Modified, ' +
-        'or the current date when it has none): ' +
-        checks
-          .map(
-            (c) =>
-              `\`${c.path}\` Cache-Control \`${c.cacheControl}\`, ETag ${c.etag === '(none)' ? 'none' : 'yes'}, ` +
-              `Last-Modified ${c.lastModified === '(none)' ? 'none' : 'yes'} → ${c.ifNoneMatch} / ${c.ifModifiedSince}`,
-          )
-          .join('; ') +
-        '.',
-    ],
-  };
+  const { bodyBytes, seconds } = measured.window.value;
+  const row = rowOf('6. docs assets × 300', `GET ${bundle} × 300 (the URL the page links)`, measured, 'get');
+  row.goal = `the page's files: 304 to If-None-Match, max-age ≥ ${LONG_LIVED_S.toLocaleString('en-US')} s`;
+  row.met = files.every((c) => c.ifNoneMatch === 304 && maxAge(c.cacheControl) >= LONG_LIVED_S);
+  row.facts.push(
+    `${(bodyBytes / 1e6).toFixed(0)} MB of body sent in ${seconds.toFixed(2)} s (${(bodyBytes / 1e6 / seconds).toFixed(0)} MB/s).`,
+    'Revalidation, file by file (status to If-None-Match with its ETag / to If-Modified-Since with its Last-Modified, ' +
+      'or the current date when it has none): ' +
+      checks
+        .map(
+          (c) =>
+            `\`${c.path}\` Cache-Control \`${c.cacheControl}\`, ETag ${c.etag === '(none)' ? 'none' : 'yes'}, ` +
+            `Last-Modified ${c.lastModified === '(none)' ? 'none' : 'yes'} → ${c.ifNoneMatch} / ${c.ifModifiedSince}`,
+        )
+        .join('; ') +
+      '.',
+  );
+  return row;
 }

@@ -53,12 +53,14 @@ function floods(bench: Bench): Flood[] {
   ];
 }
 
-function mergeFailures(list: Latencies[]): Record<number, number> {
-  const merged: Record<number, number> = {};
-  for (const { failures } of list) {
-    for (const [status, n] of Object.entries(failures)) merged[Number(status)] = (merged[Number(status)] ?? 0) + n;
-  }
-  return merged;
+/** The good client's answers over several windows: counts and failures summed, the medians of p50 and p99. */
+function merged(list: Latencies[]): Latencies {
+  const failures: Record<number, number> = {};
+  for (const each of list)
+    for (const [status, n] of Object.entries(each.failures))
+      failures[Number(status)] = (failures[Number(status)] ?? 0) + n;
+  const [p50Ms, p99Ms] = [median(list.map((l) => l.p50Ms)), median(list.map((l) => l.p99Ms))];
+  return { n: sumOf(list, (l) => l.n), p50Ms, p99Ms, failures };
 }
 
 /**
@@ -90,12 +92,6 @@ function summarise(list: Flood[], slices: Map<Flood, Slice[]>, quiets: Window<La
   const bare = reqPerS(list[0]!);
   const page1 = reqPerS(list[1]!);
   const healthz = list[2]!;
-  const quietGood = {
-    n: sumOf(quiets, (q) => q.value.n),
-    p50Ms: median(quiets.map((q) => q.value.p50Ms)),
-    p99Ms: median(quiets.map((q) => q.value.p99Ms)),
-    failures: mergeFailures(quiets.map((q) => q.value)),
-  };
   return list.map((flood): RowResult => {
     const runs = slices.get(flood)!;
     const sum = (pick: (s: Slice) => number) => sumOf(runs, pick);
@@ -119,16 +115,7 @@ function summarise(list: Flood[], slices: Map<Flood, Slice[]>, quiets: Window<La
     if (!flood.refused) return result;
     const ratio = reqPerS(flood) / page1;
     const healthzCpu = median(slices.get(healthz)!.map((s) => s.cpuUs));
-    result.good = {
-      mode: 'get',
-      quiet: quietGood,
-      during: {
-        n: sum((s) => s.good.n),
-        p50Ms: median(runs.map((s) => s.good.p50Ms)),
-        p99Ms: median(runs.map((s) => s.good.p99Ms)),
-        failures: mergeFailures(runs.map((s) => s.good)),
-      },
-    };
+    result.good = { mode: 'get', quiet: merged(quiets.map((q) => q.value)), during: merged(runs.map((s) => s.good)) };
     result.goal = `≥ 1.5× page 1's req/s (here ${ratio.toFixed(2)}×); 0 Redis, 0 PG per refusal`;
     result.met = ratio >= 1.5 && (result.redis ?? 0) < 0.01 && (result.pg ?? 0) < 0.01;
     result.facts.push(

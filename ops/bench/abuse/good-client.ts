@@ -1,5 +1,5 @@
 import { startPacedClient } from '../harness/paced.js';
-import { quantile } from '../harness/stats.js';
+import { latencies as summarise } from '../harness/stats.js';
 
 export type GoodMode = 'get' | 'login' | 'off';
 
@@ -19,20 +19,18 @@ export interface GoodClient {
 }
 
 /**
- * The well-behaved client of `npm run bench:abuse`, a paced client (harness/paced.ts): it reads page 1 with its token
- * at `rates.get` a second, or logs in at `rates.login` a second, each request on a new connection, at a fixed rate
- * whatever the answers take. A login comes from an address of its own each time, as many users behind many
- * addresses would: the per-address login budget is the abuser's to meet, not this client's.
+ * The well-behaved client of `npm run bench:abuse`, a paced client (harness/paced.ts): it reads page 1 with `user`'s
+ * token at `rates.get` a second, or logs in as `user` (whose password seed.ts made `<name>-password`) at `rates.login`
+ * a second, each request on a new connection, at a fixed rate whatever the answers take. A login comes from an address
+ * of its own each time, as many users behind many addresses would: the per-address login budget is the abuser's to
+ * meet, not this client's.
  */
-export async function startGoodClient(settings: {
-  base: string;
-  token: string;
-  username: string;
-  password: string;
-  rates: { get: number; login: number };
-}): Promise<GoodClient> {
+export async function startGoodClient(
+  base: string,
+  { token, username }: { token: string; username: string },
+  rates: { get: number; login: number },
+): Promise<GoodClient> {
   const client = await startPacedClient();
-  const { base, token, username, password, rates } = settings;
   const requests = {
     get: {
       method: 'GET',
@@ -43,7 +41,7 @@ export async function startGoodClient(settings: {
       method: 'POST',
       path: '/api/auth/token/',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ username, password }),
+      body: JSON.stringify({ username, password: `${username}-password` }),
       newAddress: true,
     },
   } as const;
@@ -58,11 +56,11 @@ export async function startGoodClient(settings: {
         status: typeof outcome === 'object' ? outcome.status : 0,
         ms,
       }));
-      const sorted = answers.map((a) => a.ms).sort((a, b) => a - b);
+      const { count: n, p50: p50Ms, p99: p99Ms } = summarise(answers.map((a) => a.ms));
       const failures: Record<number, number> = {};
       for (const { status } of answers)
         if (status < 200 || status > 299) failures[status] = (failures[status] ?? 0) + 1;
-      return { n: answers.length, p50Ms: quantile(sorted, 0.5), p99Ms: quantile(sorted, 0.99), failures };
+      return { n, p50Ms, p99Ms, failures };
     },
   };
 }

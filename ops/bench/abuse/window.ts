@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { BurstResult } from '../../../test/helpers/burst.js';
 import { delta, lessBackground, watchFds, type Delta, type Snapshot } from './costs.js';
 import type { GoodClient, GoodMode, Latencies } from './good-client.js';
+import { statusList, type RowResult } from './report.js';
 
 /** Everything a row needs: the targets, the good client, the counters. */
 export interface Bench {
@@ -29,8 +31,7 @@ export const QUIET_MS = 4_000;
 
 /** Runs `work` between two reads of the counters, watching the guarded primary's FDs meanwhile. */
 export async function measure<T>(bench: Bench, work: () => Promise<T>): Promise<Window<T>> {
-  const fds = watchFds(bench.guarded.primary);
-  const fdsBefore = fds.stop();
+  const fdsBefore = watchFds(bench.guarded.primary).stop();
   const watch = watchFds(bench.guarded.primary);
   const before = await bench.read();
   const from = Date.now();
@@ -63,5 +64,40 @@ export function perRequest(
     pg: tree === 'guarded' ? per(d.pgCalls) : tree === 'open' ? per(d.openPgCalls) : 0,
     redis: tree === 'bare' ? 0 : per(d.redisCalls),
     cpuUs: per(d.cpu[tree] ?? 0) * 1e6,
+  };
+}
+
+/** An abuse: the quiet window before it, its own window, and the good client's answers (in `mode`) during it. */
+export interface Abused<T> {
+  background: Window<Latencies>;
+  window: Window<T>;
+  good: Latencies;
+}
+
+/** Runs the abuse `run` with the good client beside it in `mode`, after a quiet window in the same mode. */
+export async function abuse<T>(bench: Bench, mode: GoodMode, run: () => Promise<T>): Promise<Abused<T>> {
+  const background = await quiet(bench, mode);
+  const window = await measure(bench, run);
+  return { background, window, good: bench.good.latencies(mode, window.from, window.to) };
+}
+
+/** A burst's row: its answers, the good client's, the costs per request and the primary's FDs; no goal yet. */
+export function rowOf(
+  name: string,
+  request: string,
+  { background, window, good }: Abused<BurstResult>,
+  mode: GoodMode,
+): RowResult {
+  return {
+    name,
+    request,
+    requests: window.value.requests,
+    reqPerS: window.value.reqPerS,
+    statuses: statusList(window.value.statuses),
+    good: { mode, quiet: background.value, during: good },
+    ...perRequest(window, background, 'guarded', window.value.requests),
+    fds: { before: window.fdsBefore, max: window.fdsMax },
+    goal: '',
+    facts: [],
   };
 }

@@ -1,41 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { burst } from '../../../test/helpers/burst.js';
+import { holdIdleConnections } from '../../../test/helpers/idle-connections.js';
+import { fileLimit, openFds } from '../harness/service.js';
 import { lessBackground } from './costs.js';
-import { burst, type BurstResult } from '../../../test/helpers/burst.js';
-import type { GoodMode, Latencies } from './good-client.js';
-import { statusList, type RowResult } from './report.js';
-import { measure, perRequest, quiet, type Bench, type Window } from './window.js';
-
-/** A count-bounded abuse with the good client beside it, after a quiet window in the same mode. */
-async function abuse(
-  bench: Bench,
-  mode: GoodMode,
-  run: () => Promise<BurstResult>,
-): Promise<{ background: Window<Latencies>; window: Window<BurstResult>; good: Latencies }> {
-  const background = await quiet(bench, mode);
-  const window = await measure(bench, run);
-  return { background, window, good: bench.good.latencies(mode, window.from, window.to) };
-}
-
-function rowOf(
-  name: string,
-  request: string,
-  { background, window, good }: Awaited<ReturnType<typeof abuse>>,
-  mode: GoodMode,
-): RowResult {
-  const costs = perRequest(window, background, 'guarded', window.value.requests);
-  return {
-    name,
-    request,
-    requests: window.value.requests,
-    reqPerS: window.value.reqPerS,
-    statuses: statusList(window.value.statuses),
-    good: { mode, quiet: background.value, during: good },
-    ...costs,
-    fds: { before: window.fdsBefore, max: window.fdsMax },
-    goal: '',
-    facts: [],
-  };
-}
+import type { RowResult } from './report.js';
+import { abuse, rowOf, type Bench } from './window.js';
 
 const within2x = (row: RowResult) => row.good!.during.p99Ms <= 2 * row.good!.quiet.p99Ms;
 
@@ -82,6 +51,48 @@ export async function runLoginRow(bench: Bench, hashBound: string): Promise<RowR
       `threads, so a worker can pass 100 %). Hash bound configured: ${hashBound}.`,
   );
   return row;
+}
+
+const IDLE_CONNECTIONS = 4_000;
+/** Beyond the timeout: time for the server's periodic check and the close to arrive. */
+const MARGIN_MS = 2_000;
+
+/**
+ * Row 4: 4,000 connections to the metrics port that never send a byte, held until the server
+ * closes them or its header timeout (`headersTimeoutMs`) and a margin have passed; the good
+ * client reads page 1 meanwhile, each request on a new connection through the same primary.
+ */
+export async function runMetricsRow(bench: Bench, headersTimeoutMs: number, timeoutSource: string): Promise<RowResult> {
+  let fdsOpen = NaN;
+  const waitMs = headersTimeoutMs + MARGIN_MS;
+  const { background, window, good } = await abuse(bench, 'get', () =>
+    holdIdleConnections(bench.guarded.metricsPort, IDLE_CONNECTIONS, waitMs, () => {
+      fdsOpen = openFds(bench.guarded.primary);
+    }),
+  );
+  const idle = window.value;
+  const answered = Object.keys(good.failures).length === 0;
+  return {
+    name: '4. idle connections to the metrics port',
+    request: `${IDLE_CONNECTIONS.toLocaleString('en-US')} TCP connections, no bytes`,
+    requests: idle.opened,
+    reqPerS: idle.opened / idle.openSeconds,
+    statuses: `${idle.opened.toLocaleString('en-US')} opened, ${idle.failed} failed to open, ${idle.closed.toLocaleString('en-US')} closed by the server`,
+    good: { mode: 'get', quiet: background.value, during: good },
+    fds: { before: window.fdsBefore, max: window.fdsMax },
+    goal: `all closed within the header timeout (${(headersTimeoutMs / 1000).toFixed(0)} s + ${MARGIN_MS / 1000} s); the API answers`,
+    met: idle.closed === idle.opened && answered,
+    facts: [
+      `Metrics header timeout ${(headersTimeoutMs / 1000).toFixed(1)} s (${timeoutSource}). ${idle.closed.toLocaleString('en-US')} of ` +
+        `${idle.opened.toLocaleString('en-US')} connections closed by the server within ${(waitMs / 1000).toFixed(0)} s` +
+        (idle.closed > 0
+          ? ` (median ${idle.closeMedianS.toFixed(1)} s, last ${idle.closeLastS.toFixed(1)} s after opening)`
+          : '') +
+        `; the rest were closed by the benchmark. The primary held ${fdsOpen} file descriptors with them open ` +
+        `(${window.fdsBefore} before; its limit ${fileLimit(bench.guarded.primary)}). The good client's page-1 reads meanwhile: ` +
+        `${good.n} answered${answered ? ' all 200' : `, failures ${JSON.stringify(good.failures)}`}.`,
+    ],
+  };
 }
 
 /** Row 5: /readyz 2,000 times from one address. */
