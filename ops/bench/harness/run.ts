@@ -20,7 +20,7 @@ export function defer(step: () => unknown): void {
 }
 
 /** Runs every deferred step once, however often it is called (a signal may arrive mid-stop). */
-export function stopAll(): Promise<void> {
+function stopAll(): Promise<void> {
   stopping ??= (async () => {
     for (const step of steps.reverse())
       await Promise.resolve()
