@@ -8,11 +8,10 @@ export function progressBar(label: string): { update(done: number, total: number
   let drawnAt = 0;
   let tenth = -1;
   const line = (done: number, total: number) => {
-    const width = 30;
-    const filled = total === 0 ? width : Math.round((done / total) * width);
+    const share = total === 0 ? 1 : done / total;
+    const bar = '#'.repeat(Math.round(share * 30)).padEnd(30, '.');
     const seconds = (Date.now() - began) / 1000;
-    const percent = total === 0 ? 100 : Math.floor((done / total) * 100);
-    return `${label.padEnd(8)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${String(percent).padStart(3)}% ${done}/${total} in ${seconds.toFixed(1)} s`;
+    return `${label.padEnd(8)} [${bar}] ${String(Math.floor(share * 100)).padStart(3)}% ${done}/${total} in ${seconds.toFixed(1)} s`;
   };
   let last = { done: 0, total: 0 };
   return {

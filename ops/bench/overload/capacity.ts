@@ -26,14 +26,10 @@ export interface RampStep {
 /** How the capacity was found: the latency bound held at it, or (no step met it) goodput still kept up. */
 export type CapacityBasis = 'p99' | 'goodput';
 
-export function isServed(result: MixResult): boolean {
-  const { all } = result;
-  return all.goodputPerS >= SERVED_SHARE * all.offeredPerS && all.timeouts + all.errors + all.shed === 0;
-}
+const isServed = ({ all }: MixResult): boolean =>
+  all.goodputPerS >= SERVED_SHARE * all.offeredPerS && all.timeouts + all.errors + all.shed === 0;
 
-export function isBounded(result: MixResult): boolean {
-  return isServed(result) && result.all.p99Ms <= P99_BOUND_MS;
-}
+export const isBounded = (result: MixResult): boolean => isServed(result) && result.all.p99Ms <= P99_BOUND_MS;
 
 /**
  * The mix's capacity: the open-loop rate is raised by STEP_FACTOR from FIRST_RATE until a step is not bounded

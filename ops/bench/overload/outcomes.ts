@@ -28,9 +28,7 @@ export interface Tally {
   errors: number;
 }
 
-export function newTally(): Tally {
-  return { planned: 0, served: [], statuses: {}, timeouts: 0, unsent: 0, errors: 0 };
-}
+export const newTally = (): Tally => ({ planned: 0, served: [], statuses: {}, timeouts: 0, unsent: 0, errors: 0 });
 
 export function record(tally: Tally, outcome: Outcome): void {
   if (outcome === 'timeout' || outcome === 'unsent') {

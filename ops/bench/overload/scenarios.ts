@@ -117,17 +117,15 @@ async function measure<T>(bench: Bench, instance: Instance, seconds: number, run
   };
 }
 
-/** The mix open-loop at `ratePerS` (`multiple` × capacity) on `instance` for `run.seconds`, the probes at it too. */
+/** The mix open-loop at `run.ratePerS` (`multiple` × capacity) on `instance`, the probes at it too. */
 export async function runMixScenario(
   bench: Bench,
   instance: Instance,
   label: string,
   multiple: number,
-  run: Omit<MixRun, 'base'>,
+  run: MixRun,
 ): Promise<MixScenario> {
-  const { result, measured } = await measure(bench, instance, run.seconds, () =>
-    bench.load.mix({ ...run, base: instance.cluster.base }),
-  );
+  const { result, measured } = await measure(bench, instance, run.seconds, () => bench.load.mix(run));
   return { ...measured, label, multiple, mix: result };
 }
 
@@ -150,12 +148,12 @@ export interface Newcomer {
   page: Health;
 }
 
-export function newcomerOf(prober: PacedClient, scenario: Pick<Measured, 'target' | 'from' | 'to'>): Newcomer {
-  const { target, from, to } = scenario;
-  return {
-    healthz: healthOf(prober.samples(target, 'healthz', from, to)),
-    page: healthOf(prober.samples(target, 'page', from, to)),
-  };
+export function newcomerOf(
+  prober: PacedClient,
+  { target, from, to }: Pick<Measured, 'target' | 'from' | 'to'>,
+): Newcomer {
+  const health = (kind: keyof Newcomer) => healthOf(prober.samples(target, kind, from, to));
+  return { healthz: health('healthz'), page: health('page') };
 }
 
 function healthOf(probes: readonly PacedSample[]): Health {

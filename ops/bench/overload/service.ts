@@ -85,9 +85,8 @@ export function counterReader(monitor: Kysely<Database>) {
 }
 
 /** The instance's host `/metrics`, as text. */
-function metricsText(instance: Instance): Promise<string> {
-  return fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text());
-}
+const metricsText = (instance: Instance): Promise<string> =>
+  fetch(`${instance.cluster.metricsBase}/metrics`).then((response) => response.text());
 
 /** The admission gauges of an instance at one moment, summed over its web workers. */
 export interface AdmissionSample {
