@@ -16,9 +16,9 @@ import { join } from 'node:path';
 import { connectDatabase } from '../../db/connect.js';
 import { loadConfig } from '../../src/settings/config.js';
 import { runDocsRow } from './abuse/docs-row.js';
-import { createCostReader } from './abuse/costs.js';
 import { runFloodRows } from './abuse/flood-rows.js';
 import { startGoodClient } from './abuse/good-client.js';
+import { createCostReader } from './abuse/window.js';
 import { runLoginRow, runMetricsRow, runReadyzRow, runTokenRow } from './abuse/rows.js';
 import { factList, resultsTable } from './abuse/report.js';
 import { stamp, uptime, writeResults, wrkVersion } from './harness/report.js';
@@ -91,18 +91,14 @@ async function main(): Promise<void> {
 
   const monitor = connectDatabase(stores.databaseUrl, 1, 'abuse-bench-monitor');
   defer(() => monitor.destroy());
-  const primary = guarded.child.pid!;
-  const trees = { guarded: primary, open: open.child.pid!, bare: bare.primary };
-  const good = await startGoodClient(guarded.base, seeded.reader, GOOD_RATES);
-  const bench = {
-    guarded: { base: guarded.base, metricsPort: guarded.metricsPort, primary },
+  const trees = {
+    guarded: { base: guarded.base, metricsPort: guarded.metricsPort, primary: guarded.child.pid! },
     open: { base: open.base, primary: open.child.pid! },
     bare: { base: bare.base, primary: bare.primary },
-    good,
-    read: createCostReader(monitor, OPEN_DATABASE, stores.admin, trees, primary),
-    rounds,
-    seconds,
   };
+  const good = await startGoodClient(guarded.base, seeded.reader, GOOD_RATES);
+  const read = createCostReader(monitor, OPEN_DATABASE, stores.admin, trees);
+  const bench = { ...trees, good, read, rounds, seconds };
   const timeout = metricsHeadersTimeout(guardedEnv);
   const rows = await runFloodRows(bench);
   const abuses = [

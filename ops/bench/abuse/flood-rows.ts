@@ -14,15 +14,8 @@ interface Flood {
   refused?: boolean;
 }
 
-interface Slice {
-  wrk: WrkResult;
-  pg: number;
-  redis: number;
-  cpuUs: number;
-  good: Latencies;
-  fdsBefore: number;
-  fdsMax: number;
-}
+/** One flood's slice: wrk's figures, its costs per request, the good client's answers, the primary's FDs. */
+type Slice = ReturnType<typeof perRequest> & { wrk: WrkResult; good: Latencies; fdsBefore: number; fdsMax: number };
 
 const WARMUP_S = 1;
 

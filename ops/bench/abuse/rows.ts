@@ -2,9 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { burst } from '../../../test/helpers/burst.js';
 import { holdIdleConnections } from '../../../test/helpers/idle-connections.js';
 import { fileLimit, openFds } from '../harness/service.js';
-import { lessBackground } from './costs.js';
 import type { RowResult } from './report.js';
-import { abuse, rowOf, type Bench } from './window.js';
+import { abuse, lessBackground, rowOf, type Bench } from './window.js';
 
 const within2x = (row: RowResult) => row.good!.during.p99Ms <= 2 * row.good!.quiet.p99Ms;
 
