@@ -1,7 +1,7 @@
 /**
- * What a refusal costs beside an answer, and a shed answer beside a refusal (docs/benchmarks.md "What a refusal
- * costs"): node:cluster workers running the service's server and listener (anon 20/min, user 100000/s, access log at
- * info to /dev/null), measured by autocannon on 127.0.0.1 in interleaved rounds of these loads:
+ * What a refusal costs beside an answer, and a shed answer beside a refusal
+ * (docs/benchmarks.md "What a refusal costs"): node:cluster workers running the service's server and listener (anon
+ * 20/min, user 100000/s, access log at info to /dev/null), measured by autocannon on 127.0.0.1 in interleaved rounds:
  *
  *   flood    GET /api/tasks/ from one anonymous address (X-Forwarded-For) refused for the minute (429)
  *   page-1   GET /api/tasks/ with a user's token (answered 200 from the read cache)

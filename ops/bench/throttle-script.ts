@@ -1,14 +1,13 @@
 /**
- * What the throttle script costs Redis: CPU µs and commands per check, read from Redis's own
- * counters (INFO cpu, INFO commandstats), so the figure hardly depends on the host's other load.
+ * What the throttle script costs Redis (docs/benchmarks.md "What the script costs Redis"): CPU µs and commands per
+ * check, from Redis's own counters (INFO cpu, INFO commandstats), so the figure hardly depends on the host's load.
  *
  *   npm run bench:throttle-script -- [turns = 20000] [shadow rate, e.g. 50/s]
  *
- * Requests go in turns of 13 (the batch a loaded web worker sends per script call), through the
- * service's throttler, one turn at a time. Traffic shapes: `growing`, 3,072 clients each at about
- * a third of a 100/s limit (logs that grow and get compacted, the common case); `full`, 128
- * clients each at its 100/s limit (full rings, many refusals). With a shadow rate, every check also
- * decides it on its shadow log (docs/throttling.md "Shadow rules"). Starts its own redis-server.
+ * Requests go in turns of 13 (the batch a loaded web worker sends per script call) through the service's throttler,
+ * one turn at a time. Shapes: `growing`, 3,072 clients each at about a third of a 100/s limit (logs that grow and get
+ * compacted, the common case); `full`, 128 clients each at its 100/s limit (full rings, many refusals). With a shadow
+ * rate every check also decides it on its shadow log (docs/throttling.md "Shadow rules"). Starts its own redis-server.
  */
 import { Redis } from 'ioredis';
 import { createThrottler } from '../../src/throttle/consume.js';
