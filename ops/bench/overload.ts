@@ -35,7 +35,7 @@ import {
   type Newcomer,
 } from './overload/scenarios.js';
 import { counterReader, settle, startInstance, startSeededStores, type Instance } from './overload/service.js';
-import { uptime, writeResults } from './harness/report.js';
+import { ms, uptime, writeResults } from './harness/report.js';
 import { defer, log, runBench } from './harness/run.js';
 import { startPacedClient } from './harness/paced.js';
 import { fileLimit, redisVersion } from './harness/service.js';
@@ -122,7 +122,7 @@ async function main(): Promise<void> {
       scenarios.push(s);
       const { all } = s.mix;
       log(
-        `${label} ${instance.mode}: ${Math.round(all.goodputPerS)} 2xx/s, p99 ${all.p99Ms.toFixed(1)} ms, ` +
+        `${label} ${instance.mode}: ${Math.round(all.goodputPerS)} 2xx/s, p99 ${ms(all.p99Ms)} ms, ` +
           `${all.shed} × 503, ${all.timeouts} timeouts, ${all.errors} errors`,
       );
     }
@@ -149,8 +149,8 @@ async function main(): Promise<void> {
   ];
   for (const { label, mode, newcomer, flood } of newcomers)
     log(
-      `newcomer, ${label} ${mode}: /healthz p99 ${newcomer.healthz.p99Ms.toFixed(1)} ms, ` +
-        `${newcomer.healthz.unanswered} unanswered; page 1 p99 ${newcomer.page.p99Ms.toFixed(1)} ms, ` +
+      `newcomer, ${label} ${mode}: /healthz p99 ${ms(newcomer.healthz.p99Ms)} ms, ` +
+        `${newcomer.healthz.unanswered} unanswered; page 1 p99 ${ms(newcomer.page.p99Ms)} ms, ` +
         `${newcomer.page.unanswered} unanswered` +
         (flood ? `; ${flood.flood.firstAnswered} first answers within 10 s` : ''),
     );

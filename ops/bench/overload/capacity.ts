@@ -1,4 +1,5 @@
 import type { MixResult } from './mix.js';
+import { ms } from '../harness/report.js';
 
 /**
  * Latency bound of the capacity search: a step is "bounded" when the mix's p99 stays under it. A quarter of the
@@ -29,7 +30,8 @@ export type CapacityBasis = 'p99' | 'goodput';
 const isServed = ({ all }: MixResult): boolean =>
   all.goodputPerS >= SERVED_SHARE * all.offeredPerS && all.timeouts + all.errors + all.shed === 0;
 
-export const isBounded = (result: MixResult): boolean => isServed(result) && result.all.p99Ms <= P99_BOUND_MS;
+export const isBounded = (result: MixResult): boolean =>
+  isServed(result) && Number.isFinite(result.all.p99Ms) && result.all.p99Ms <= P99_BOUND_MS;
 
 /**
  * The mix's capacity: the open-loop rate is raised by STEP_FACTOR from FIRST_RATE until a step is not bounded
@@ -50,7 +52,7 @@ export async function measureCapacity(
     steps.push(entry);
     log(
       `capacity: offered ${Math.round(ratePerS)}/s → ${Math.round(result.all.goodputPerS)} 2xx/s, p99 ` +
-        `${result.all.p99Ms.toFixed(1)} ms, ${result.all.timeouts} timeouts: ` +
+        `${ms(result.all.p99Ms)} ms, ${result.all.timeouts} timeouts: ` +
         (entry.bounded ? 'bounded' : entry.served ? 'served, p99 over the bound' : 'not served'),
     );
     return entry;
