@@ -8,7 +8,7 @@ import type { GoodClient, GoodMode, Latencies } from './good-client.js';
 import { statusList, type RowResult } from './report.js';
 
 /** Every counter the rows compare: what the stores and the processes had done, by a moment or between two. */
-export interface Counters {
+interface Counters {
   /** Statements the guarded service's database ran (pg_stat_statements calls, BEGIN and COMMIT included). */
   pgCalls: number;
   /** The same, of the database of the instance that serves the yardstick rows. */
@@ -24,8 +24,8 @@ export interface Counters {
 }
 
 /** The counters by one moment (`at`), or between two (`seconds`). */
-export type Snapshot = Counters & { at: number };
-export type Delta = Counters & { seconds: number };
+type Snapshot = Counters & { at: number };
+type Delta = Counters & { seconds: number };
 
 /**
  * Reads the counters through `db` (a connection to the guarded service's database): the process trees of `trees`'
@@ -90,7 +90,7 @@ export const lessBackground = (row: Delta, quiet: Delta): Delta => ({
 });
 
 /** Polls `pid`'s open file descriptors every 200 ms until stopped; resolves with the most seen. */
-export function watchFds(pid: number): { stop(): number } {
+function watchFds(pid: number): { stop(): number } {
   let most = openFds(pid);
   const timer = setInterval(() => (most = Math.max(most, openFds(pid))), 200);
   return {
@@ -124,7 +124,7 @@ export interface Window<T> {
 
 /** What was in flight when the abuse ended belongs to its window. */
 const SETTLE_MS = 300;
-export const QUIET_MS = 4_000;
+const QUIET_MS = 4_000;
 
 /** Runs `work` between two reads of the counters, watching the guarded primary's FDs meanwhile. */
 export async function measure<T>(bench: Bench, work: () => Promise<T>): Promise<Window<T>> {
