@@ -179,7 +179,7 @@ async function main(): Promise<void> {
   {
     const idle = await measure();
     const [commands, transactions] = [idle.commands - before.commands, idle.transactions - before.transactions];
-    rows.push(['idle (one measuring window)', '—', `${commands} in all`, '—', `${transactions} in all`, '—']);
+    rows.push(['idle (one measuring window)', `${commands} in all`, '—', '—', `${transactions} in all`, '—']);
     before = idle;
   }
   for (const phase of phases) {
