@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.js';
-import type { Check, Decision, RefusalAnswer, ScopeName, ScopeRule } from '../throttle/index.js';
-import { refusalAnswer } from '../throttle/index.js';
+import type { Check, Decision, ScopeName, ScopeRule } from '../throttle/index.js';
+import type { RefusalAnswer } from './throttle-answers.js';
+import { refusalAnswer } from './throttle-answers.js';
 import { primeThrottleSeries, setThrottleLimits } from './throttle-series.js';
 import type { Slot } from '../throttle/concurrency.js';
 import { REFUSAL_LOG_INTERVAL_MS, REFUSAL_LOG_MAX_CLIENTS, RefusalLog } from './refusal-log.js';

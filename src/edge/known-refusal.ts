@@ -1,8 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import type { Deps } from '../deps.js';
-import { createRefusalAnswers, longestWait, type Check } from '../throttle/index.js';
+import { type Check } from '../throttle/index.js';
+import { createRefusalAnswers, longestWait } from './throttle-answers.js';
 import { answerFor, takenFrom, type Decide, type KnownRefusal, type Limit } from './decision.js';
-import { isOverLimit, overLimitAnswer } from '../throttle/cost.js';
+import { isOverLimit } from '../throttle/cost.js';
+import { overLimitAnswer } from './throttle-answers.js';
 import type { RouteCost } from './route-cost.js';
 
 export type { KnownRefusal } from './decision.js';

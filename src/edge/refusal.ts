@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { prefersProblem } from '../server/problem-details.js';
-import type { RefusalAnswer } from '../throttle/index.js';
+import type { RefusalAnswer } from './throttle-answers.js';
 import { writeEdgeAnswer } from './answer.js';
 import type { Refusal } from './request-state.js';
 

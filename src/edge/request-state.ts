@@ -1,5 +1,6 @@
 import type { User } from '../auth/users.repository.js';
-import type { Decision, RefusalAnswer } from '../throttle/index.js';
+import type { Decision } from '../throttle/index.js';
+import type { RefusalAnswer } from './throttle-answers.js';
 
 /** A request the throttle refused: what the access log and its summaries say of it. */
 export interface Refusal {

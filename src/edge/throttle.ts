@@ -1,12 +1,13 @@
 import type { Context } from 'koa';
 import type { Deps } from '../deps.js';
 import type { Check, ScopeName, ScopeRule } from '../throttle/index.js';
-import { createRefusalAnswers, longestWait, rateLimitHeaders } from '../throttle/index.js';
+import { createRefusalAnswers, longestWait, rateLimitHeaders } from './throttle-answers.js';
 import { checkOf } from './client-identity.js';
 import { answerFor, createDecide, takenFrom, type Decide, type Limit } from './decision.js';
 import { answerRefusal } from './refusal.js';
 import { createBurstLogger, withoutRedis } from './throttle-store-down.js';
-import { isOverLimit, overLimitAnswer } from '../throttle/cost.js';
+import { isOverLimit } from '../throttle/cost.js';
+import { overLimitAnswer } from './throttle-answers.js';
 import type { RouteCost } from './route-cost.js';
 
 /**

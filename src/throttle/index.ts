@@ -1,9 +1,5 @@
 export { createThrottler, isAdmitted, throttleKey } from './consume.js';
 export type { Check, Decision, Throttler } from './throttler.js';
-export { createRefusalAnswers, longestWait, rateLimitHeaders, refusalAnswer, throttledDetail } from './headers.js';
-export type { RefusalAnswer, RefusalBytes } from './headers.js';
-export { QUOTA_EXCEEDED_TITLE, QUOTA_EXCEEDED_TYPE, quotaExceededProblem } from './quota-problem.js';
-export type { ViolatedPolicy } from './quota-problem.js';
 export { clientIp, ipKey, ipv6PrefixFor, LOGIN_ADDRESS_SCOPE } from './identity.js';
 export { loginIdent, normaliseUsername } from './login.js';
 export { MAX_RATE_LIMIT, MAX_RATE_WINDOW_MS, parseRate } from './rate.js';

@@ -6,7 +6,8 @@
  */
 
 import { PROBLEM_JSON, problemOf } from '../../server/problem-details.js';
-import { quotaExceededProblem, throttledDetail } from '../../throttle/index.js';
+import { throttledDetail } from '../../edge/throttle-answers.js';
+import { quotaExceededProblem } from '../../edge/quota-problem.js';
 
 type Json = Record<string, unknown>;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { QUOTA_EXCEEDED_TITLE, QUOTA_EXCEEDED_TYPE } from '../../throttle/index.js';
+import { QUOTA_EXCEEDED_TITLE, QUOTA_EXCEEDED_TYPE } from '../../edge/quota-problem.js';
 import { named, responses, validationErrorSchema } from './schemas.js';
 
 /**

@@ -1,7 +1,7 @@
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig } from '../../../src/settings/config.js';
-import { concurrencyFields, concurrencyRefusal } from '../../../src/throttle/headers.js';
+import { concurrencyFields, concurrencyRefusal } from '../../../src/edge/throttle-answers.js';
 import { LocalSlots } from '../../../src/throttle/local-slots.js';
 
 // THROTTLE_CONCURRENCY and THROTTLE_CONCURRENCY_EXPIRY_MS (docs/configuration.md), the fields a

@@ -1,7 +1,7 @@
 import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import type { Decision } from '../../../src/throttle/throttler.js';
-import { longestWait, rateLimitHeaders, throttledDetail } from '../../../src/throttle/headers.js';
+import { longestWait, rateLimitHeaders, throttledDetail } from '../../../src/edge/throttle-answers.js';
 import { clientIp, ipKey } from '../../../src/throttle/identity.js';
 import { parseRate } from '../../../src/throttle/rate.js';
 import { buildScopes } from '../../../src/throttle/scopes.js';

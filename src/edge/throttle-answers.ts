@@ -1,5 +1,9 @@
+// What the throttle's decisions say in HTTP (docs/throttling.md): the RateLimit fields, and every 429's fields and
+// bytes, DRF's and as problem details, the rate's, the concurrency limit's and the over-limit one. src/throttle/
+// decides; the edge answers.
 import { quotaExceededProblem, type ViolatedPolicy } from './quota-problem.js';
-import type { Decision } from './throttler.js';
+import type { Rate } from '../throttle/rate.js';
+import type { Decision } from '../throttle/throttler.js';
 
 /** The field that marks an answer decided by one worker's share of the limit, without Redis. */
 const DEGRADED_FIELD = 'Paceline-Throttle';
@@ -174,3 +178,61 @@ function quote(value: string): string {
   if (!value.includes('"') && !value.includes('\\')) return `"${value}"`;
   return `"${value.replace(/[\\"]/g, '\\$&')}"`;
 }
+
+/** The over-limit 429's detail: `Request costs 50 units; the limit is 10 per hour.` */
+export function overLimitDetail(cost: number, rate: Rate): string {
+  return `Request costs ${cost} ${cost === 1 ? 'unit' : 'units'}; the limit is ${rateInWords(rate)}.`;
+}
+
+/**
+ * The 429 of a request that costs more than the limit of a refusing decision (its `overLimit`): no wait
+ * would admit it, so it carries no `Retry-After` and no `RateLimit` field (whose `t` would promise one), only
+ * `RateLimit-Policy` for every decision not in shadow; DRF's body has the detail above, the problem details the
+ * violated policies and no `retry-after`.
+ */
+export function overLimitAnswer(decisions: readonly Decision[]): RefusalAnswer {
+  const refusing = decisions.find((decision) => decision.overLimit !== undefined);
+  const detail = refusing
+    ? overLimitDetail(refusing.overLimit as number, { limit: refusing.limit, windowMs: refusing.windowMs, text: '' })
+    : 'Request costs more than the limit.';
+  const policies: string[] = [];
+  const violated: ViolatedPolicy[] = [];
+  for (const { scope, limit, windowMs, inShadow, overLimit } of decisions) {
+    if (inShadow) continue;
+    const window = Math.ceil(windowMs / 1000);
+    policies.push(`"${scope}";q=${limit};w=${window}`);
+    if (overLimit !== undefined) violated.push({ scope, quota: limit, window });
+  }
+  const own = policies.length > 0 ? ['RateLimit-Policy', policies.join(', ')] : [];
+  let problem: RefusalBytes | undefined;
+  return {
+    fields: [...own, 'Content-Type', 'application/json; charset=utf-8'],
+    body: Buffer.from(JSON.stringify({ detail })),
+    problem: () => {
+      if (problem) return problem;
+      const body: Record<string, unknown> = quotaExceededProblem(violated, 0, detail);
+      delete body['retry-after'];
+      return (problem = {
+        fields: [...own, 'Content-Type', 'application/problem+json'],
+        body: Buffer.from(JSON.stringify(body)),
+      });
+    },
+  };
+}
+
+/** `10 per hour`, `300 per 5 minutes`: a rate as the over-limit message says it. */
+function rateInWords({ limit, windowMs }: Rate): string {
+  for (const [ms, unit] of UNITS) {
+    if (windowMs % ms !== 0) continue;
+    const count = windowMs / ms;
+    return count === 1 ? `${limit} per ${unit}` : `${limit} per ${count} ${unit}s`;
+  }
+  return `${limit} per ${windowMs} ms`;
+}
+
+const UNITS: ReadonlyArray<readonly [number, string]> = [
+  [86_400_000, 'day'],
+  [3_600_000, 'hour'],
+  [60_000, 'minute'],
+  [1_000, 'second'],
+];
