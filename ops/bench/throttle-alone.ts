@@ -21,7 +21,7 @@ import { createThrottle } from '../../src/edge/throttle.js';
 import { createMetrics } from '../../src/base/metrics.js';
 import { createThrottler } from '../../src/throttle/consume.js';
 import type { Decision } from '../../src/throttle/throttler.js';
-import { rateLimitHeaders, throttledDetail } from '../../src/throttle/headers.js';
+import { rateLimitHeaders, throttledDetail } from '../../src/edge/throttle-answers.js';
 import { buildScopes } from '../../src/throttle/scopes.js';
 import { runLine } from './harness/report.js';
 import { runBench, scratchDir } from './harness/run.js';
