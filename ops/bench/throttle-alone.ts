@@ -109,7 +109,12 @@ function serviceThrottle(redis: Redis): Koa.Middleware {
   const config = loadConfig({ TRUST_PROXY_HOPS: '1', THROTTLE_ANON: RULE.rate.text, LOG_LEVEL: 'silent' });
   const throttler = createThrottler({ redis, keyPrefix: 'bench:', timeoutMs: config.THROTTLE_TIMEOUT_MS });
   const deps = { config, metrics: createMetrics(), logger: pino({ level: 'silent' }), throttler };
-  return createThrottle(deps as Pick<Deps, keyof typeof deps> as Deps, RULES)();
+  const check = createThrottle(deps as Pick<Deps, keyof typeof deps> as Deps, RULES)();
+  // As the guard runs it (src/edge/guard.ts): a client with no user yet is counted, then served.
+  return async (ctx, next) => {
+    ctx.state.user = null;
+    if (await check(ctx)) await next();
+  };
 }
 
 /**
