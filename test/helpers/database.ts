@@ -28,7 +28,7 @@ export async function createTestDatabase(label = 'test'): Promise<{ url: string;
   const name = `paceline_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
   const template = migratedTemplateOn(adminUrl());
   const url = template
-    ? await copyDatabase(adminUrl(), template, name, servicePassword())
+    ? await copyTemplate(adminUrl(), template, name, servicePassword())
     : await createMigratedDatabase(adminUrl(), name, servicePassword());
   return {
     url,
@@ -52,12 +52,19 @@ export async function createMigratedDatabase(admin: string, name: string, passwo
   database.pathname = `/${name}`;
   // PostgreSQL 15+ gives `public` to the database owner; an older server's needs handing over.
   await withAdmin(database.href, (client) => client.query(`ALTER SCHEMA public OWNER TO ${SERVICE_ROLE}`));
-  const url = new URL(database.href);
-  url.username = SERVICE_ROLE;
-  url.password = encodeURIComponent(password);
-  const db = connectDatabase(url.href, 1);
+  const url = serviceRoleUrl(admin, name, password);
+  const db = connectDatabase(url, 1);
   await migrateToLatest(db);
   await db.destroy();
+  return url;
+}
+
+/** The service role's URL of database `name` on the server of `admin`. */
+function serviceRoleUrl(admin: string, name: string, password: string): string {
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  url.username = SERVICE_ROLE;
+  url.password = encodeURIComponent(password);
   return url.href;
 }
 
@@ -74,17 +81,13 @@ function migratedTemplateOn(admin: string): string | undefined {
 }
 
 /** A copy of `template` named `name`, owned by the service role (as its objects are): the role's URL of it. */
-async function copyDatabase(admin: string, template: string, name: string, password: string): Promise<string> {
+async function copyTemplate(admin: string, template: string, name: string, password: string): Promise<string> {
   await withAdmin(admin, (client) =>
     client.query(
       `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(template)} OWNER ${SERVICE_ROLE}`,
     ),
   );
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  url.username = SERVICE_ROLE;
-  url.password = encodeURIComponent(password);
-  return url.href;
+  return serviceRoleUrl(admin, name, password);
 }
 
 /**
