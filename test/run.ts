@@ -16,12 +16,13 @@
  * wall seconds, or CPU seconds when more), packed by the CPU they use: a file's load is its CPU
  * seconds over its wall seconds (by .data/test-times.json, which each run updates, else the
  * committed test/runner/times.json; a file in neither is guessed by its kind), and files start in
- * that order while their loads add up to less than TEST_CPUS (default: the machine's cores; the
- * next file starts when some is left, so a busy file is not passed over by lighter ones until it
- * runs alone at the end), at most TEST_JOBS (default 6) at once. A file whose assertions count
- * fractions of a second of wall time says how much CPU to keep for it, `// Load: 1.5` among its
- * first lines (it starts once that much is free), or `// Load: all` to run alone (such files start
- * first, while nothing else runs).
+ * that order while their loads add up to less than one and a half times TEST_CPUS (default: the
+ * machine's cores; the next file starts when some is left, so a busy file is not passed over by
+ * lighter ones until it runs alone at the end), at most TEST_JOBS (default 6) at once. A file whose
+ * assertions count fractions of a second of wall time says how much CPU to keep for it, `// Load:
+ * 1.5` among its first lines (it starts once that much of TEST_CPUS is free, and while it runs the
+ * others fill TEST_CPUS only), or `// Load: all` to run alone (such files start first, while
+ * nothing else runs).
  * TEST_JOBS=1 runs one file at a time with its output live.
  *
  * Each file that uses the stores gets, besides the runner's environment minus DATABASE_URL and
@@ -62,6 +63,12 @@ import { ensureTools } from './runner/tools.js';
 const fileTimeoutMs = readCount('TEST_FILE_TIMEOUT_MS', 300_000);
 const jobs = readCount('TEST_JOBS', 6);
 const cpus = readCount('TEST_CPUS', availableParallelism());
+/**
+ * What the loads of files without a `// Load:` header may add up to: half as much again as the cores. A file's load is
+ * its average, and the files wait on timers, stores and the network for part of their time; packed to the cores alone,
+ * a run on 2 cores left a tenth of the CPU idle (docs/testing.md "How the tests run").
+ */
+const capacity = cpus * 1.5;
 const totals = { passed: 0, failed: 0 };
 const durations: Times = {};
 let interruptedBy: NodeJS.Signals | undefined;
@@ -154,7 +161,7 @@ async function runOthers(
   const live = files.length === 1 || jobs === 1;
   await runPool(
     files,
-    { jobs, capacity: cpus },
+    { jobs, capacity, cores: cpus },
     (file) => loadOf(file, times),
     async (file) => {
       if (file.kind === 'unit') return void (await runOne(file, unitEnv, live));

@@ -90,24 +90,29 @@ export function loadOf(file: TestFile, times: Times): number {
  * Runs `files` side by side, in order: at most `jobs` at once, started while their `cost`s add up to
  * less than `capacity`. A file starts when some capacity is left even if its cost is more than what
  * is left (the cores are shared a while longer), so that a busy file is not passed over by lighter
- * ones again and again until it runs alone at the end; but a file that keeps CPU for itself by its
- * header (`// Load:`) starts only once its whole cost fits, and a file costing more than `capacity`
- * runs alone; lighter files after it may start meanwhile. Stops starting files once `stopped()`.
+ * ones again and again until it runs alone at the end. A file that keeps CPU for itself by its
+ * header (`// Load:`) starts only once its whole cost fits in the machine's `cores`, and while one
+ * runs the others may fill only those cores, not `capacity`; a file costing more than `cores` runs
+ * alone; lighter files after it may start meanwhile. Stops starting files once `stopped()`.
  */
 export async function runPool<T>(
   files: TestFile[],
-  limits: { jobs: number; capacity: number },
+  limits: { jobs: number; capacity: number; cores?: number },
   cost: (file: TestFile) => number,
   run: (file: TestFile) => Promise<T>,
   stopped: () => boolean,
 ): Promise<void> {
   const queue = [...files];
   const active = new Set<Promise<void>>();
+  const cores = limits.cores ?? limits.capacity;
   let used = 0;
+  let keeping = 0;
   const fits = (file: TestFile) =>
     active.size === 0 ||
     (active.size < limits.jobs &&
-      (file.load === undefined ? used < limits.capacity : used + cost(file) <= limits.capacity));
+      (file.load === undefined
+        ? used < (keeping > 0 ? cores : limits.capacity)
+        : used + Math.min(cost(file), cores) <= cores));
   while (queue.length > 0 && !stopped()) {
     const index = queue.findIndex(fits);
     if (index === -1) {
@@ -115,10 +120,13 @@ export async function runPool<T>(
       continue;
     }
     const [file] = queue.splice(index, 1);
-    const taken = Math.min(cost(file!), limits.capacity);
+    const taken = Math.min(cost(file!), cores);
+    const keeps = file!.load === undefined ? 0 : 1;
     used += taken;
+    keeping += keeps;
     const task: Promise<void> = run(file!).then(() => {
       used -= taken;
+      keeping -= keeps;
       active.delete(task);
     });
     active.add(task);
