@@ -18,7 +18,7 @@ const USERS: Record<string, { password: string; limit: number }> = {
   beta: { password: 'beta-pass', limit: 15 },
 };
 const ANON_LIMIT = 100;
-/** Each client's log: one instant per unit admitted. */
+/** Each client's log: one instant per unit admitted, on the monotonic clock (see test/verify/model-service.ts). */
 const logs = new Map<string, number[]>();
 
 interface Answer {
@@ -28,7 +28,7 @@ interface Answer {
 }
 
 function decide(key: string, enforced: number, cost: number) {
-  const now = Date.now();
+  const now = performance.now();
   const log = (logs.get(key) ?? []).filter((t) => t > now - WINDOW_MS);
   logs.set(key, log);
   const needs = fault === 'one-unit-left' ? 1 : cost;
