@@ -12,7 +12,7 @@ import { createMetrics, type Metrics } from './base/metrics.js';
 import { ReportQueue } from './reports/report-queue.js';
 import { createReadCache, publishBeforeCommit, type ReadCache } from './read-cache/create-read-cache.js';
 import { ReplicaSet } from './stores/read-replicas.js';
-import { createRedisClient, type RedisClient } from './stores/redis-client.js';
+import { closeRedisClient, createRedisClient, type RedisClient } from './stores/redis-client.js';
 import { logStoreFailure } from './stores/store-errors.js';
 import { createConcurrencyLimiter, type ConcurrencyLimiter } from './throttle/concurrency.js';
 import { createThrottler, type Throttler } from './throttle/index.js';
@@ -136,11 +136,10 @@ export async function buildDeps(config: Config, role: string): Promise<{ deps: D
       deps.watch?.close();
       // Before the connection closes: the other workers' shares grow as this one leaves.
       await deps.alone?.census.close();
-      // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
       await Promise.allSettled([
         db.destroy(),
         deps.replicas?.close(),
-        redis.quit().catch(() => redis.disconnect()),
+        closeRedisClient(redis),
         deps.reportQueue?.close(),
       ]);
     })());

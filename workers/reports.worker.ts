@@ -2,8 +2,8 @@ import { Worker, type Job } from 'bullmq';
 import type { Deps } from '../src/deps.js';
 import { childDrainBudgetMs } from '../src/settings/config.js';
 import { aggregateReport } from '../src/reports/aggregate.js';
-import { bullPrefix, closeConnection, REPORTS_QUEUE } from '../src/reports/report-queue.js';
-import { createRedisClient } from '../src/stores/redis-client.js';
+import { bullPrefix, REPORTS_QUEUE } from '../src/reports/report-queue.js';
+import { closeRedisClient, createRedisClient } from '../src/stores/redis-client.js';
 import { logStoreFailure } from '../src/stores/store-errors.js';
 import { completeReport, recordReportFailure, startReport } from '../src/reports/reports.repository.js';
 
@@ -58,7 +58,7 @@ export function startReportsWorker(deps: Deps): { close(): Promise<void> } {
         await worker.close(connection.status !== 'ready');
       } finally {
         clearTimeout(deadline);
-        await closeConnection(connection);
+        await closeRedisClient(connection);
       }
     },
   };

@@ -1,7 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../settings/config.js';
-import { createRedisClient, type RedisClient } from '../stores/redis-client.js';
+import { closeRedisClient, createRedisClient, type RedisClient } from '../stores/redis-client.js';
 import { logStoreFailure } from '../stores/store-errors.js';
 
 /** The BullMQ queue that runs report aggregations. */
@@ -19,12 +19,6 @@ const ENQUEUE_TIMEOUT_MS = 2_000;
  */
 export function bullPrefix(config: Pick<Config, 'REDIS_PREFIX'>): string {
   return `${config.REDIS_PREFIX}{bull}`;
-}
-
-/** Closes a connection handed to BullMQ, which leaves connections it did not open to their owner. */
-export async function closeConnection(connection: RedisClient): Promise<void> {
-  // quit() is refused while Redis is unreachable; disconnect() then stops the reconnecting.
-  await connection.quit().catch(() => connection.disconnect());
 }
 
 /**
@@ -79,7 +73,8 @@ export class ReportQueue {
     this.#queue = undefined;
     this.#connection = undefined;
     await queue?.close().catch(() => {});
-    if (connection) await closeConnection(connection);
+    // BullMQ leaves a connection it did not open to its owner.
+    if (connection) await closeRedisClient(connection);
   }
 
   #open(): Queue {

@@ -57,6 +57,22 @@ export function createRedisClient(config: RedisSettings, use: RedisUse): RedisCl
 
 const connectionErrors = new WeakMap<RedisClient, unknown>();
 
+/**
+ * Closes a client for good: QUIT while connected; while Redis is unreachable QUIT is refused, and disconnect()
+ * stops the reconnecting. A `Redis` disconnected while it waits to reconnect still holds the commands it had sent
+ * before the connection dropped (kept to be sent again), each with its `commandTimeout` timer, which would hold the
+ * process that long: ioredis rejects them only on a close event, and none is to come. They are rejected here.
+ */
+export async function closeRedisClient(client: RedisClient): Promise<void> {
+  try {
+    await client.quit();
+  } catch {
+    client.disconnect();
+    if (client instanceof Redis && client.status === 'reconnecting')
+      (client as unknown as { flushQueue(error: Error): void }).flushQueue(new Error('Connection is closed.'));
+  }
+}
+
 function optionsFor(
   config: RedisSettings,
   use: RedisUse,

@@ -5,7 +5,7 @@ import { connectDatabase } from '../../db/connect.js';
 import type { Database } from '../../db/database.js';
 import type { Config } from '../settings/config.js';
 import type { ClusterNodes } from '../settings/redis-cluster-nodes.js';
-import { checkRedis, createRedisClient, type RedisClient } from './redis-client.js';
+import { checkRedis, closeRedisClient, createRedisClient, type RedisClient } from './redis-client.js';
 import { redactAddress } from './store-errors.js';
 import type { WatchedStore } from './store-watch.js';
 
@@ -59,7 +59,7 @@ function watchedRedis(settings: RedisSettings): WatchedStore {
   const client = createRedisClient(settings, 'enqueue');
   const check = () => withinTimeout(settled(client).then(() => checkRedis(client)));
   const cluster = settings.REDIS_CLUSTER_NODES;
-  const close = async () => void (await client.quit().catch(() => client.disconnect()));
+  const close = () => closeRedisClient(client);
   if (!cluster) return { name: 'Redis', setting: 'REDIS_URL', address: settings.REDIS_URL, check, close };
   return {
     name: 'Redis Cluster',

@@ -2,8 +2,8 @@ import { suite as uvuSuite, type Callback, type Test } from 'uvu';
 
 /**
  * uvu's `suite`, whose `before` and `after` hooks print what they throw. uvu's runner returns from a `finally`
- * that swallows a hook's error: a suite whose set-up failed showed `(0 / N)` and nothing else. Every test file
- * takes `suite` from here.
+ * that swallows a hook's error: a suite whose set-up failed showed `(0 / N)` and nothing else. Its `run` adds a
+ * last `after` hook that names what still holds the process 5 s on. Every test file takes `suite` from here.
  */
 export function suite<T = Record<string, unknown>>(title = '', context?: T): Test<T> {
   const test = uvuSuite<T>(title, context);
@@ -20,5 +20,16 @@ export function suite<T = Record<string, unknown>>(title = '', context?: T): Tes
       });
     test[name] = Object.assign(told, { each: register.each });
   }
+  const run = test.run;
+  test.run = () => {
+    // The runner fails a file still running 10 s after its summary (docs/testing.md "How the tests run").
+    test.after(() => {
+      const held = setTimeout(() => {
+        console.error(`\n# ${title}: still running 5 s after its tests, held by`, process.getActiveResourcesInfo());
+      }, 5_000);
+      held.unref();
+    });
+    run();
+  };
   return test;
 }

@@ -188,4 +188,22 @@ test('an app whose Redis is gone still closes: the client stops reconnecting, no
   assert.is(attempts, 0, 'no reconnect attempts after close()');
 });
 
+test('a command sent just before Redis died is answered when the app closes, not held until its timeout', async () => {
+  redis = await startRedis(redisOptions);
+  const app = await startTestApp({ REDIS_URL: redis.url, THROTTLE_FAILURE_MODE: 'open' }, 'throttle-held');
+  process.kill(redis.pid, 'SIGSTOP');
+  // Written to a live connection, unanswered: the client keeps it to send again once reconnected.
+  const pending = app.deps.redis.get('held').then(
+    () => 'answered',
+    (error: Error) => error.message,
+  );
+  // Not events.once: the reset is also an 'error' event, which would reject it.
+  const reconnecting = new Promise((resolve) => app.deps.redis.once('reconnecting', resolve));
+  process.kill(redis.pid, 'SIGKILL');
+  await bounded(reconnecting, 10_000, 'the client noticing the connection closed');
+  await bounded(app.close(), 10_000, 'close()');
+  // Its command timeout is 20 s (THROTTLE_TIMEOUT_MS × 10): a timer that long would hold the process.
+  assert.is(await bounded(pending, 1_000, 'the command sent before Redis died'), 'Connection is closed.');
+});
+
 test.run();
