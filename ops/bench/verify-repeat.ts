@@ -1,7 +1,7 @@
 /**
  * `npm run bench:verify [-- runs [minutes]]`: docs/verify.md "Repeated". Verify's default command runs `runs` times
  * (default 20) against each target below, each started once for all runs: the three Paceline deployments and the
- * exact sliding log of test/verify/ (every check must hold: no false alarm), each faulty service of test/verify/
+ * exact sliding log of test/helpers/verify-faulty-service.ts (every check must hold: no false alarm), each of its faults
  * (the check its fault breaks must be violated) and each third-party limiter of the zoo (ops/verify-zoo/zoo.ts: the
  * limits check must be violated). Within a run the groups go one after another (the targets of a group at once), so
  * that the timing-bound limits checks of Paceline do not share the 2 cores with a dozen other verify runs. With
@@ -35,7 +35,7 @@ const FAULT_USERS = ['--user', 'alpha:alpha-pass', '--user', 'beta:beta-pass'];
  */
 const LOGIN = { THROTTLE_LOGIN: '1000/15min' };
 
-type Group = 'Paceline' | 'test/verify/' | 'zoo';
+type Group = 'Paceline' | 'test services' | 'zoo';
 type Started = { base: string; args: string[]; stop: () => Promise<void> };
 interface Target {
   name: string;
@@ -44,7 +44,7 @@ interface Target {
   start(scratch: string): Promise<Started>;
 }
 
-/** Each faulty service of test/verify/ and the check its fault must break under the default command. */
+/** Each fault of test/helpers/verify-faulty-service.ts and the check its fault must break under the default command. */
 const FAULTS = {
   'fixed-window': ['limits', 'a fixed window on the clock, 10 per 2 s'],
   'first-hit-window': ['limits', 'a fixed window opened by the first hit, 10 per 2 s'],
@@ -83,7 +83,7 @@ const onTestStores =
   });
 const faulty = (fault: string, expect: Target['expect'], name: string): Target => ({
   name,
-  group: 'test/verify/',
+  group: 'test services',
   expect,
   start: async () => ({ ...(await startFaulty(fault)), args: FAULT_USERS }),
 });
@@ -95,7 +95,7 @@ const TARGETS: Target[] = [
   }),
   paceline('two hosts (1 worker each) behind HAProxy, one PostgreSQL and Redis', onTestStores('startBalanced')),
   paceline('one host (2 workers) on a Redis Cluster of three masters', onTestStores('startOnRedisCluster')),
-  faulty('honest', 'holds', 'an exact sliding log, 40 per 2 s (test/verify/ `honest`)'),
+  faulty('honest', 'holds', 'an exact sliding log, 40 per 2 s (the test services’ `honest`)'),
   ...Object.entries(FAULTS).map(([fault, [check, what]]) => faulty(fault, check, `${what} (\`${fault}\`)`)),
   // The zoo's Paceline member is the first target above.
   ...MEMBERS.filter((member) => !member.service.startsWith('Paceline')).map((member): Target => ({
@@ -191,7 +191,7 @@ after: ${load(loadavg())}. One 2-core machine runs the targets, their stores and
 Each run is verify's default command (\`npm run verify -- <base> <users>\`, no tuning; the zoo's limiters
 \`--anonymous\`, with \`--limit 10/5s\` where they send no \`RateLimit-Policy\`) against every target below,
 each started once for all runs. A run takes the groups one after another (the Paceline deployments, then the
-services of \`test/verify/\`, then the zoo), the targets of a group at once; a target rests ${QUIET_MS / 1000} s between
+test services of \`test/helpers/verify-faulty-service.ts\`, then the zoo), the targets of a group at once; a target rests ${QUIET_MS / 1000} s between
 its runs. Paceline runs with \`THROTTLE_USER=60/3s\` and \`THROTTLE_LOGIN=${LOGIN.THROTTLE_LOGIN}\` (each run logs
 both users in, more often than the default 10 per 15 minutes allows); the two multi-host deployments also
 with the suite's \`VERIFY_SETTINGS\` (\`THROTTLE_TIMEOUT_MS=5000\`, \`DATABASE_POOL_SIZE=4\`).

@@ -18,7 +18,7 @@ const USERS: Record<string, { password: string; limit: number }> = {
   beta: { password: 'beta-pass', limit: 15 },
 };
 const ANON_LIMIT = 100;
-/** Each client's log: one instant per unit admitted, on the monotonic clock (see test/verify/model-service.ts). */
+/** Each client's log: one instant per unit admitted, on the monotonic clock (see test/helpers/verify-model-service.ts). */
 const logs = new Map<string, number[]>();
 
 interface Answer {

@@ -47,12 +47,12 @@ export function checkOf(run: VerifyRun, name: string) {
 }
 
 /**
- * Starts test/verify/faulty-service.ts (or another `script` taking the same arguments, such as
+ * Starts test/helpers/verify-faulty-service.ts (or another `script` taking the same arguments, such as
  * test/helpers/verify-weighted-service.ts) with `fault` (docs/verify.md "It catches real faults") on a free port.
  */
 export async function startFaulty(
   fault: string,
-  script = 'test/verify/faulty-service.ts',
+  script = 'test/helpers/verify-faulty-service.ts',
 ): Promise<{ base: string; stop: () => Promise<void> }> {
   const port = await findFreePort();
   const child = spawn(process.execPath, [...scriptArgs(script), fault, String(port)], {

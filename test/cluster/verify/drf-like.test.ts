@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert';
 import { checkOf, runVerify, startFaulty, type VerifyRun } from '../../helpers/verify.js';
 
 // docs/verify.md "Identity is checked" and "The limit, when the service states none": a service shaped like DRF
-// (test/verify/drf-service.ts: no /api/events/, no RateLimit-Policy, anon 5 and user 10 per 2 s) is judged with
+// (test/helpers/verify-drf-service.ts: no /api/events/, no RateLimit-Policy, anon 5 and user 10 per 2 s) is judged with
 // `--auth-scheme Token` alone: the token is recognised from the anonymous budget, the user's limit is measured,
 // an exact limiter holds and DRF's cache race is over the limit.
 

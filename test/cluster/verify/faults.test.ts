@@ -4,7 +4,7 @@ import { suite } from '../../helpers/suite.js';
 import * as assert from 'uvu/assert';
 import { checkOf, runVerify, startFaulty } from '../../helpers/verify.js';
 
-// docs/verify.md "It catches real faults": each small service under test/verify/ carries one seeded fault;
+// docs/verify.md "It catches real faults": each small service of test/helpers/verify-faulty-service.ts carries one seeded fault;
 // verify's default command (users only, no tuning) must report the check that the fault breaks as violated,
 // with the evidence and the schedule that exposed it, and exit 1.
 

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { USERS } from './model-service.js';
+import { USERS } from './verify-model-service.js';
 
 export interface DrfRates {
   anon: { limit: number; windowS: number };
@@ -52,7 +52,7 @@ function throttle(scope: string, rate: { limit: number; windowS: number }, racy:
     if (key === undefined) return { allowed: true, waitS: null };
     await roundTrip();
     const history = [...(cache.get(`throttle_${scope}_${key}`) ?? [])];
-    // DRF's `time.time()` to the microsecond, here on the monotonic clock verify times on (test/verify/model-service.ts).
+    // DRF's `time.time()` to the microsecond, here on the monotonic clock verify times on (test/helpers/verify-model-service.ts).
     const now = performance.now() / 1000;
     while (history.length > 0 && history.at(-1)! <= now - rate.windowS) history.pop();
     if (history.length >= rate.limit) {

@@ -1,5 +1,5 @@
 /**
- * `node --import tsx test/verify/faulty-service.ts <fault> <port>`: the model service with one seeded fault
+ * `node --import tsx test/helpers/verify-faulty-service.ts <fault> <port>`: the model service with one seeded fault
  * (or none: `honest`), on 127.0.0.1:<port>, until killed. Prints `listening <port>` when ready.
  *   fixed-window     a fixed window on the clock (10 per 2 s): twice the limit across a window edge
  *   first-hit-window a fixed window opened by each identity's first hit (10 per 2 s), as many stores keep it
@@ -17,8 +17,8 @@
 import cluster from 'node:cluster';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { serveDrf } from './drf-service.js';
-import { Model, serve, slidingLog, type Limiter, type Parts } from './model-service.js';
+import { serveDrf } from './verify-drf-service.js';
+import { Model, serve, slidingLog, type Limiter, type Parts } from './verify-model-service.js';
 
 const [fault = 'honest', portText = '0'] = process.argv.slice(2);
 const port = Number(portText);
