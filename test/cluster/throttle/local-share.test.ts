@@ -184,11 +184,12 @@ test('a flood stays near its limit while Redis is frozen, a good client is serve
     process.kill(redis!.pid, 'SIGCONT');
   }
 
-  // Exact again once each worker has had an answer from Redis.
-  let exactInARow = 0;
-  for (let i = 0; i < 200 && exactInARow < 4; i += 1)
-    exactInARow = (await get('203.0.113.10')).mode ? 0 : exactInARow + 1;
-  assert.is(exactInARow, 4, 'both workers decide through Redis again');
+  // Exact again once each worker has had an answer from Redis. Which worker a connection reaches is the
+  // primary's choice (a loaded host sent four in a row to one): requests go on until both gauges say so.
+  let degraded = await metric('paceline_throttle_degraded');
+  for (let i = 0; i < 200 && degraded > 0; i += 1)
+    if ((await get('203.0.113.10')).mode === undefined) degraded = await metric('paceline_throttle_degraded');
+  assert.is(degraded, 0, 'both workers decide through Redis again');
   for (const ip of ['198.51.100.9', '198.51.100.7']) {
     const answers = await burst(ip, LIMIT + 5, LIMIT + 5);
     assert.equal(
@@ -198,7 +199,6 @@ test('a flood stays near its limit while Redis is frozen, a good client is serve
     );
     assert.ok(answers.every((a) => a.mode === undefined && a.ratelimit !== undefined));
   }
-  assert.is(await metric('paceline_throttle_degraded'), 0);
   assert.is(linesSaying(LEFT), 2, 'each worker said once that it left');
   assert.is(linesSaying(ENTERED), 2, 'and did not enter again');
 });
