@@ -89,7 +89,16 @@ export async function startTestApp(
         await sleep(1_000 * Number(response.headers.get('retry-after') ?? 1));
         response = await request(base, 'POST', '/api/auth/token/', { body: { username, password } });
       }
-      if (response.status !== 200) throw new Error(`login of ${username} failed: ${response.status} ${response.text}`);
+      if (response.status !== 200) {
+        // What the app's Redis looked like then: a 503 is the login budget left unchecked.
+        const began = performance.now();
+        const ping = await deps.redis.ping().then(
+          () => `PING answered in ${(performance.now() - began).toFixed(0)} ms`,
+          (error: Error) => `PING failed: ${error.message}`,
+        );
+        const redis = `its Redis client ${deps.redis.status}, ${ping}`;
+        throw new Error(`login of ${username} failed: ${response.status} ${response.text} (${redis})`);
+      }
       return response.body.token as string;
     },
     async close() {
