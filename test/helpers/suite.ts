@@ -1,5 +1,8 @@
 import { suite as uvuSuite, type Callback, type Test } from 'uvu';
 
+/** The line of the last suite to end, if the process outlives it by 5 s. */
+let held: NodeJS.Timeout | undefined;
+
 /**
  * uvu's `suite`, whose `before` and `after` hooks print what they throw. uvu's runner returns from a `finally`
  * that swallows a hook's error: a suite whose set-up failed showed `(0 / N)` and nothing else. Its `run` adds a
@@ -20,11 +23,13 @@ export function suite<T = Record<string, unknown>>(title = '', context?: T): Tes
       });
     test[name] = Object.assign(told, { each: register.each });
   }
+  // A file may run several suites, one after another: the next one's start cancels the line.
+  test.before(() => clearTimeout(held));
   const run = test.run;
   test.run = () => {
     // The runner fails a file still running 10 s after its summary (docs/testing.md "How the tests run").
     test.after(() => {
-      const held = setTimeout(() => {
+      held = setTimeout(() => {
         console.error(`\n# ${title}: still running 5 s after its tests, held by`, process.getActiveResourcesInfo());
       }, 5_000);
       held.unref();

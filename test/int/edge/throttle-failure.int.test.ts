@@ -89,13 +89,25 @@ async function assertRecovered(): Promise<void> {
       if (Date.now() > deadline) throw new Error(`${mode.name}: throttling did not come back within 20 s`);
       await sleep(100);
     }
-    const ip = `198.18.0.${(nextClient += 1)}`;
-    for (let i = 0; i < 3; i += 1) {
-      const admitted = await get(mode, '/api/tasks/', ip);
-      assert.is(admitted.status, 200, `${mode.name} after recovery #${i + 1}`);
-      assert.is(admitted.headers.get('ratelimit'), `"anon";r=${2 - i};t=60`);
+    // A check that outlives THROTTLE_TIMEOUT_MS on a loaded host is a store_error (counted), not a decision, and
+    // may have been counted in Redis all the same: the client starts over from a fresh address (at most five).
+    for (let attempt = 1; ; attempt += 1) {
+      const ip = `198.18.0.${(nextClient += 1)}`;
+      const before = await storeErrors(mode);
+      const answers = [];
+      for (let i = 0; i < 4; i += 1) answers.push(await get(mode, '/api/tasks/', ip));
+      const late = (await storeErrors(mode)) - before;
+      if (late > 0 && attempt < 5) {
+        console.log(`# ${mode.name}: ${late} of 4 checks after recovery outlived THROTTLE_TIMEOUT_MS; again`);
+        continue;
+      }
+      for (const [i, admitted] of answers.slice(0, 3).entries()) {
+        assert.is(admitted.status, 200, `${mode.name} after recovery #${i + 1}`);
+        assert.is(admitted.headers.get('ratelimit'), `"anon";r=${2 - i};t=60`);
+      }
+      assert.is(answers[3]!.status, 429, `${mode.name}: the limit holds again`);
+      break;
     }
-    assert.is((await get(mode, '/api/tasks/', ip)).status, 429, `${mode.name}: the limit holds again`);
   }
 }
 
