@@ -69,7 +69,7 @@ async function assertOverLimit(name: keyof typeof RUNS, exposedBy: RegExp) {
   const [identity] = limits.evidence.identities;
   assert.ok(identity.findings.maxInWindow > 10, `at most ${identity.findings.maxInWindow} admissions in one window`);
   assert.ok(identity.findings.overLimit.length > 10, 'the admissions that prove it are named');
-  assert.match(limits.summary, exposedBy);
+  assert.ok(exposedBy.test(limits.summary), `exposed by a schedule named: ${limits.summary}`);
 }
 
 test('a fixed window on the clock is over the limit at a window edge', async () => {
@@ -77,9 +77,10 @@ test('a fixed window on the clock is over the limit at a window edge', async () 
 });
 
 test('a fixed window opened by the first hit is over the limit: the lone request, then bursts at its edge', async () => {
-  // Its edge is where bursts find it; on a loaded host the requests of steady pressure can straddle it first
-  // (seen on clean-clone runs with the other runs of this file beside it): either way it must be proven over.
-  await assertOverLimit('first-hit-window', /exposed by .*(burst before the window’s edge|steady pressure)/);
+  // Its edge is where bursts find it; on a loaded host the burst as the window turned or the requests of steady
+  // pressure can straddle it first (seen on clean-clone runs with the other runs of this file beside it): whichever
+  // schedule exposes it, it must be proven over.
+  await assertOverLimit('first-hit-window', /exposed by .*(burst|steady pressure)/);
 });
 
 test('a read-then-write throttle (DRF’s cache race) admits one request per racer in a concurrent burst', async () => {
