@@ -75,6 +75,12 @@ export function describeOthers(outcomes: Outcome[], expected: number[], since: n
 }
 
 /**
+ * The body of the listener's shed 503 (src/listener/listener.ts): answered before the throttle, so nothing was
+ * counted, and a client may send the request again. A test that counts decisions resends it and says how often.
+ */
+export const SHED_BODY = JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' });
+
+/**
  * An answer in an assertion's words: 200 admitted, 429 refused, 503 shed or unavailable (not a throttle decision),
  * another status by its number, no answer by why (`failure`, else "no answer"). A count of admissions and
  * refusals then never takes a shed or a timeout for one of them, and a failed assertion names it.

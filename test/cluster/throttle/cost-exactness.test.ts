@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { startCluster, type RunningCluster } from '../../helpers/cluster.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
-import { failureOf, outcomeName, tallyOutcomes } from '../../helpers/answers.js';
+import { failureOf, outcomeName, SHED_BODY, tallyOutcomes } from '../../helpers/answers.js';
 import { scrape, sumOf } from '../../helpers/metrics.js';
 
 // docs/throttling.md "Cost: requests that weigh more", "Exact, in units": two real clusters of two web workers each
@@ -34,9 +34,6 @@ interface Answer {
   failure?: string;
   shed?: boolean;
 }
-
-/** The listener's shed 503 (src/listener/listener.ts): answered before the throttle, so nothing was counted. */
-const SHED_BODY = JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' });
 
 /** A page of 10 rows (cost 1) or of 500 rows (cost 5) for `client`, on a connection of its own. */
 function hit(base: string, { client, cost }: Sent): Promise<Answer> {
