@@ -220,7 +220,14 @@ test('bytes split 1 ms apart with a request pipelined behind: framed where a lon
       const bytes = (i % 2 === 0 ? create(title) : chunked) + probe;
       const size = 3 + (i % 5) * 4;
       const plain = (await sendSplit(reference.port, bytes, size, 2)).map((a) => JSON.parse(a.body));
-      const ours = await sendSplit(cluster.port, bytes, size, 2);
+      let ours = await sendSplit(cluster.port, bytes, size, 2);
+      // Beside the crowd, a loaded host may answer the POST 503 (shed, or a store late), framed and stored nothing:
+      // that says nothing of framing, so the try is sent again, at most three times, and said with what it got.
+      for (let again = 0; again < 3 && ours[0]?.status === 503; again += 1) {
+        const got = `${ours[0].body} then ${ours[1]?.status ?? 'nothing'}`;
+        console.log(`# try ${i}: the POST was answered 503 (${got}); sent again`);
+        ours = await sendSplit(cluster.port, bytes, size, 2);
+      }
       assert.equal(
         plain.map((r: { method: string; url: string }) => `${r.method} ${r.url}`),
         ['POST /api/tasks/', 'GET /healthz'],
