@@ -28,7 +28,8 @@ export interface ListenerParts {
   >;
 }
 
-const SHED_DETAIL = { detail: 'Service temporarily unavailable, try again later.' };
+/** The shed 503's body: answered before the throttle, so nothing was counted. */
+export const SHED_DETAIL = { detail: 'Service temporarily unavailable, try again later.' };
 const SHED_BODY = Buffer.from(JSON.stringify(SHED_DETAIL));
 /** The shed 503 as problem details (docs/api.md "Problem details"). */
 const SHED_PROBLEM = Buffer.from(JSON.stringify(problemOf(503, SHED_DETAIL)));

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { SHED_DETAIL } from '../../src/listener/listener.js';
 import { request, type RequestOptions } from './http.js';
 
 /**
@@ -75,10 +76,10 @@ export function describeOthers(outcomes: Outcome[], expected: number[], since: n
 }
 
 /**
- * The body of the listener's shed 503 (src/listener/listener.ts): answered before the throttle, so nothing was
- * counted, and a client may send the request again. A test that counts decisions resends it and says how often.
+ * The body of the listener's shed 503, as sent: answered before the throttle, so nothing was counted, and a client
+ * may send the request again. A test that counts decisions resends it and says how often.
  */
-export const SHED_BODY = JSON.stringify({ detail: 'Service temporarily unavailable, try again later.' });
+export const SHED_BODY = JSON.stringify(SHED_DETAIL);
 
 /**
  * An answer in an assertion's words: 200 admitted, 429 refused, 503 shed or unavailable (not a throttle decision),

@@ -10,7 +10,7 @@ import type { ExtraRoutes } from '../../src/api/app.js';
 import { createApiListener } from '../../src/listener/listener.js';
 import { createApiServer } from '../../src/server/server.js';
 import { createTestDatabase } from './database.js';
-import { request } from './http.js';
+import { request, type TestResponse } from './http.js';
 
 export interface TestApp {
   /** `http://127.0.0.1:<port>` */
@@ -32,6 +32,21 @@ export interface TestAppOptions {
   routes?: ExtraRoutes;
   /** Settings that depend on the fresh database's URL (a replica of that database). */
   databaseEnv?: (databaseUrl: string) => Record<string, string>;
+}
+
+/**
+ * POST /api/auth/token/ as a client does: a 503 (the login budget unchecked in time, as a loaded host may answer)
+ * is tried again after Retry-After, at most five times in all, each said.
+ */
+export async function postLogin(base: string, username: string, password: string): Promise<TestResponse> {
+  const body = { username, password };
+  let response = await request(base, 'POST', '/api/auth/token/', { body });
+  for (let tries = 1; response.status === 503 && tries < 5; tries += 1) {
+    console.log(`# the login of ${username} was answered 503 (${response.text}); again after Retry-After`);
+    await sleep(1_000 * Number(response.headers.get('retry-after') ?? 1));
+    response = await request(base, 'POST', '/api/auth/token/', { body });
+  }
+  return response;
 }
 
 /**
@@ -83,12 +98,7 @@ export async function startTestApp(
     server,
     async login(username, password = `${username}-pass-123`) {
       await createUser(deps.db, username, password);
-      // A loaded host may answer 503 (the login budget unchecked in time): a client tries again after Retry-After.
-      let response = await request(base, 'POST', '/api/auth/token/', { body: { username, password } });
-      for (let tries = 1; response.status === 503 && tries < 5; tries += 1) {
-        await sleep(1_000 * Number(response.headers.get('retry-after') ?? 1));
-        response = await request(base, 'POST', '/api/auth/token/', { body: { username, password } });
-      }
+      const response = await postLogin(base, username, password);
       if (response.status !== 200) {
         // What the app's Redis looked like then: a 503 is the login budget left unchecked.
         const began = performance.now();

@@ -13,6 +13,7 @@ import { childPids, startCluster, type RunningCluster } from '../../helpers/clus
 import { runCli } from '../../helpers/cli.js';
 import { testStoresEnv } from '../../helpers/test-stores-env.js';
 import { createTestDatabase } from '../../helpers/database.js';
+import { postLogin } from '../../helpers/app.js';
 import { request } from '../../helpers/http.js';
 import { scrape, sumOf } from '../../helpers/metrics.js';
 import { hasTool, promtool, resultValues, startPrometheus, type RunningPrometheus } from '../../helpers/prometheus.js';
@@ -74,15 +75,8 @@ let dropDatabase: () => Promise<void> = async () => {};
 async function seedSeries(base: string, databaseUrl: string): Promise<string> {
   const db = connectDatabase(databaseUrl, 1);
   await createUser(db, 'watcher', 'watcher-password').finally(() => db.destroy());
-  const body = { username: 'watcher', password: 'watcher-password' };
-  let login = await request(base, 'POST', '/api/auth/token/', { body });
-  // A 503 is the login budget left unchecked (a clean-clone run saw one just after the start): a client tries
-  // again after Retry-After, as test/helpers/app.ts `login` does, and the test says so.
-  for (let tries = 1; login.status === 503 && tries < 5; tries += 1) {
-    console.log(`# the login was answered 503 (${login.text}); again after ${login.headers.get('retry-after')} s`);
-    await sleep(1_000 * Number(login.headers.get('retry-after') ?? 1));
-    login = await request(base, 'POST', '/api/auth/token/', { body });
-  }
+  // A 503 is tried again (a clean-clone run saw one just after the start).
+  const login = await postLogin(base, 'watcher', 'watcher-password');
   assert.is(login.status, 200, login.text);
   const token = login.body.token as string;
   assert.is((await request(base, 'GET', '/api/tasks/')).status, 200);
