@@ -13,7 +13,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -27,6 +27,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/settings/config.js';
+import { dashboard } from '../grafana/dashboard.js';
 import { NODE_MAJOR } from '../../src/settings/node-runtime.js';
 
 // The paths below are the repository's, whichever folder the script is started from.
@@ -224,6 +225,8 @@ test(`one Node.js line everywhere: engines, the runtime npm ci brings, the Docke
   assert.is(new Set(runtimes.map(([, version]) => version)).size, 1, 'both platforms at one version');
   const arg = /^ARG NODE_VERSION=(\S+)$/m.exec(readFileSync('Dockerfile', 'utf8'))?.[1];
   assert.is(arg, pinned, "the Dockerfile's base image is the version npm ci brings");
+  const compose = parse(readFileSync('ops/docker-compose.yml', 'utf8'));
+  assert.is(compose.services.dashboard.image, `node:${pinned}-bookworm-slim`, "the compose file's dashboard service");
   for (const from of dockerfile().filter((i) => i.op === 'FROM'))
     assert.match(
       from.args,
@@ -312,7 +315,15 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
   assert.ok(validate(compose), JSON.stringify(validate.errors, null, 2));
 
   const { services } = compose as { services: Record<string, Loose> };
-  assert.equal(Object.keys(services).sort(), ['grafana', 'jobs', 'postgres', 'prometheus', 'redis', 'web']);
+  assert.equal(Object.keys(services).sort(), [
+    'dashboard',
+    'grafana',
+    'jobs',
+    'postgres',
+    'prometheus',
+    'redis',
+    'web',
+  ]);
   const targets: string[] = parse(readFileSync('ops/prometheus/prometheus.compose.yml', 'utf8')).scrape_configs[0]
     .static_configs[0].targets;
   for (const [name, role] of [
@@ -371,14 +382,25 @@ test('ops/docker-compose.yml passes the Compose Specification schema and wires t
     existsSync(join('ops/prometheus', config.slice(promDir!.length))),
     `Prometheus config ${config} is in ops/prometheus`,
   );
-  const [, dashboardAt] = mounts(services.grafana).find(([source]) => source!.endsWith('paceline-dashboard.json'))!;
+  // The dashboard service writes the dashboard into a volume that Grafana mounts where its provider reads.
+  const [generator, written] = services.dashboard.command.slice(1);
+  const inVolume = (service: Loose, path: string) =>
+    service.volumes.find((v: string) => path.startsWith(`${v.split(':')[1]}/`))?.split(':')[0];
+  assert.ok(
+    mounts(services.dashboard).some(([source, at]) => source === './grafana/dashboard.ts' && at === generator),
+    'the dashboard service runs ops/grafana/dashboard.ts',
+  );
+  const volume = inVolume(services.dashboard, written);
+  const [, dashboardsAt] = services.grafana.volumes.find((v: string) => v.startsWith(`${volume}:`)).split(':');
   const provider = parse(readFileSync('ops/grafana/provisioning/dashboards/paceline.yml', 'utf8')).providers[0];
-  assert.is(provider.options.path, dirname(dashboardAt!), 'the dashboard provider reads the mounted dashboard');
+  assert.is(provider.options.path, dashboardsAt, 'the dashboard provider reads the volume the dashboard is written to');
+  assert.is(services.grafana.depends_on.dashboard.condition, 'service_completed_successfully');
+  assert.is(services.dashboard.read_only, true, 'the dashboard service writes only its volume');
+  assert.is(services.dashboard.network_mode, 'none', 'the dashboard service needs no network');
   const datasource = parse(readFileSync('ops/grafana/provisioning/datasources/prometheus.yml', 'utf8')).datasources[0];
   assert.is(datasource.type, 'prometheus');
   assert.is(new URL(datasource.url).hostname, 'prometheus');
   assert.is(new URL(datasource.url).port, '9090', "Prometheus's own port");
-  const dashboard = JSON.parse(readFileSync('ops/grafana/paceline-dashboard.json', 'utf8'));
   assert.ok(
     dashboard.templating.list.some((v: Loose) => v.type === 'datasource' && v.query === datasource.type),
     "the dashboard's datasource variable picks the provisioned one",
