@@ -168,11 +168,20 @@ function createWatch({ config, redis, metrics, logger, cursorSecret }: Deps): Th
 }
 
 function decideAlone({ config, redis, metrics, logger }: Deps): NonNullable<Deps['alone']> {
-  const census = new WorkerCensus(redis, `${config.REDIS_PREFIX}throttle:workers`, config.WEB_CONCURRENCY, (workers) =>
-    metrics.throttleWorkers.set(workers),
+  const census = new WorkerCensus(
+    redis,
+    `${config.REDIS_PREFIX}throttle:workers`,
+    config.WEB_CONCURRENCY,
+    (workers, roundTripMs) => {
+      metrics.throttleWorkers.set(workers);
+      // Redis answers this worker in time again: exact again without waiting for a request to find out, so an idle
+      // worker's gauge does not say degraded for the rest of the outage's aftermath (docs/throttling.md).
+      if (roundTripMs <= config.THROTTLE_TIMEOUT_MS) rates.answered();
+    },
   );
+  const rates = new LocalShare({ census, logger, metrics });
   census.start();
-  return { census, rates: new LocalShare({ census, logger, metrics }), slots: new LocalSlots(census) };
+  return { census, rates, slots: new LocalSlots(census) };
 }
 
 function requireSetting(value: string | undefined, name: string): string {

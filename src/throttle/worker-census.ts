@@ -30,7 +30,7 @@ type CensusCommand = (key: string, member: string, staleMs: string) => Promise<n
  * The web workers alive across a deployment, counted through Redis (docs/throttling.md "When
  * Redis is unreachable"): `start()` records this worker in one sorted set, `key` (one key, so one
  * Redis Cluster slot), every CENSUS_EVERY_MS, reading the count back each time (and handing it to
- * `onCount`). `workers` is the last count read, or `fallback` (the host's WEB_CONCURRENCY) before
+ * `onCount`, with how long Redis took to answer). `workers` is the last count read, or `fallback` (the host's WEB_CONCURRENCY) before
  * any. A record that fails or hangs is skipped: the last count holds. `close()` takes this worker
  * out; safe twice.
  */
@@ -46,7 +46,7 @@ export class WorkerCensus {
     private readonly redis: Redis | Cluster,
     private readonly key: string,
     private readonly fallback: number,
-    private readonly onCount: (workers: number) => void = () => {},
+    private readonly onCount: (workers: number, roundTripMs: number) => void = () => {},
   ) {
     redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: CENSUS_SCRIPT });
     this.#record = (redis as unknown as Record<typeof COMMAND, CensusCommand>)[COMMAND].bind(redis);
@@ -75,8 +75,9 @@ export class WorkerCensus {
     if (this.#recording || this.#closing) return;
     this.#recording = true;
     try {
+      const sentAt = performance.now();
       const count = Number(await this.#record(this.key, this.#member, String(CENSUS_STALE_MS)));
-      if (count >= 1) this.onCount((this.#count = count));
+      if (count >= 1) this.onCount((this.#count = count), performance.now() - sentAt);
     } catch {
       // Redis unreachable: the last count holds (the throttle reports the outage).
     } finally {
